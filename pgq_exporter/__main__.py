@@ -1,0 +1,3 @@
+from pgq_exporter.cli import main
+
+raise SystemExit(main())

