@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter.dsn import describe_connect_error, parse_dsn
-from pgq_exporter.errors import DatabaseUnavailable
+from pgq_exporter.errors import DatabaseUnavailableError
 
 DEFAULT_APPLICATION_NAME = "pgq-exporter"
 
@@ -19,11 +19,14 @@ def connect(
     dsn: str,
     *,
     application_name: str = DEFAULT_APPLICATION_NAME,
-    autocommit: bool = False,
+    autocommit: bool = True,
     connect_timeout: int = 10,
     **kwargs: Any,
 ) -> psycopg.Connection[Any]:
-    """Connect, or raise DatabaseUnavailable with a message that holds no secret."""
+    """Connect, or raise DatabaseUnavailableError with a message that holds no secret.
+
+    Autocommit by default: callers group statements with ``conn.transaction()``.
+    """
     parse_dsn(dsn)
     try:
         return psycopg.connect(
@@ -34,7 +37,7 @@ def connect(
             **kwargs,
         )
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(describe_connect_error(dsn, exc)) from None
+        raise DatabaseUnavailableError(describe_connect_error(dsn, exc)) from None
 
 
 @contextmanager
@@ -48,6 +51,4 @@ def connection(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[Any]]:
 
 def set_search_path(conn: psycopg.Connection[Any], schema: str, *, local: bool = True) -> None:
     scope = sql.SQL("LOCAL ") if local else sql.SQL("")
-    conn.execute(
-        sql.SQL("SET {}search_path TO {}, pg_temp").format(scope, sql.Identifier(schema))
-    )
+    conn.execute(sql.SQL("SET {}search_path TO {}, pg_temp").format(scope, sql.Identifier(schema)))

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from pgq_exporter.db import connection, set_search_path
 from pgq_exporter.embedded import EmbeddedPostgres
@@ -42,7 +43,7 @@ def _exercise(conn: psycopg.Connection[Any], schema: str) -> None:
     with conn.transaction():
         set_search_path(conn, schema)
         for n, queue in enumerate(DEMO_QUEUES, start=1):
-            payloads = [psycopg.types.json.Jsonb({"n": i}) for i in range(20 * n)]
+            payloads = [Jsonb({"n": i}) for i in range(20 * n)]
             conn.execute("SELECT count(*) FROM enqueue_batch(%s, %s)", (queue, payloads))
             conn.execute("SELECT enqueue(%s, '{}', interval '1 hour')", (queue,))
             claimed = conn.execute(

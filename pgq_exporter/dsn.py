@@ -15,7 +15,8 @@ def parse_dsn(dsn: str, *, where: str = "--dsn") -> dict[str, str]:
     try:
         return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError as exc:
-        raise UsageError(f"{where}: not a valid PostgreSQL connection string: {_first_line(exc)}")
+        message = f"{where}: not a valid PostgreSQL connection string: {_first_line(exc)}"
+        raise UsageError(message) from None
 
 
 def redact(dsn: str) -> str:
@@ -25,7 +26,7 @@ def redact(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "<unparseable dsn>"
     shown = {k: ("****" if k in SECRET_KEYS else v) for k, v in params.items()}
-    return make_conninfo(**shown) if shown else "<libpq defaults>"
+    return make_conninfo("", **shown) if shown else "<libpq defaults>"
 
 
 def describe_connect_error(dsn: str, exc: BaseException) -> str:

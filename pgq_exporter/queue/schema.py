@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter.db import set_search_path
-from pgq_exporter.errors import SchemaTooNew
+from pgq_exporter.errors import SchemaTooNewError
 from pgq_exporter.sqlfiles import Migration, migrations, query
 
 _FILE = "schema.sql"
@@ -100,7 +100,7 @@ def render_schema(schema: str) -> str:
 
 def _refuse_newer(schema: str, version: int) -> None:
     if version > latest_version():
-        raise SchemaTooNew(
+        raise SchemaTooNewError(
             f'schema "{schema}" is at version {version}, newer than this pgq-exporter '
             f"knows (up to {latest_version()}); upgrade pgq-exporter"
         )

@@ -1,0 +1,50 @@
+# The two commands of the quick start are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-unit test-pg18 test-pg15 lint typecheck generate bench tools venv clean
+
+# (Re)create the virtualenv when it is missing or pyproject.toml changed.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+tools:
+	scripts/install-test-tools
+
+demo: venv
+	$(BIN)/pgq-exporter demo
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv
+	$(BIN)/mypy
+
+# Everything: lint, types, the whole suite on PostgreSQL 18 (embedded, or
+# $$PGQ_TEST_DSN), then the integration tests on a throwaway PostgreSQL 15.
+test: venv tools lint typecheck test-pg18 test-pg15
+
+test-unit: venv
+	$(BIN)/pytest tests/unit
+
+test-pg18: venv
+	$(BIN)/pytest
+
+test-pg15: venv
+	scripts/with-postgres 15 $(BIN)/pytest tests/integration
+
+generate: venv
+	$(BIN)/pgq-exporter generate
+
+bench: venv
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

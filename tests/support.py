@@ -1,0 +1,67 @@
+"""Helpers shared by the test suites."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require_tool(name: str) -> str:
+    """The tool's path. Missing: skip locally, but fail under CI (CI=true)."""
+    path = shutil.which(name)
+    if path is None:
+        message = (
+            f"{name} is not installed (apt-get install prometheus prometheus-postgres-exporter)"
+        )
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def with_dbname(dsn: str, dbname: str) -> str:
+    return make_conninfo(dsn, dbname=dbname)
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def admin_execute(dsn: str, statement: str, params: Sequence[Any] | None = None) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(statement, params)
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``pgq-exporter`` as a user would: a separate process."""
+    return subprocess.run(
+        [sys.executable, "-m", "pgq_exporter", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+def assert_clean_failure(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    """One readable line on stderr, a non-zero exit, and no traceback."""
+    assert result.returncode != 0, result
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
