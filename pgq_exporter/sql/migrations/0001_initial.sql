@@ -135,7 +135,7 @@ AS $$
         WHERE j.queue = p_queue
           AND j.status = 'pending'
           AND j.scheduled_at <= now()
-        ORDER BY j.scheduled_at, j.id
+        ORDER BY j.scheduled_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     )
