@@ -30,9 +30,8 @@ def main() -> int:
     print(f"\nqueue throughput: {args.jobs} jobs, {args.workers} worker processes")
     print(f"{'variant':<44} {'batch':>5} {'jobs/s':>9} {'ratio':>7}")
     for row in rows:
-        print(
-            f"{row['variant']:<44} {row['batch']:>5} {row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x"
-        )
+        figures = f"{row['batch']:>5} {row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x"
+        print(f"{row['variant']:<44} {figures}")
 
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"

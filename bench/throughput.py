@@ -75,7 +75,9 @@ def run_throughput(dsn: str, *, jobs: int, workers: int) -> list[dict[str, Any]]
         apply_schema(conn, "pgq")
         _fill(conn, jobs)
         baseline = jobs / _timed(dsn, workers, _seed_worker)
-        rows = [{"variant": "seed article claim + complete", "batch": 1, "jobs_per_s": baseline}]
+        rows: list[dict[str, Any]] = [
+            {"variant": "seed article claim + complete", "batch": 1, "jobs_per_s": baseline}
+        ]
         for batch in (1, 10, 100):
             _fill(conn, jobs)
             rate = jobs / _timed(dsn, workers, _contract_worker, batch)
