@@ -77,6 +77,27 @@ def cmd_queue_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pgq_exporter.serve import serve  # noqa: PLC0415 - keeps other commands light
+
+    return serve(args, default_dsn())
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    from pgq_exporter.app import check_custom_sql  # noqa: PLC0415
+    from pgq_exporter.config import load_config  # noqa: PLC0415
+
+    config = load_config(args.file)
+    if args.connect:
+        check_custom_sql(config)
+    custom = sum(len(c.metrics) for c in config.custom)
+    print(
+        f"{args.file}: ok ({len(config.databases)} database(s), "
+        f"{len(config.custom)} custom collector(s) with {custom} metric(s))"
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgq_exporter.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
@@ -109,6 +130,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dsn(add)
     _add_schema(add)
     add.set_defaults(handler=cmd_queue_add)
+
+    serve = commands.add_parser("serve", help="run the exporter")
+    serve.add_argument("--config", help="YAML config file (default: one database from the DSN)")
+    serve.add_argument("--web.listen-address", dest="listen_address", help='default ":9188"')
+    serve.add_argument(
+        "--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, auth)"
+    )
+    serve.add_argument("--log.format", dest="log_format", choices=("logfmt", "json"))
+    serve.add_argument(
+        "--log.level", dest="log_level", choices=("debug", "info", "warning", "error")
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    check = commands.add_parser("check-config", help="validate a config file (exit 2 if bad)")
+    check.add_argument("file")
+    check.add_argument(
+        "--connect",
+        action="store_true",
+        help="also check each custom collector's SQL against its databases",
+    )
+    check.set_defaults(handler=cmd_check_config)
 
     demo = commands.add_parser("demo", help="run the whole thing on an embedded PostgreSQL")
     _add_dsn(demo)

@@ -45,7 +45,7 @@ CREATE INDEX jobs_pending_idx ON jobs (queue, scheduled_at) WHERE status = 'pend
 -- The reaper and the stuck-job collector.
 CREATE INDEX jobs_processing_idx ON jobs (queue, locked_until) WHERE status = 'processing';
 -- Windowed finished-job collectors and archive maintenance.
-CREATE INDEX jobs_finished_idx ON jobs (queue, finished_at) WHERE status IN ('done', 'failed');
+CREATE INDEX jobs_finished_idx ON jobs (queue, status, finished_at) WHERE status IN ('done', 'failed');
 -- The exporter's exactly-once histogram feed.
 CREATE INDEX jobs_finished_xid_idx ON jobs (finished_xid) WHERE finished_xid IS NOT NULL;
 

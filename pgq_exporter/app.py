@@ -1,0 +1,156 @@
+"""The running exporter: its config, its scheduler, reloads, and the rendered snapshot."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from pgq_exporter import __version__
+from pgq_exporter.catalogue import CATALOGUE, MetricSpec
+from pgq_exporter.collectors.base import AnySample, Sample
+from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.config import Config, load_config
+from pgq_exporter.errors import PgqError
+from pgq_exporter.exposition import families, render_text
+from pgq_exporter.scheduler import ConnectionSource, ConnectionUnavailableError, Scheduler
+
+log = logging.getLogger("pgq_exporter")
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorStatus:
+    database: str
+    collector: str
+    success: bool
+    last_success: float
+    error: str
+
+
+def metric_specs(config: Config) -> dict[str, MetricSpec]:
+    specs = {spec.name: spec for spec in CATALOGUE}
+    for custom in config.custom:
+        for metric in custom.metrics:
+            specs[metric.name] = MetricSpec(
+                metric.name, metric.type, metric.help, ("database", *metric.labels), custom.name
+            )
+    return specs
+
+
+def check_custom_sql(config: Config, wait: float = 5.0) -> None:
+    """Each custom query, described on each reachable database: its columns must exist.
+
+    An unreachable database is not an error here: the collector reports it.
+    """
+    for custom in config.custom:
+        collector = CustomSQL(custom)
+        for db in config.databases:
+            if custom.databases and db.name not in custom.databases:
+                continue
+            source = ConnectionSource(db.dsn, 1)
+            try:
+                with source.connection(wait) as conn, conn.transaction():
+                    conn.execute("SET TRANSACTION READ ONLY")
+                    missing = collector.missing_columns(collector.columns(conn))
+            except ConnectionUnavailableError:
+                continue
+            except psycopg.Error as exc:
+                raise PgqError(
+                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
+                    f"fails on database {db.name!r}: {str(exc).strip().splitlines()[0]}"
+                ) from None
+            finally:
+                source.close()
+            if missing:
+                raise PgqError(
+                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
+                    f"the query returns no column {', '.join(missing)} on database {db.name!r}"
+                )
+
+
+class Exporter:
+    def __init__(self, config: Config, config_path: str | None = None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self._lock = threading.Lock()
+        self._text = b""
+        self.reload_ok = True
+        self.reload_time = time.time()
+        self.scheduler = Scheduler(config, self.refresh)
+        self.refresh()
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+
+    @property
+    def metrics_text(self) -> bytes:
+        return self._text
+
+    @property
+    def ready(self) -> bool:
+        return all(rt.ready for rt in self.scheduler.databases.values())
+
+    def statuses(self) -> Iterator[CollectorStatus]:
+        for name, runtime in self.scheduler.databases.items():
+            for collector, state in runtime.states.items():
+                yield CollectorStatus(
+                    name, collector, state.success, state.last_success, state.error
+                )
+
+    def database_up(self) -> dict[str, bool]:
+        return {name: rt.up for name, rt in self.scheduler.databases.items()}
+
+    def reload(self) -> tuple[bool, str]:
+        """Load the config file again; a bad one is rejected and the running one kept."""
+        if self.config_path is None:
+            return False, "no config file to reload"
+        try:
+            config = load_config(Path(self.config_path))
+            check_custom_sql(config)
+        except PgqError as exc:
+            self.reload_ok = False
+            self.refresh()
+            log.error("config reload rejected", extra={"err": str(exc)})
+            return False, str(exc)
+        old = self.scheduler
+        new = Scheduler(config, self.refresh, previous=old)
+        old.stop(wait=1.0)
+        self.config, self.scheduler = config, new
+        self.reload_ok, self.reload_time = True, time.time()
+        new.start()
+        self.refresh()
+        log.info("config reloaded", extra={"file": self.config_path})
+        return True, "reloaded"
+
+    def refresh(self) -> None:
+        """Render the snapshot served on /metrics from every collector's last samples."""
+        with self._lock:
+            specs = metric_specs(self.config)
+            self._text = render_text(families(specs, self._samples()))
+
+    def _samples(self) -> Iterator[tuple[str, AnySample]]:
+        for name, runtime in self.scheduler.databases.items():
+            yield name, Sample("pgq_up", (), 1.0 if runtime.up else 0.0)
+            for collector, state in runtime.states.items():
+                yield from ((name, sample) for sample in state.samples)
+                labels = (collector,)
+                yield name, Sample("pgq_collector_duration_seconds", labels, state.duration)
+                yield name, Sample("pgq_collector_success", labels, float(state.success))
+                yield (
+                    name,
+                    Sample(
+                        "pgq_collector_last_success_timestamp_seconds", labels, state.last_success
+                    ),
+                )
+        yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
+        yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
+        yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)

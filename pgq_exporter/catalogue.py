@@ -1,0 +1,168 @@
+"""Every metric the exporter serves, declared once.
+
+Collectors, dashboards, alerts, the postgres_exporter queries.yaml and the
+docs all read names, types, help texts and labels from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class MetricType(StrEnum):
+    GAUGE = "gauge"
+    COUNTER = "counter"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+    collector: str
+    unit: str = ""
+
+
+# Built-in collectors, in the order they run.
+QUEUE_DEPTH = "queue_depth"
+QUEUE_LATENCY = "queue_latency"
+QUEUE_LEASES = "queue_leases"
+QUEUE_WINDOW = "queue_window"
+JOB_HISTOGRAMS = "job_histograms"
+TABLE_HEALTH = "table_health"
+XMIN_HORIZON = "xmin_horizon"
+ACTIVITY = "activity"
+EXPORTER = "exporter"  # served by the process itself, never scheduled
+
+BUILTIN_COLLECTORS: tuple[str, ...] = (
+    QUEUE_DEPTH,
+    QUEUE_LATENCY,
+    QUEUE_LEASES,
+    QUEUE_WINDOW,
+    JOB_HISTOGRAMS,
+    TABLE_HEALTH,
+    XMIN_HORIZON,
+    ACTIVITY,
+)
+
+DB = ("database",)
+DBQ = ("database", "queue")
+DBT = ("database", "table")
+
+# Histogram bucket upper bounds, in seconds, shared by every job histogram.
+DURATION_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+)  # fmt: skip
+
+_COLLECTED_NOTE = (
+    "Collected in the background on an interval; see pgq_collector_last_success_timestamp_seconds."
+)
+
+G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    MetricSpec("pgq_queue_jobs", G,
+               "Jobs by queue and status. pending and processing are exact; done and failed are "
+               "exact up to exact_count_limit per queue and a planner estimate above it. "
+               + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
+    MetricSpec("pgq_queue_ready_jobs", G,
+               "Pending jobs whose scheduled_at has passed: claimable now. Exact.",
+               DBQ, QUEUE_DEPTH),
+    MetricSpec("pgq_queue_delayed_jobs", G,
+               "Pending jobs scheduled in the future (delayed or backing off). Exact.",
+               DBQ, QUEUE_DEPTH),
+    MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
+               "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",
+               DBQ, QUEUE_LATENCY, "seconds"),
+    MetricSpec("pgq_queue_stuck_jobs", G,
+               "Processing jobs past locked_until that still have attempts left: the reaper "
+               "will return them to pending.", DBQ, QUEUE_LEASES),
+    MetricSpec("pgq_queue_exhausted_jobs", G,
+               "Processing jobs past locked_until with no attempts left: the reaper will mark "
+               "them failed. A growing number means the reaper is not running.",
+               DBQ, QUEUE_LEASES),
+    MetricSpec("pgq_queue_window_finished_jobs", G,
+               "Jobs finished (status done or failed) during the trailing window given by the "
+               "window label, in seconds.", (*DBQ, "status", "window"), QUEUE_WINDOW),
+    MetricSpec("pgq_queue_window_failure_ratio", G,
+               "Failed / finished jobs during the trailing window (window label, seconds); 0 "
+               "when none finished.", (*DBQ, "window"), QUEUE_WINDOW, "ratio"),
+    MetricSpec("pgq_queue_window_processing_seconds", G,
+               "Processing time (started_at to finished_at) percentiles of the jobs finished "
+               "during the trailing window (window label, seconds); 0 when none finished.",
+               (*DBQ, "percentile", "window"), QUEUE_WINDOW, "seconds"),
+    MetricSpec("pgq_job_processing_seconds", H,
+               "Processing time of finished jobs, started_at to finished_at of the last attempt. "
+               "Each finished job is observed once per exporter process.",
+               DBQ, JOB_HISTOGRAMS, "seconds"),
+    MetricSpec("pgq_job_wait_seconds", H,
+               "Wait time of finished jobs, scheduled_at to started_at of the last attempt.",
+               DBQ, JOB_HISTOGRAMS, "seconds"),
+    MetricSpec("pgq_jobs_completed_total", C,
+               "Jobs that finished with status done, observed by this exporter process.",
+               DBQ, JOB_HISTOGRAMS),
+    MetricSpec("pgq_jobs_failed_total", C,
+               "Jobs that finished with status failed, observed by this exporter process.",
+               DBQ, JOB_HISTOGRAMS),
+    MetricSpec("pgq_table_live_tuples", G,
+               "Estimated live rows in a queue table or partition (pg_stat_user_tables).",
+               DBT, TABLE_HEALTH),
+    MetricSpec("pgq_table_dead_tuples", G,
+               "Estimated dead rows in a queue table or partition (pg_stat_user_tables).",
+               DBT, TABLE_HEALTH),
+    MetricSpec("pgq_table_last_vacuum_age_seconds", G,
+               "Seconds since the last vacuum or autovacuum of the table; -1 if never vacuumed.",
+               DBT, TABLE_HEALTH, "seconds"),
+    MetricSpec("pgq_table_autovacuum_due", G,
+               "1 when dead rows exceed autovacuum's trigger point (threshold + scale factor "
+               "x live rows) for the table, else 0.", DBT, TABLE_HEALTH),
+    MetricSpec("pgq_xmin_horizon_age_transactions", G,
+               "Age in transactions of the oldest xmin held by each source (backend, "
+               "replication_slot, prepared_transaction, standby); 0 when none holds one.",
+               (*DB, "source"), XMIN_HORIZON),
+    MetricSpec("pgq_longest_transaction_seconds", G,
+               "Duration of the longest open transaction in the database; 0 when none.",
+               DB, ACTIVITY, "seconds"),
+    MetricSpec("pgq_notify_queue_usage_ratio", G,
+               "Fraction of the NOTIFY queue in use (pg_notification_queue_usage()).",
+               DB, ACTIVITY, "ratio"),
+    MetricSpec("pgq_lock_waits", G,
+               "Backends waiting for a lock on a queue table or partition.",
+               DBT, ACTIVITY),
+    MetricSpec("pgq_up", G,
+               "1 when the last connection attempt to the database succeeded, else 0.",
+               DB, EXPORTER),
+    MetricSpec("pgq_collector_duration_seconds", G,
+               "Duration of the collector's last run.", (*DB, "collector"), EXPORTER, "seconds"),
+    MetricSpec("pgq_collector_success", G,
+               "1 when the collector's last run succeeded, else 0.", (*DB, "collector"), EXPORTER),
+    MetricSpec("pgq_collector_last_success_timestamp_seconds", G,
+               "Unix time of the collector's last successful run; 0 if never.",
+               (*DB, "collector"), EXPORTER, "seconds"),
+    MetricSpec("pgq_config_last_reload_successful", G,
+               "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
+               "and the previous configuration kept running.", (), EXPORTER),
+    MetricSpec("pgq_config_last_reload_success_timestamp_seconds", G,
+               "Unix time of the last successful configuration load.", (), EXPORTER, "seconds"),
+    MetricSpec("pgq_build_info", G,
+               "Build information; the value is always 1.", ("version", "python_version"),
+               EXPORTER),
+)  # fmt: skip
+
+_BY_NAME = {spec.name: spec for spec in CATALOGUE}
+
+
+def metric(name: str) -> MetricSpec:
+    """The spec for ``name``; an unknown name is a programming error."""
+    return _BY_NAME[name]
+
+
+def metrics_of(collector: str) -> tuple[MetricSpec, ...]:
+    return tuple(spec for spec in CATALOGUE if spec.collector == collector)
+
+
+def names() -> frozenset[str]:
+    return frozenset(_BY_NAME)

@@ -1,0 +1,23 @@
+"""Long transactions, the NOTIFY queue, and lock waits on the queue tables."""
+
+from __future__ import annotations
+
+from pgq_exporter.catalogue import ACTIVITY
+from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+
+
+class Activity(Collector):
+    name = ACTIVITY
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        [(longest,)] = fetch(conn, "longest_transaction", ctx)
+        [(usage,)] = fetch(conn, "notify_usage", ctx)
+        samples: list[AnySample] = [
+            Sample("pgq_longest_transaction_seconds", (), float(longest)),
+            Sample("pgq_notify_queue_usage_ratio", (), float(usage)),
+        ]
+        samples += [
+            Sample("pgq_lock_waits", (table,), float(waiting))
+            for table, waiting in fetch(conn, "lock_waits", ctx)
+        ]
+        return samples

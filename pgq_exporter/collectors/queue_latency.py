@@ -1,0 +1,18 @@
+"""Age of the oldest ready job per queue: the best single backlog signal."""
+
+from __future__ import annotations
+
+from pgq_exporter.catalogue import QUEUE_LATENCY
+from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+
+
+class QueueLatency(Collector):
+    name = QUEUE_LATENCY
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        ages = {queue: float(age) for queue, age in fetch(conn, "oldest_ready", ctx)}
+        ctx.queues.saw(set(ages))
+        return [
+            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(ages.get(queue, 0.0), 0.0))
+            for queue in ctx.queues.known()
+        ]

@@ -1,0 +1,21 @@
+"""Tuples and vacuum state of every queue table or partition."""
+
+from __future__ import annotations
+
+from pgq_exporter.catalogue import TABLE_HEALTH
+from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+
+
+class TableHealth(Collector):
+    name = TABLE_HEALTH
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        samples: list[AnySample] = []
+        for table, live, dead, vacuum_age, due in fetch(conn, "table_health", ctx):
+            samples += [
+                Sample("pgq_table_live_tuples", (table,), float(live)),
+                Sample("pgq_table_dead_tuples", (table,), float(dead)),
+                Sample("pgq_table_last_vacuum_age_seconds", (table,), float(vacuum_age)),
+                Sample("pgq_table_autovacuum_due", (table,), float(due)),
+            ]
+        return samples

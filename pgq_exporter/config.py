@@ -1,0 +1,472 @@
+"""The exporter's YAML configuration: loading, validation, and error messages that name file:line.
+
+Every problem raises ConfigError ("file:line: key.path: message"); unknown keys
+are errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgq_exporter import DEFAULT_SCHEMA
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS, MetricType, names
+from pgq_exporter.dsn import parse_dsn
+from pgq_exporter.errors import UsageError
+from pgq_exporter.queue.names import QUEUE_NAME
+from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located
+
+Path_ = tuple[str | int, ...]
+
+DEFAULT_INTERVAL = 15.0
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_WINDOW = 300.0
+DEFAULT_EXACT_COUNT_LIMIT = 10_000
+DEFAULT_LISTEN_ADDRESS = ":9188"
+DEFAULT_QUEUE_MEMORY = 3600.0
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_DATABASE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_RESERVED_LABELS = frozenset({"le", "quantile", "type", "database"})
+_LOG_FORMATS = ("logfmt", "json")
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+MAPPED_COLUMNS = (
+    "id", "queue", "status", "attempts", "max_attempts", "scheduled_at", "locked_until",
+    "started_at", "finished_at", "finished_xid",
+)  # fmt: skip
+MAPPED_STATUSES = ("pending", "processing", "done", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaMapping:
+    """Where the queue lives. Built-in SQL is rendered from it."""
+
+    schema: str = DEFAULT_SCHEMA
+    table: str = "jobs"
+    columns: dict[str, str] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
+    statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
+
+
+@dataclass(frozen=True, slots=True)
+class CollectorSettings:
+    interval: float = DEFAULT_INTERVAL
+    timeout: float = DEFAULT_TIMEOUT
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CustomMetric:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...]
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class CustomCollector:
+    name: str
+    sql: str
+    metrics: tuple[CustomMetric, ...]
+    settings: CollectorSettings
+    databases: tuple[str, ...]  # empty: every database
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseConfig:
+    name: str
+    dsn: str
+    queues: tuple[str, ...] = ()
+    pool_size: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    listen_address: str = DEFAULT_LISTEN_ADDRESS
+    config_file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    format: str = "logfmt"
+    level: str = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    databases: tuple[DatabaseConfig, ...]
+    mapping: SchemaMapping = field(default_factory=SchemaMapping)
+    collectors: dict[str, CollectorSettings] = field(default_factory=dict)
+    custom: tuple[CustomCollector, ...] = ()
+    window: float = DEFAULT_WINDOW
+    exact_count_limit: int = DEFAULT_EXACT_COUNT_LIMIT
+    queue_memory: float = DEFAULT_QUEUE_MEMORY
+    web: WebSettings = field(default_factory=WebSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    source: str = "<defaults>"
+
+    def collector(self, name: str) -> CollectorSettings:
+        return self.collectors.get(name, CollectorSettings())
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Prometheus-style duration such as "15s", "1m30s" or "500ms"."""
+    if not _DURATION.match(text):
+        raise ValueError(text)
+    return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the config file: {exc.strerror}") from None
+    return parse_config(text, source, os.environ if environ is None else environ)
+
+
+def parse_config(text: str, source: str, environ: Any) -> Config:
+    return _Reader(load_located(text, source), environ).config()
+
+
+class _Reader:
+    """Walks the located YAML tree, validating as it goes."""
+
+    def __init__(self, doc: Located, environ: Any) -> None:
+        self.doc = doc
+        self.env = environ
+
+    # -- primitives ---------------------------------------------------------
+    def get(self, path: Path_) -> Any:
+        value = self.doc.value
+        for part in path:
+            value = value[part]
+        return value
+
+    def fail(self, path: Path_, message: str) -> ConfigError:
+        return self.doc.error(path, message)
+
+    def mapping(
+        self, path: Path_, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        value = self.get(path)
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+        for key in value:
+            if key not in allowed:
+                raise self.fail(
+                    (*path, key), f"unknown key (expected one of: {', '.join(allowed)})"
+                )
+        for key in required:
+            if key not in value:
+                raise self.fail(path, f"missing required key {key!r}")
+        return value
+
+    def sequence(self, path: Path_) -> list[Any]:
+        value = self.get(path)
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list, got {_kind(value)}")
+        return value
+
+    def string(self, path: Path_, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        value = self.get(path)
+        if not isinstance(value, str) or not value:
+            raise self.fail(path, f"expected a non-empty string, got {_kind(value)}")
+        if pattern is not None and not pattern.match(value):
+            raise self.fail(path, f"invalid {what or 'value'} {value!r}")
+        return value
+
+    def duration(self, path: Path_) -> float:
+        value = self.get(path)
+        try:
+            if not isinstance(value, str):
+                raise ValueError(value)
+            seconds = parse_duration(value)
+        except ValueError:
+            raise self.fail(path, f'expected a duration like "15s", got {value!r}') from None
+        if seconds <= 0:
+            raise self.fail(path, f"must be longer than 0, got {value!r}")
+        return seconds
+
+    def integer(self, path: Path_, minimum: int) -> int:
+        value = self.get(path)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail(path, f"expected an integer, got {_kind(value)}")
+        if value < minimum:
+            raise self.fail(path, f"must be at least {minimum}, got {value}")
+        return value
+
+    def boolean(self, path: Path_) -> bool:
+        value = self.get(path)
+        if not isinstance(value, bool):
+            raise self.fail(path, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def choice(self, path: Path_, options: tuple[str, ...]) -> str:
+        value = self.get(path)
+        if value not in options:
+            raise self.fail(path, f"expected one of {', '.join(options)}, got {value!r}")
+        return str(value)
+
+    def string_list(self, path: Path_, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
+        items = self.sequence(path)
+        values = tuple(self.string((*path, i), pattern, what) for i in range(len(items)))
+        for i, value in enumerate(values):
+            if value in values[:i]:
+                raise self.fail((*path, i), f"duplicate {what} {value!r}")
+        return values
+
+    # -- sections -------------------------------------------------------------
+    def config(self) -> Config:
+        top = self.mapping(
+            (),
+            ("databases", "mapping", "collectors", "custom_collectors", "window",
+             "exact_count_limit", "queue_memory", "web", "log"),
+            ("databases",),
+        )  # fmt: skip
+        databases = self.databases()
+        custom = self.custom_collectors(databases) if "custom_collectors" in top else ()
+        return Config(
+            databases=databases,
+            mapping=self.schema_mapping() if "mapping" in top else SchemaMapping(),
+            collectors=self.collectors() if "collectors" in top else {},
+            custom=custom,
+            window=self.duration(("window",)) if "window" in top else DEFAULT_WINDOW,
+            exact_count_limit=(
+                self.integer(("exact_count_limit",), 1)
+                if "exact_count_limit" in top
+                else DEFAULT_EXACT_COUNT_LIMIT
+            ),
+            queue_memory=(
+                self.duration(("queue_memory",)) if "queue_memory" in top else DEFAULT_QUEUE_MEMORY
+            ),
+            web=self.web() if "web" in top else WebSettings(),
+            log=self.log() if "log" in top else LogSettings(),
+            source=self.doc.source,
+        )
+
+    def databases(self) -> tuple[DatabaseConfig, ...]:
+        items = self.sequence(("databases",))
+        if not items:
+            raise self.fail(("databases",), "at least one database is required")
+        result: list[DatabaseConfig] = []
+        for i in range(len(items)):
+            path: Path_ = ("databases", i)
+            entry = self.mapping(
+                path, ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size"), ("name",)
+            )
+            name = self.string((*path, "name"), _DATABASE_NAME, "database name")
+            if any(db.name == name for db in result):
+                raise self.fail((*path, "name"), f"duplicate database name {name!r}")
+            queues = (
+                self.string_list((*path, "queues"), QUEUE_NAME, "queue name")
+                if "queues" in entry
+                else ()
+            )
+            pool = self.integer((*path, "pool_size"), 1) if "pool_size" in entry else 1
+            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool))
+        return tuple(result)
+
+    def dsn(self, path: Path_, entry: dict[str, Any]) -> str:
+        given = [key for key in ("dsn", "dsn_file", "dsn_env") if key in entry]
+        if len(given) > 1:
+            raise self.fail(
+                (*path, given[1]), f"give only one of dsn, dsn_file, dsn_env (also {given[0]})"
+            )
+        if not given:
+            # As postgres_exporter users expect; else libpq's PG* variables.
+            dsn = str(self.env.get("DATA_SOURCE_NAME", ""))
+            if not dsn and not any(key.startswith("PG") for key in self.env):
+                raise self.fail(path, "missing dsn: set dsn, dsn_file or dsn_env, "
+                                "$DATA_SOURCE_NAME or the libpq PG* variables")  # fmt: skip
+        elif given[0] == "dsn":
+            dsn = self.expand((*path, "dsn"), self.string((*path, "dsn")))
+        elif given[0] == "dsn_env":
+            var = self.string((*path, "dsn_env"))
+            if not self.env.get(var):
+                raise self.fail((*path, "dsn_env"), f"environment variable {var} is not set")
+            dsn = str(self.env[var])
+        else:
+            file = self.string((*path, "dsn_file"))
+            try:
+                dsn = Path(file).read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise self.fail(
+                    (*path, "dsn_file"), f"cannot read {file}: {exc.strerror}"
+                ) from None
+        key: Path_ = (*path, given[0] if given else "name")
+        parse_dsn(dsn, where=f"{self.doc.source}:{self.doc.line_of(key)}: {format_path(path)}.dsn")
+        return dsn
+
+    def expand(self, path: Path_, text: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            var = match.group(1)
+            if var not in self.env:
+                raise self.fail(path, f"environment variable {var} is not set")
+            return str(self.env[var])
+
+        return _ENV_REF.sub(replace, text)
+
+    def schema_mapping(self) -> SchemaMapping:
+        path: Path_ = ("mapping",)
+        entry = self.mapping(path, ("schema", "table", "columns", "statuses"))
+        columns = {c: c for c in MAPPED_COLUMNS}
+        statuses = {s: s for s in MAPPED_STATUSES}
+        if "columns" in entry:
+            for key in self.mapping((*path, "columns"), MAPPED_COLUMNS):
+                columns[key] = self.string((*path, "columns", key))
+        if "statuses" in entry:
+            for key in self.mapping((*path, "statuses"), MAPPED_STATUSES):
+                statuses[key] = self.string((*path, "statuses", key))
+        if len(set(statuses.values())) != len(statuses):
+            raise self.fail((*path, "statuses"), "two statuses map to the same value")
+        return SchemaMapping(
+            schema=self.string((*path, "schema")) if "schema" in entry else DEFAULT_SCHEMA,
+            table=self.string((*path, "table")) if "table" in entry else "jobs",
+            columns=columns,
+            statuses=statuses,
+        )
+
+    def settings(self, path: Path_, entry: dict[str, Any]) -> CollectorSettings:
+        interval = self.duration((*path, "interval")) if "interval" in entry else DEFAULT_INTERVAL
+        timeout = (
+            self.duration((*path, "timeout"))
+            if "timeout" in entry
+            else min(DEFAULT_TIMEOUT, interval)
+        )
+        if timeout > interval:
+            raise self.fail((*path, "timeout"), "timeout must not be longer than interval")
+        enabled = self.boolean((*path, "enabled")) if "enabled" in entry else True
+        return CollectorSettings(interval, timeout, enabled)
+
+    def collectors(self) -> dict[str, CollectorSettings]:
+        section = self.mapping(("collectors",), (*BUILTIN_COLLECTORS, "defaults"))
+        defaults = CollectorSettings()
+        if "defaults" in section:
+            path: Path_ = ("collectors", "defaults")
+            defaults = self.settings(path, self.mapping(path, ("interval", "timeout", "enabled")))
+        result = {name: defaults for name in BUILTIN_COLLECTORS}
+        for name in section:
+            if name != "defaults":
+                path = ("collectors", name)
+                entry = self.mapping(path, ("interval", "timeout", "enabled"))
+                merged = {"interval": defaults.interval, "timeout": defaults.timeout}
+                settings = self.settings(path, entry)
+                result[name] = CollectorSettings(
+                    settings.interval if "interval" in entry else merged["interval"],
+                    settings.timeout
+                    if "timeout" in entry
+                    else min(merged["timeout"], settings.interval),
+                    settings.enabled,
+                )
+        return result
+
+    def custom_collectors(
+        self, databases: tuple[DatabaseConfig, ...]
+    ) -> tuple[CustomCollector, ...]:
+        items = self.sequence(("custom_collectors",))
+        known_db = {db.name for db in databases}
+        taken_metrics = set(names())
+        result: list[CustomCollector] = []
+        for i in range(len(items)):
+            path: Path_ = ("custom_collectors", i)
+            allowed = ("name", "sql", "metrics", "interval", "timeout", "databases")
+            entry = self.mapping(path, allowed, ("name", "sql", "metrics"))
+            name = self.string((*path, "name"), _LABEL_NAME, "collector name")
+            if name in BUILTIN_COLLECTORS or any(c.name == name for c in result):
+                raise self.fail((*path, "name"), f"duplicate collector name {name!r}")
+            statement = self.string((*path, "sql"))
+            dbs = (
+                self.string_list((*path, "databases"), _DATABASE_NAME, "database name")
+                if "databases" in entry
+                else ()
+            )
+            for j, db in enumerate(dbs):
+                if db not in known_db:
+                    raise self.fail((*path, "databases", j), f"unknown database {db!r}")
+            metrics = self.custom_metrics((*path, "metrics"), taken_metrics)
+            result.append(CustomCollector(name, statement, metrics, self.settings(path, entry), dbs,
+                                          self.doc.line_of(path)))  # fmt: skip
+        return tuple(result)
+
+    def custom_metrics(self, path: Path_, taken: set[str]) -> tuple[CustomMetric, ...]:
+        items = self.sequence(path)
+        if not items:
+            raise self.fail(path, "at least one metric is required")
+        result = []
+        for i in range(len(items)):
+            mpath: Path_ = (*path, i)
+            entry = self.mapping(
+                mpath, ("name", "type", "help", "labels", "value"), ("name", "help", "value")
+            )
+            name = self.string((*mpath, "name"), _METRIC_NAME, "metric name")
+            if name in taken:
+                raise self.fail((*mpath, "name"), f"duplicate metric name {name!r}")
+            kind = (
+                MetricType(self.choice((*mpath, "type"), ("gauge", "counter")))
+                if "type" in entry
+                else MetricType.GAUGE
+            )
+            if kind is MetricType.COUNTER and not name.endswith("_total"):
+                raise self.fail((*mpath, "name"), "a counter's name must end in _total")
+            labels = (
+                self.string_list((*mpath, "labels"), _LABEL_NAME, "label name")
+                if "labels" in entry
+                else ()
+            )
+            for j, label in enumerate(labels):
+                if label in _RESERVED_LABELS or label.startswith("__"):
+                    raise self.fail((*mpath, "labels", j), f"label name {label!r} is reserved")
+            value = self.string((*mpath, "value"), _LABEL_NAME, "column name")
+            if value in labels:
+                raise self.fail((*mpath, "value"), f"column {value!r} is already a label")
+            taken.add(name)
+            result.append(CustomMetric(name, kind, self.string((*mpath, "help")), labels, value))
+        return tuple(result)
+
+    def web(self) -> WebSettings:
+        entry = self.mapping(("web",), ("listen_address", "config_file"))
+        address = DEFAULT_LISTEN_ADDRESS
+        if "listen_address" in entry:
+            address = self.string(("web", "listen_address"))
+            try:
+                split_address(address)
+            except ValueError as exc:
+                raise self.fail(("web", "listen_address"), str(exc)) from None
+        config_file = self.string(("web", "config_file")) if "config_file" in entry else None
+        return WebSettings(address, config_file)
+
+    def log(self) -> LogSettings:
+        entry = self.mapping(("log",), ("format", "level"))
+        return LogSettings(
+            format=self.choice(("log", "format"), _LOG_FORMATS) if "format" in entry else "logfmt",
+            level=self.choice(("log", "level"), _LOG_LEVELS) if "level" in entry else "info",
+        )
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """Host and port of "host:port", ":port" or "[v6]:port"."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f'expected "host:port" or ":port", got {address!r}')
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    return {dict: "a mapping", list: "a list", str: f"{value!r}", bool: f"{value}".lower()}.get(
+        type(value), repr(value)
+    )

@@ -1,0 +1,238 @@
+"""Running each collector on its own interval, in the background, against a tiny pool.
+
+A scrape never waits for SQL: collectors store their samples here, and the
+exporter renders them. A broken connection is thrown away and the next run
+opens a new one, so an outage heals by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from pgq_exporter.collectors import BUILTIN
+from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
+from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig
+from pgq_exporter.db import DEFAULT_APPLICATION_NAME
+from pgq_exporter.dsn import describe_connect_error
+
+log = logging.getLogger("pgq_exporter.scheduler")
+
+
+class ConnectionUnavailableError(Exception):
+    """No connection could be had: the database is down or the pool is busy."""
+
+
+@dataclass
+class CollectorState:
+    samples: list[AnySample] = field(default_factory=list)
+    success: bool = False
+    duration: float = 0.0
+    last_success: float = 0.0
+    error: str = "not run yet"
+
+
+class ConnectionSource:
+    """Up to ``size`` connections to one database, opened on demand, dropped when broken."""
+
+    def __init__(self, dsn: str, size: int) -> None:
+        self._dsn = dsn
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connection(self, wait: float) -> Iterator[psycopg.Connection[Any]]:
+        if not self._slots.acquire(timeout=wait):
+            raise ConnectionUnavailableError("every connection of the pool is busy")
+        try:
+            conn = self._take() or self._open(wait)
+            try:
+                yield conn
+            except BaseException:
+                self._recycle(conn)
+                raise
+            else:
+                self._recycle(conn)
+        finally:
+            self._slots.release()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _take(self) -> psycopg.Connection[Any] | None:
+        with self._lock:
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.closed and not conn.broken:
+                    return conn
+        return None
+
+    def _open(self, wait: float) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(
+                self._dsn,
+                autocommit=True,
+                application_name=DEFAULT_APPLICATION_NAME,
+                connect_timeout=max(2, round(wait)),
+            )
+        except psycopg.Error as exc:
+            raise ConnectionUnavailableError(describe_connect_error(self._dsn, exc)) from None
+
+    def _recycle(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.closed or conn.broken or conn.info.transaction_status != 0:
+            conn.close()
+            return
+        with self._lock:
+            self._idle.append(conn)
+
+
+class DatabaseRuntime:
+    """One database: its connections, its known queues, its collectors and their states."""
+
+    def __init__(
+        self, config: Config, database: DatabaseConfig, reuse: DatabaseRuntime | None
+    ) -> None:
+        self.database = database
+        self.source = ConnectionSource(database.dsn, database.pool_size)
+        self.queues: KnownQueues = reuse.queues if reuse else KnownQueues()
+        self.queues.configured = database.queues
+        self.queues.memory = config.queue_memory
+        self.context = Context(config=config, database=database, queues=self.queues)
+        self.up = False
+        self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
+        for name, factory in BUILTIN.items():
+            settings = config.collector(name)
+            if settings.enabled:
+                kept = reuse.collectors.get(name) if reuse else None
+                self.collectors[name] = (kept[0] if kept else factory(), settings)
+        for custom in config.custom:
+            if not custom.databases or database.name in custom.databases:
+                self.collectors[custom.name] = (CustomSQL(custom), custom.settings)
+        self.states = {name: CollectorState() for name in self.collectors}
+
+    @property
+    def ready(self) -> bool:
+        return any(state.last_success > 0 for state in self.states.values())
+
+    def run(self, name: str) -> None:
+        collector, settings = self.collectors[name]
+        state = self.states[name]
+        started = time.monotonic()
+        try:
+            samples = self._collect(collector, settings)
+        except Exception as exc:  # a failing collector never stops the others
+            state.samples, state.success, state.error = [], False, _describe(exc)
+            log.warning(
+                "collector failed",
+                extra={"database": self.database.name, "collector": name, "err": state.error},
+            )
+        else:
+            state.samples, state.success, state.error = samples, True, ""
+            state.last_success = time.time()
+        state.duration = time.monotonic() - started
+
+    def _collect(self, collector: Collector, settings: CollectorSettings) -> list[AnySample]:
+        try:
+            with self.source.connection(settings.timeout) as conn:
+                self.up = True
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    timeout_ms = str(int(settings.timeout * 1000))
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, true),"
+                        " set_config('lock_timeout', %s, true)",
+                        (timeout_ms, timeout_ms),
+                    )
+                    return collector.collect(conn, self.context)
+        except ConnectionUnavailableError:
+            self.up = False
+            raise
+        except psycopg.OperationalError as exc:
+            if not isinstance(exc, psycopg.errors.QueryCanceled):
+                self.up = False
+            raise
+
+
+class Scheduler:
+    """One thread per (database, collector), each keeping its own interval."""
+
+    def __init__(
+        self,
+        config: Config,
+        on_change: Callable[[], None],
+        previous: Scheduler | None = None,
+    ) -> None:
+        self.config = config
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        old = previous.databases if previous else {}
+        self.databases: dict[str, DatabaseRuntime] = {
+            db.name: DatabaseRuntime(config, db, _reusable(old.get(db.name), db, config))
+            for db in config.databases
+        }
+
+    def start(self) -> None:
+        for runtime in self.databases.values():
+            for name, (_, settings) in runtime.collectors.items():
+                thread = threading.Thread(
+                    target=self._loop,
+                    args=(runtime, name, settings.interval),
+                    name=f"collect-{runtime.database.name}-{name}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    def stop(self, wait: float = 5.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + wait
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for runtime in self.databases.values():
+            runtime.source.close()
+
+    def run_all_once(self) -> None:
+        """Every collector once, in the calling thread (check-config and tests)."""
+        for runtime in self.databases.values():
+            for name in runtime.collectors:
+                runtime.run(name)
+        self._on_change()
+
+    def _loop(self, runtime: DatabaseRuntime, name: str, interval: float) -> None:
+        next_run = time.monotonic()
+        while not self._stop.wait(max(0.0, next_run - time.monotonic())):
+            runtime.run(name)
+            if self._stop.is_set():
+                return
+            self._on_change()
+            next_run += interval
+            if next_run < time.monotonic():  # a slow run skips, never bunches up
+                next_run = time.monotonic() + interval
+
+
+def _reusable(
+    old: DatabaseRuntime | None, db: DatabaseConfig, config: Config
+) -> DatabaseRuntime | None:
+    """Keep collector state (histogram counters) across a reload when the target is unchanged."""
+    if old is None or old.database.dsn != db.dsn or old.context.config.mapping != config.mapping:
+        return None
+    return old
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"{type(exc).__name__}: {first}"

@@ -1,0 +1,89 @@
+"""``pgq-exporter serve``: load the config, start collecting, serve HTTP, reload on SIGHUP."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+import threading
+from types import FrameType
+
+from pgq_exporter.app import Exporter, check_custom_sql
+from pgq_exporter.config import Config, DatabaseConfig, load_config, split_address
+from pgq_exporter.errors import PgqError, UsageError
+from pgq_exporter.logsetup import setup_logging
+from pgq_exporter.server import ExporterServer
+from pgq_exporter.webconfig import WebConfigFile
+
+log = logging.getLogger("pgq_exporter")
+
+
+def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
+    if args.config:
+        config = load_config(args.config)
+    else:
+        config = Config(databases=(DatabaseConfig("default", default_dsn),))
+    web = config.web
+    if args.listen_address:
+        try:
+            split_address(args.listen_address)
+        except ValueError as exc:
+            raise UsageError(f"--web.listen-address: {exc}") from None
+        web = dataclasses.replace(web, listen_address=args.listen_address)
+    if args.web_config_file:
+        web = dataclasses.replace(web, config_file=args.web_config_file)
+    log_settings = config.log
+    if args.log_format:
+        log_settings = dataclasses.replace(log_settings, format=args.log_format)
+    if args.log_level:
+        log_settings = dataclasses.replace(log_settings, level=args.log_level)
+    return dataclasses.replace(config, web=web, log=log_settings)
+
+
+def serve(args: argparse.Namespace, default_dsn: str) -> int:
+    config = resolve_config(args, default_dsn)
+    setup_logging(config.log.format, config.log.level)
+    web = WebConfigFile(config.web.config_file)
+    check_custom_sql(config)
+    exporter = Exporter(config, config_path=args.config)
+    host, port = split_address(config.web.listen_address)
+    try:
+        server = ExporterServer((host, port), exporter, web)
+    except OSError as exc:
+        raise PgqError(f"cannot listen on {config.web.listen_address}: {exc.strerror}") from None
+    stop = threading.Event()
+    reload_requested = threading.Event()
+
+    def on_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    def on_hup(signum: int, frame: FrameType | None) -> None:
+        reload_requested.set()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_stop)
+    signal.signal(signal.SIGINT, on_stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    exporter.start()
+    server.serve_in_thread()
+    scheme = "https" if config.web.config_file and web.current().tls else "http"
+    log.info(
+        "serving",
+        extra={
+            "address": f"{scheme}://{host}:{server.server_address[1]}",
+            "databases": len(config.databases),
+        },
+    )
+    while True:
+        stop.wait()
+        if reload_requested.is_set():
+            reload_requested.clear()
+            stop.clear()
+            exporter.reload()
+            continue
+        break
+    log.info("shutting down")
+    server.shutdown()
+    exporter.stop()
+    return 0

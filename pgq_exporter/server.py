@@ -1,0 +1,132 @@
+"""HTTP: /metrics (the last snapshot), a landing page, health, readiness and reload."""
+
+from __future__ import annotations
+
+import html
+import logging
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from pgq_exporter import __version__
+from pgq_exporter.app import Exporter
+from pgq_exporter.errors import PgqError
+from pgq_exporter.webconfig import WebConfigFile
+
+log = logging.getLogger("pgq_exporter.http")
+
+CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ExporterServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], exporter: Exporter, web: WebConfigFile) -> None:
+        super().__init__(address, Handler)
+        self.exporter = exporter
+        self.web = web
+        context = web.current().ssl_context()
+        if context is not None:
+            self.socket = context.wrap_socket(self.socket, server_side=True)
+
+    def serve_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
+        thread.start()
+        return thread
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: ExporterServer
+    server_version = f"pgq-exporter/{__version__}"
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        if not self._authorised():
+            return
+        path = self.path.split("?", 1)[0]
+        exporter = self.server.exporter
+        if path == "/metrics":
+            self._send(HTTPStatus.OK, exporter.metrics_text, CONTENT_TYPE_METRICS)
+        elif path == "/healthz":
+            self._send(HTTPStatus.OK, b"ok\n")
+        elif path == "/readyz":
+            if exporter.ready:
+                self._send(HTTPStatus.OK, b"ready\n")
+            else:
+                self._send(HTTPStatus.SERVICE_UNAVAILABLE, b"no successful collection yet\n")
+        elif path == "/":
+            self._send(HTTPStatus.OK, landing_page(exporter).encode(), "text/html; charset=utf-8")
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n")
+
+    def do_POST(self) -> None:
+        if not self._authorised():
+            return
+        if self.path.split("?", 1)[0] != "/-/reload":
+            self._send(HTTPStatus.NOT_FOUND, b"not found\n")
+            return
+        ok, message = self.server.exporter.reload()
+        status = HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR
+        self._send(status, f"{message}\n".encode())
+
+    def _authorised(self) -> bool:
+        try:
+            allowed = self.server.web.current().authorised(self.headers.get("Authorization"))
+        except PgqError as exc:
+            log.error("web config unusable", extra={"err": str(exc)})
+            self._send(HTTPStatus.INTERNAL_SERVER_ERROR, b"web config unusable\n")
+            return False
+        if not allowed:
+            self._send(
+                HTTPStatus.UNAUTHORIZED,
+                b"unauthorized\n",
+                extra={"WWW-Authenticate": 'Basic realm="pgq-exporter"'},
+            )
+        return allowed
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str = "text/plain; charset=utf-8",
+        extra: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http request", extra={"request": format % args})
+
+
+def landing_page(exporter: Exporter) -> str:
+    now = time.time()
+    rows = []
+    for status in exporter.statuses():
+        age = f"{now - status.last_success:.0f}s ago" if status.last_success else "never"
+        state = "ok" if status.success else html.escape(status.error or "failed")
+        rows.append(
+            f"<tr><td>{html.escape(status.database)}</td><td>{status.collector}</td>"
+            f"<td>{state}</td><td>{age}</td></tr>"
+        )
+    databases = "".join(
+        f"<li>{html.escape(name)}: {'up' if up else 'down'}</li>"
+        for name, up in exporter.database_up().items()
+    )
+    return (
+        "<!doctype html><html><head><title>pgq-exporter</title></head><body>"
+        f"<h1>pgq-exporter {__version__}</h1>"
+        '<p><a href="/metrics">Metrics</a> · <a href="/healthz">Health</a> · '
+        '<a href="/readyz">Readiness</a></p>'
+        f"<h2>Databases</h2><ul>{databases}</ul>"
+        "<h2>Collectors</h2><table><tr><th>database</th><th>collector</th><th>status</th>"
+        f"<th>last success</th></tr>{''.join(rows)}</table></body></html>"
+    )

@@ -1,0 +1,156 @@
+-- Built-in collector queries.
+--
+-- Rendered from the schema mapping with psycopg.sql before they run:
+-- {jobs} is the quoted table, {jobs_name} its qualified name as a literal,
+-- {c_<column>} a quoted column and {s_<status>} a status literal. Every query
+-- reads only unfinished jobs through the partial indexes, or a bounded slice
+-- of finished ones, so its cost does not grow with the finished rows.
+
+-- name: queue_partitions
+-- Queues with a list partition of their own (one value per partition).
+SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM $$^FOR VALUES IN \('(.*)'\)$$) AS queue
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = to_regclass({jobs_name})
+  AND pg_get_expr(c.relpartbound, c.oid) LIKE 'FOR VALUES IN (%%';
+
+-- name: unfinished_by_queue
+-- Exact counts from the pending and processing partial indexes.
+SELECT {c_queue} AS queue, 'pending' AS status,
+       count(*) AS jobs,
+       count(*) FILTER (WHERE {c_scheduled_at} <= now()) AS ready
+FROM {jobs}
+WHERE {c_status} = {s_pending}
+GROUP BY {c_queue}
+UNION ALL
+SELECT {c_queue}, 'processing', count(*), 0
+FROM {jobs}
+WHERE {c_status} = {s_processing}
+GROUP BY {c_queue};
+
+-- name: finished_capped
+-- done and failed per queue, counted up to %(cap)s rows each.
+SELECT q.queue, s.status,
+       (SELECT count(*)
+        FROM (SELECT 1 FROM {jobs} j
+              WHERE j.{c_queue} = q.queue AND j.{c_status} = s.value
+              LIMIT %(cap)s) AS capped) AS jobs
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN (VALUES ('done', {s_done}), ('failed', {s_failed})) AS s(status, value);
+
+-- name: finished_estimate
+-- The planner's row estimate for one queue and status, above the cap.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status};
+
+-- name: oldest_ready
+SELECT {c_queue} AS queue,
+       extract(epoch FROM now() - min({c_scheduled_at}))::float8 AS age
+FROM {jobs}
+WHERE {c_status} = {s_pending} AND {c_scheduled_at} <= now()
+GROUP BY {c_queue};
+
+-- name: expired_leases
+SELECT {c_queue} AS queue,
+       count(*) FILTER (WHERE {c_attempts} < {c_max_attempts}) AS stuck,
+       count(*) FILTER (WHERE {c_attempts} >= {c_max_attempts}) AS exhausted
+FROM {jobs}
+WHERE {c_status} = {s_processing} AND {c_locked_until} < now()
+GROUP BY {c_queue};
+
+-- name: finished_window
+-- Per known queue, the jobs finished in the trailing window: a range scan of
+-- the finished index, so the cost follows the window, not the table.
+SELECT q.queue,
+       w.done, w.failed,
+       coalesce(w.p[1], 0) AS p50, coalesce(w.p[2], 0) AS p95, coalesce(w.p[3], 0) AS p99
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE j.{c_status} = {s_done}) AS done,
+           count(*) FILTER (WHERE j.{c_status} = {s_failed}) AS failed,
+           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+               ORDER BY extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8
+           ) FILTER (WHERE j.{c_started_at} IS NOT NULL) AS p
+    FROM {jobs} j
+    WHERE j.{c_queue} = q.queue
+      AND j.{c_status} IN ({s_done}, {s_failed})
+      AND j.{c_finished_at} > now() - make_interval(secs => %(window)s)
+) AS w;
+
+-- name: snapshot_horizon
+-- Every transaction below this xmin has ended: its finished jobs are visible now.
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon;
+
+-- name: finished_since
+-- Finished jobs whose finishing transaction is at or above the last horizon,
+-- plus, on the first run, those finished within the window.
+SELECT j.{c_id} AS id, j.{c_queue} AS queue, j.{c_status} = {s_done} AS done,
+       j.{c_finished_xid}::text AS xid,
+       extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8 AS processing,
+       extract(epoch FROM j.{c_started_at} - j.{c_scheduled_at})::float8 AS wait
+FROM {jobs} j
+WHERE j.{c_finished_xid} >= %(since)s::xid8
+   OR (%(backfill)s AND j.{c_status} IN ({s_done}, {s_failed})
+       AND j.{c_finished_at} > now() - make_interval(secs => %(window)s));
+
+-- name: table_health
+-- Every queue table or partition: tuples, vacuum age, and whether the dead
+-- rows have passed autovacuum's trigger point (per-table settings honoured).
+WITH tables AS (
+    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
+), settings AS (
+    SELECT c.oid,
+           coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
+                     WHERE option_name = 'autovacuum_vacuum_threshold'),
+                    current_setting('autovacuum_vacuum_threshold')::float8) AS threshold,
+           coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
+                     WHERE option_name = 'autovacuum_vacuum_scale_factor'),
+                    current_setting('autovacuum_vacuum_scale_factor')::float8) AS scale,
+           greatest(c.reltuples, 0) AS reltuples
+    FROM pg_class c JOIN tables t ON t.relid = c.oid
+)
+SELECT s.relname AS table_name,
+       s.n_live_tup AS live,
+       s.n_dead_tup AS dead,
+       coalesce(extract(epoch FROM now() - greatest(s.last_vacuum, s.last_autovacuum))::float8, -1)
+           AS vacuum_age,
+       (s.n_dead_tup > st.threshold + st.scale * st.reltuples)::int AS autovacuum_due
+FROM pg_stat_user_tables s
+JOIN settings st ON st.oid = s.relid;
+
+-- name: xmin_horizon
+-- The four places an xmin that holds vacuum back can come from.
+SELECT 'backend' AS source, coalesce(max(age(backend_xmin)), 0) AS age
+FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+UNION ALL
+SELECT 'replication_slot', coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0)
+FROM pg_replication_slots
+UNION ALL
+SELECT 'prepared_transaction', coalesce(max(age(transaction)), 0)
+FROM pg_prepared_xacts
+UNION ALL
+SELECT 'standby', coalesce(max(age(backend_xmin)), 0)
+FROM pg_stat_replication;
+
+-- name: longest_transaction
+SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds
+FROM pg_stat_activity
+WHERE xact_start IS NOT NULL
+  AND backend_type = 'client backend'
+  AND pid <> pg_backend_pid();
+
+-- name: notify_usage
+SELECT pg_notification_queue_usage()::float8 AS usage;
+
+-- name: lock_waits
+-- Backends that are waiting for a lock while holding or requesting one on
+-- each queue table, partition or the parent: row-lock waiters included.
+SELECT c.relname AS table_name,
+       count(DISTINCT a.pid) AS waiting
+FROM pg_partition_tree(to_regclass({jobs_name})) t
+JOIN pg_class c ON c.oid = t.relid
+LEFT JOIN pg_locks l
+       ON l.relation = t.relid
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid AND a.wait_event_type = 'Lock'
+GROUP BY c.relname;
