@@ -20,6 +20,7 @@ from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import families, render_text
 from pgq_exporter.scheduler import ConnectionSource, ConnectionUnavailableError, Scheduler
+from pgq_exporter.yamlpos import ConfigError
 
 log = logging.getLogger("pgq_exporter")
 
@@ -55,20 +56,20 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
                 continue
             source = ConnectionSource(db.dsn, 1)
             try:
-                with source.connection(wait) as conn, conn.transaction():
+                with source.connection(wait, wait) as conn, conn.transaction():
                     conn.execute("SET TRANSACTION READ ONLY")
                     missing = collector.missing_columns(collector.columns(conn))
             except ConnectionUnavailableError:
                 continue
             except psycopg.Error as exc:
-                raise PgqError(
+                raise ConfigError(
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
                     f"fails on database {db.name!r}: {str(exc).strip().splitlines()[0]}"
                 ) from None
             finally:
                 source.close()
             if missing:
-                raise PgqError(
+                raise ConfigError(
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
                     f"the query returns no column {', '.join(missing)} on database {db.name!r}"
                 )

@@ -68,6 +68,19 @@ def cmd_schema_print(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema_grant(args: argparse.Namespace) -> int:
+    from pgq_exporter.queue.schema import monitoring_grants  # noqa: PLC0415
+
+    grants = monitoring_grants(check_schema_name(args.schema), args.role)
+    if args.print:
+        print(grants.as_string())
+        return 0
+    with connection(_dsn(args)) as conn, conn.transaction():
+        conn.execute(grants)
+    print(f"granted read-only monitoring access on schema {args.schema!r} to {args.role!r}")
+    return 0
+
+
 def cmd_queue_add(args: argparse.Namespace) -> int:
     schema = check_schema_name(args.schema)
     with connection(_dsn(args)) as conn:
@@ -118,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     show = schema_commands.add_parser("print", help="print the schema as one SQL script")
     _add_schema(show)
     show.set_defaults(handler=cmd_schema_print)
+
+    grant = schema_commands.add_parser(
+        "grant-monitor", help="grant a role the read-only access the exporter needs"
+    )
+    grant.add_argument("role", help="an existing role, e.g. pgq_exporter")
+    grant.add_argument("--print", action="store_true", help="print the SQL instead of running it")
+    _add_dsn(grant)
+    _add_schema(grant)
+    grant.set_defaults(handler=cmd_schema_grant)
 
     queue = commands.add_parser("queue", help="manage queues")
     queue_commands = queue.add_subparsers(dest="queue_command", required=True)

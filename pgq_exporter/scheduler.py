@@ -50,11 +50,12 @@ class ConnectionSource:
         self._lock = threading.Lock()
 
     @contextmanager
-    def connection(self, wait: float) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, wait: float, connect_timeout: float) -> Iterator[psycopg.Connection[Any]]:
+        """A connection, waiting up to ``wait`` seconds for a free one."""
         if not self._slots.acquire(timeout=wait):
             raise ConnectionUnavailableError("every connection of the pool is busy")
         try:
-            conn = self._take() or self._open(wait)
+            conn = self._take() or self._open(connect_timeout)
             try:
                 yield conn
             except BaseException:
@@ -79,13 +80,13 @@ class ConnectionSource:
                     return conn
         return None
 
-    def _open(self, wait: float) -> psycopg.Connection[Any]:
+    def _open(self, connect_timeout: float) -> psycopg.Connection[Any]:
         try:
             return psycopg.connect(
                 self._dsn,
                 autocommit=True,
                 application_name=DEFAULT_APPLICATION_NAME,
-                connect_timeout=max(2, round(wait)),
+                connect_timeout=max(2, round(connect_timeout)),
             )
         except psycopg.Error as exc:
             raise ConnectionUnavailableError(describe_connect_error(self._dsn, exc)) from None
@@ -145,7 +146,9 @@ class DatabaseRuntime:
 
     def _collect(self, collector: Collector, settings: CollectorSettings) -> list[AnySample]:
         try:
-            with self.source.connection(settings.timeout) as conn:
+            # A collector may wait for the pool up to its own interval: a slow
+            # neighbour delays it, but does not make it fail.
+            with self.source.connection(settings.interval, settings.timeout) as conn:
                 self.up = True
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -17,8 +17,9 @@ class QueueDepth(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         partitions = [row[0] for row in fetch(conn, "queue_partitions", ctx) if row[0]]
+        finished = [row[0] for row in fetch(conn, "finished_queues", ctx)]
         unfinished = fetch(conn, "unfinished_by_queue", ctx)
-        ctx.queues.saw(set(partitions) | {row[0] for row in unfinished})
+        ctx.queues.saw(set(partitions) | set(finished) | {row[0] for row in unfinished})
         queues = ctx.queues.known()
         counts = {(q, s): 0.0 for q in queues for s in STATUSES}
         ready = dict.fromkeys(queues, 0.0)

@@ -98,6 +98,12 @@ def render_schema(schema: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def monitoring_grants(schema: str, role: str) -> sql.Composed:
+    """The grants that make ``role`` enough for every built-in collector (read-only)."""
+    text = query("roles.sql", "monitoring_role")
+    return sql.SQL(text).format(role=sql.Identifier(role), schema=sql.Identifier(schema))
+
+
 def _refuse_newer(schema: str, version: int) -> None:
     if version > latest_version():
         raise SchemaTooNewError(

@@ -14,6 +14,21 @@ JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass({jobs_name})
   AND pg_get_expr(c.relpartbound, c.oid) LIKE 'FOR VALUES IN (%%';
 
+-- name: finished_queues
+-- Distinct queues among the finished rows, by skipping through the finished
+-- index one queue at a time: cost grows with the number of queues only.
+WITH RECURSIVE q(queue) AS (
+    (SELECT {c_queue} FROM {jobs}
+     WHERE {c_status} IN ({s_done}, {s_failed})
+     ORDER BY {c_queue} LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.{c_queue} FROM {jobs} j
+            WHERE j.{c_status} IN ({s_done}, {s_failed}) AND j.{c_queue} > q.queue
+            ORDER BY j.{c_queue} LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM q WHERE queue IS NOT NULL;
+
 -- name: unfinished_by_queue
 -- Exact counts from the pending and processing partial indexes.
 SELECT {c_queue} AS queue, 'pending' AS status,

@@ -1,0 +1,206 @@
+"""The exporter as a running process: outages, slow queries, reloads, TLS and auth, roles."""
+
+from __future__ import annotations
+
+import base64
+import signal
+import ssl
+import subprocess
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from pgq_exporter.embedded import EmbeddedPostgres
+from pgq_exporter.queue.schema import apply_schema
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+from tests.support import require_tool, run_cli
+
+Samples = dict[str, dict[Labels, float]]
+SECRET = "s3cret-Pa55"
+BUILTINS = ("queue_depth", "queue_latency", "queue_leases", "queue_window",
+            "job_histograms", "table_health", "xmin_horizon", "activity")  # fmt: skip
+
+
+def _up(samples: Samples) -> float:
+    return value(samples, "pgq_up", database="main")
+
+
+def _all_collectors_ok(samples: Samples) -> bool:
+    return all(
+        value(samples, "pgq_collector_success", database="main", collector=c) == 1 for c in BUILTINS
+    )
+
+
+@pytest.fixture
+def own_server() -> Iterator[EmbeddedPostgres]:
+    """A server of the test's own, so it can be stopped."""
+    with EmbeddedPostgres(prefix="pgq-outage-") as server:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            apply_schema(conn, "pgq")
+            conn.execute("SELECT pgq.enqueue('email')")
+        yield server
+
+
+def test_outage_keeps_serving_and_heals_without_restart(own_server: EmbeddedPostgres) -> None:
+    dsn = make_conninfo(own_server.dsn, password=SECRET)
+    with ExporterProcess(basic_config(dsn)) as exporter:
+        exporter.wait_until(lambda s: _up(s) == 1 and _all_collectors_ok(s))
+        own_server.pause()
+        down = exporter.wait_until(lambda s: _up(s) == 0, timeout=5)
+        assert "pgq_queue_jobs" not in down, "a failed collector must not serve stale series"
+        assert value(down, "pgq_collector_success", database="main", collector="queue_depth") == 0
+        status, page = exporter.get("/")
+        assert status == 200 and b"down" in page
+        own_server.resume()
+        healed = exporter.wait_until(lambda s: _up(s) == 1 and _all_collectors_ok(s), timeout=5)
+        assert (
+            value(healed, "pgq_queue_jobs", database="main", queue="email", status="pending") == 1
+        )
+        status, metrics = exporter.get("/metrics")
+        exporter.stop()
+        logs = exporter.logs()
+    assert "collector failed" in logs
+    for text in (logs, page.decode(), metrics.decode()):
+        assert SECRET not in text
+
+
+def test_a_slow_query_fails_alone_and_others_keep_their_schedule(db: Database) -> None:
+    extra = (
+        "custom_collectors:\n"
+        "  - name: slow\n"
+        "    sql: SELECT pg_sleep(5) AS pause, 1 AS n\n"
+        "    interval: 2s\n    timeout: 1s\n"
+        "    metrics: [{name: pgq_test_slow, help: Never arrives., value: n}]\n"
+    )
+    with ExporterProcess(basic_config(db.dsn, extra=extra)) as exporter:
+        first = exporter.wait_until(
+            lambda s: value(s, "pgq_collector_last_success_timestamp_seconds", database="main",
+                            collector="queue_depth") > 0
+            and value(s, "pgq_collector_duration_seconds", database="main", collector="slow") > 0
+        )  # fmt: skip
+        start = value(first, "pgq_collector_last_success_timestamp_seconds", database="main",
+                      collector="queue_depth")  # fmt: skip
+        later = exporter.wait_until(
+            lambda s: value(s, "pgq_collector_last_success_timestamp_seconds", database="main",
+                            collector="queue_depth") >= start + 2
+        )  # fmt: skip
+        logs = exporter.logs()
+    assert value(later, "pgq_collector_success", database="main", collector="slow") == 0
+    assert "pgq_test_slow" not in later
+    assert value(later, "pgq_collector_success", database="main", collector="queue_depth") == 1
+    assert "statement timeout" in logs
+
+
+def test_reload_adds_a_collector_and_rejects_a_bad_config(db: Database) -> None:
+    good = basic_config(db.dsn)
+    with ExporterProcess(good) as exporter:
+        exporter.wait_until(_all_collectors_ok)
+        added = good + (
+            "custom_collectors:\n  - name: answer\n    sql: SELECT 42 AS n\n    interval: 1s\n"
+            "    metrics: [{name: pgq_test_answer, help: The answer., value: n}]\n"
+        )
+        exporter.config_path.write_text(added)
+        exporter.signal(signal.SIGHUP)
+        samples = exporter.wait_until(lambda s: "pgq_test_answer" in s)
+        assert value(samples, "pgq_test_answer", database="main") == 42
+        exporter.config_path.write_text(added + "no_such_key: 1\n")
+        exporter.signal(signal.SIGHUP)
+        rejected = exporter.wait_until(lambda s: value(s, "pgq_config_last_reload_successful") == 0)
+        assert value(rejected, "pgq_test_answer", database="main") == 42
+        exporter.config_path.write_text(good)
+        status, body = exporter.get("/-/reload", method="POST")
+        assert status == 200, body
+        back = exporter.wait_until(lambda s: "pgq_test_answer" not in s)
+        assert value(back, "pgq_config_last_reload_successful") == 1
+        logs = exporter.logs()
+    assert "config reload rejected" in logs and "no_such_key" in logs
+
+
+def _certificate(tmp: Path) -> tuple[Path, Path]:
+    require_tool("openssl")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_tls_and_basic_auth_from_a_web_config_file(db: Database, tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
+    hashed = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"basic_auth_users:\n  prometheus: '{hashed}'\n"
+    )
+    context = ssl.create_default_context(cafile=str(cert))
+
+    def auth(password: str) -> dict[str, str]:
+        token = base64.b64encode(f"prometheus:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
+    args = ("--web.config.file", str(web))
+    with ExporterProcess(
+        basic_config(db.dsn), args=args, scheme="https", context=context, headers=auth("right")
+    ) as exporter:
+        samples = exporter.wait_until(_all_collectors_ok)
+        assert _up(samples) == 1
+        assert exporter.get("/metrics", headers=auth("wrong"))[0] == 401
+        assert exporter.get("/metrics", headers={})[0] == 401
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            exporter.get("/metrics", context=ssl.create_default_context())
+
+
+def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        conn.execute("CREATE ROLE pgq_reader LOGIN")
+    result = run_cli("schema", "grant-monitor", "pgq_reader", "--dsn", db.dsn)
+    assert result.returncode == 0, result.stderr
+    reader = make_conninfo(db.dsn, user="pgq_reader")
+    with (
+        psycopg.connect(reader, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('nope')")
+    with ExporterProcess(basic_config(reader)) as exporter:
+        samples = exporter.wait_until(_all_collectors_ok)
+    assert _up(samples) == 1
+    assert conninfo_to_dict(reader)["user"] == "pgq_reader"
+
+
+def test_promtool_accepts_the_exposition(db: Database) -> None:
+    promtool = require_tool("promtool")
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[3]))")
+        for job_id, token in conn.execute("SELECT id, lease_token FROM claim('email', 2)"):
+            conn.execute("SELECT complete(%s, %s)", (job_id, token))
+    with ExporterProcess(basic_config(db.dsn)) as exporter:
+        exporter.wait_until(_all_collectors_ok)
+        status, body = exporter.get("/metrics")
+        pages = {path: exporter.get(path) for path in ("/", "/healthz", "/readyz", "/nope")}
+    assert status == 200 and b"pgq_job_processing_seconds_bucket" in body
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=body, capture_output=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert pages["/healthz"][0] == 200 and pages["/readyz"][0] == 200
+    assert pages["/nope"][0] == 404
+    assert b'href="/metrics"' in pages["/"][1] and b"queue_depth" in pages["/"][1]
+
+
+def test_readyz_waits_for_a_first_successful_collection(own_server: EmbeddedPostgres) -> None:
+    own_server.pause()
+    with ExporterProcess(basic_config(own_server.dsn)) as exporter:
+        assert exporter.get("/healthz")[0] == 200
+        assert exporter.get("/readyz")[0] == 503
+        own_server.resume()
+        exporter.wait_for("/readyz", 200)

@@ -1,0 +1,172 @@
+"""Running the exporter, in-process or as a process, and reading what it serves."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
+
+Labels = frozenset[tuple[str, str]]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def parse_samples(text: str) -> dict[str, dict[Labels, float]]:
+    """Sample name -> {label set -> value}."""
+    result: dict[str, dict[Labels, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            result.setdefault(sample.name, {})[frozenset(sample.labels.items())] = sample.value
+    return result
+
+
+def value(samples: dict[str, dict[Labels, float]], name: str, **labels: str) -> float:
+    return samples[name][frozenset(labels.items())]
+
+
+def collect_once(config_text: str) -> dict[str, dict[Labels, float]]:
+    """Run every collector once, in this process, and parse what /metrics would serve."""
+    exporter = Exporter(parse_config(config_text, "test.yaml", os.environ))
+    try:
+        exporter.scheduler.run_all_once()
+        return parse_samples(exporter.metrics_text.decode())
+    finally:
+        exporter.stop()
+
+
+def basic_config(dsn: str, *, interval: str = "1s", timeout: str = "1s", extra: str = "") -> str:
+    return (
+        f"databases:\n  - name: main\n    dsn: {dsn!r}\n"
+        f"collectors:\n  defaults: {{interval: {interval}, timeout: {timeout}}}\n{extra}"
+    )
+
+
+@dataclass
+class ExporterProcess:
+    """``pgq-exporter serve`` in a child process, stopped on exit."""
+
+    config_text: str
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    scheme: str = "http"
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    _log: Any = None
+    context: ssl.SSLContext | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    _dir: tempfile.TemporaryDirectory[str] = field(default_factory=tempfile.TemporaryDirectory)
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self._dir.name) / "config.yaml"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._dir.name) / "exporter.log"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ExporterProcess:
+        self.config_path.write_text(self.config_text)
+        self._log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pgq_exporter", "serve", "--config", str(self.config_path),
+             "--web.listen-address", f"127.0.0.1:{self.port}", *self.args],
+            stdout=self._log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env},
+        )  # fmt: skip
+        self.wait_for("/healthz")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        self._log.close()
+        self._dir.cleanup()
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return int(self.process.returncode)
+
+    def logs(self) -> str:
+        return self.log_path.read_text()
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def get(self, path: str, **kwargs: Any) -> tuple[int, bytes]:
+        headers = kwargs.pop("headers", self.headers)
+        method = kwargs.pop("method", "GET")
+        request = urllib.request.Request(self.url + path, headers=headers, method=method)
+        context = kwargs.pop("context", self.context)
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                return int(response.status), bytes(response.read())
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), bytes(exc.read())
+
+    def wait_for(self, path: str, status: int = 200, timeout: float = 20, **kwargs: Any) -> None:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"exporter exited {self.process.returncode}:\n{self.logs()}")
+            try:
+                last = self.get(path, **kwargs)
+                if last[0] == status:
+                    return
+            except (OSError, ssl.SSLError) as exc:
+                last = exc
+            time.sleep(0.1)
+        raise AssertionError(f"{path} never answered {status}: {last}\n{self.logs()}")
+
+    def scrape(self, **kwargs: Any) -> dict[str, dict[Labels, float]]:
+        status, body = self.get("/metrics", **kwargs)
+        assert status == 200, body
+        return parse_samples(body.decode())
+
+    def wait_until(
+        self, predicate: Any, timeout: float = 20, **kwargs: Any
+    ) -> dict[str, dict[Labels, float]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            samples = self.scrape(**kwargs)
+            if predicate(samples):
+                return samples
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met; last scrape: {samples}")
+            time.sleep(0.2)

@@ -1,0 +1,258 @@
+"""Every exported value equals a ground-truth SQL count taken at the same moment."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
+from pgq_exporter.queue.admin import add_queue
+from tests.conftest import Database
+from tests.exporter_support import basic_config, collect_once, parse_samples, value
+
+Conn = psycopg.Connection[Any]
+WINDOW = 300
+
+
+def _claim(conn: Conn, queue: str, n: int, lease: str = "5 minutes") -> list[tuple[int, Any]]:
+    return [
+        (row[0], row[1])
+        for row in conn.execute(
+            "SELECT id, lease_token FROM claim(%s, %s, %s::interval)", (queue, n, lease)
+        ).fetchall()
+    ]
+
+
+def _build_mix(conn: Conn) -> None:
+    """Ready, delayed, processing, stuck, exhausted, done, failed, and done long ago."""
+    for queue, ready in (("email", 12), ("reports", 7), ("misc", 3)):
+        conn.execute("SELECT enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (queue, ready))
+        conn.execute("SELECT enqueue(%s, '{}', interval '1 hour')", (queue,))
+    conn.execute("SELECT enqueue('email', '{}', interval '0', 1)")  # will exhaust
+    jobs = _claim(conn, "email", 9)
+    for job_id, token in jobs[:4]:
+        conn.execute("SELECT complete(%s, %s)", (job_id, token))
+    for job_id, token in jobs[4:6]:
+        conn.execute("SELECT fail(%s, %s, 'boom', interval '1 hour')", (job_id, token))
+    conn.execute("UPDATE jobs SET max_attempts = 1 WHERE id = %s", (jobs[6][0],))
+    conn.execute("UPDATE jobs SET locked_until = now() - interval '1 minute' WHERE id = ANY(%s)",
+                 ([jobs[6][0], jobs[7][0]],))  # fmt: skip
+    # jobs[8] stays processing with a live lease. Two report jobs end failed.
+    for job_id, token in _claim(conn, "reports", 2):
+        conn.execute("UPDATE jobs SET max_attempts = 1 WHERE id = %s", (job_id,))
+        conn.execute("SELECT fail(%s, %s, 'bad')", (job_id, token))
+    for job_id, token in _claim(conn, "reports", 3):
+        conn.execute("SELECT complete(%s, %s)", (job_id, token))
+    old = _claim(conn, "misc", 2)
+    for job_id, token in old:
+        conn.execute("SELECT complete(%s, %s)", (job_id, token))
+    conn.execute(
+        "UPDATE jobs SET finished_at = now() - interval '2 days' WHERE id = ANY(%s)",
+        ([job_id for job_id, _ in old],),
+    )
+
+
+def _truth(conn: Conn, statement: str) -> list[tuple[Any, ...]]:
+    return conn.execute(statement.encode()).fetchall()
+
+
+def test_exported_values_equal_ground_truth(db: Database) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as admin:
+        add_queue(admin, "pgq", "email")
+        add_queue(admin, "pgq", "reports")
+        add_queue(admin, "pgq", "drained")
+    with db.connect(autocommit=True) as conn:
+        _build_mix(conn)
+        samples = collect_once(basic_config(db.dsn))
+        queues = ["drained", "email", "misc", "reports"]
+
+        by_status = {
+            (q, s): n
+            for q, s, n in _truth(conn, "SELECT queue, status, count(*) FROM jobs GROUP BY 1, 2")
+        }
+        for queue in queues:
+            for status in ("pending", "processing", "done", "failed"):
+                exported = value(
+                    samples, "pgq_queue_jobs", database="main", queue=queue, status=status
+                )
+                assert exported == by_status.get((queue, status), 0), (queue, status)
+
+        ready = dict(
+            _truth(
+                conn,
+                "SELECT queue, count(*) FROM jobs WHERE status = 'pending' AND scheduled_at <= now() GROUP BY 1",
+            )
+        )
+        delayed = dict(
+            _truth(
+                conn,
+                "SELECT queue, count(*) FROM jobs WHERE status = 'pending' AND scheduled_at > now() GROUP BY 1",
+            )
+        )
+        stuck = dict(
+            _truth(
+                conn,
+                "SELECT queue, count(*) FROM jobs WHERE status = 'processing' AND locked_until < now() AND attempts < max_attempts GROUP BY 1",
+            )
+        )
+        exhausted = dict(
+            _truth(
+                conn,
+                "SELECT queue, count(*) FROM jobs WHERE status = 'processing' AND locked_until < now() AND attempts >= max_attempts GROUP BY 1",
+            )
+        )
+        window = {
+            (q, s): n
+            for q, s, n in _truth(
+                conn,
+                f"SELECT queue, status, count(*) FROM jobs WHERE status IN ('done', 'failed') AND finished_at > now() - interval '{WINDOW} seconds' GROUP BY 1, 2",
+            )
+        }
+        p95 = dict(
+            _truth(
+                conn,
+                f"SELECT queue, percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at)::float8) FROM jobs WHERE status IN ('done', 'failed') AND finished_at > now() - interval '{WINDOW} seconds' GROUP BY 1",
+            )
+        )
+        oldest = dict(
+            _truth(
+                conn,
+                "SELECT queue, extract(epoch FROM now() - min(scheduled_at))::float8 FROM jobs WHERE status = 'pending' AND scheduled_at <= now() GROUP BY 1",
+            )
+        )
+    # fmt: on
+
+    assert stuck == {"email": 1} and exhausted == {"email": 1}, "the scenario itself"
+    for queue in queues:
+        labels = {"database": "main", "queue": queue}
+        assert value(samples, "pgq_queue_ready_jobs", **labels) == ready.get(queue, 0)
+        assert value(samples, "pgq_queue_delayed_jobs", **labels) == delayed.get(queue, 0)
+        assert value(samples, "pgq_queue_stuck_jobs", **labels) == stuck.get(queue, 0)
+        assert value(samples, "pgq_queue_exhausted_jobs", **labels) == exhausted.get(queue, 0)
+        done, failed = window.get((queue, "done"), 0), window.get((queue, "failed"), 0)
+        w = {**labels, "window": str(WINDOW)}
+        assert value(samples, "pgq_queue_window_finished_jobs", status="done", **w) == done
+        assert value(samples, "pgq_queue_window_finished_jobs", status="failed", **w) == failed
+        ratio = failed / (done + failed) if done + failed else 0.0
+        assert value(samples, "pgq_queue_window_failure_ratio", **w) == pytest.approx(ratio)
+        assert value(
+            samples, "pgq_queue_window_processing_seconds", percentile="95", **w
+        ) == pytest.approx(p95.get(queue, 0.0))
+        # Ages move with the clock: the two reads are a moment apart.
+        assert value(samples, "pgq_queue_oldest_ready_age_seconds", **labels) == pytest.approx(
+            oldest.get(queue, 0.0), abs=2.0
+        )
+        # The histograms start from the jobs finished within the window.
+        assert value(samples, "pgq_job_processing_seconds_count", **labels) == done + failed
+        assert value(samples, "pgq_job_wait_seconds_count", **labels) == done + failed
+        assert value(samples, "pgq_jobs_completed_total", **labels) == done
+        assert value(samples, "pgq_jobs_failed_total", **labels) == failed
+    assert value(samples, "pgq_up", database="main") == 1
+
+
+def test_histograms_count_an_out_of_order_commit_exactly_once(db: Database) -> None:
+    exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
+
+    def histogram_count() -> float:
+        exporter.scheduler.run_all_once()
+        samples = parse_samples(exporter.metrics_text.decode())
+        return value(samples, "pgq_job_processing_seconds_count", database="main", queue="q")
+
+    try:
+        with db.connect(autocommit=True) as conn, db.connect() as slow:
+            conn.execute("SELECT enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[3]))")
+            jobs = _claim(conn, "q", 3)
+            conn.execute("SELECT complete(%s, %s)", jobs[0])
+            assert histogram_count() == 1
+            slow.execute("SELECT complete(%s, %s)", jobs[1])  # finishes first, commits last
+            conn.execute("SELECT complete(%s, %s)", jobs[2])
+            assert histogram_count() == 2
+            slow.commit()
+            assert histogram_count() == 3
+            assert histogram_count() == 3
+            finished = conn.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()
+        assert finished == (3,)
+        samples = parse_samples(exporter.metrics_text.decode())
+        assert value(samples, "pgq_jobs_completed_total", database="main", queue="q") == 3
+        buckets = samples["pgq_job_processing_seconds_bucket"]
+        assert buckets[frozenset({("database", "main"), ("queue", "q"), ("le", "+Inf")})] == 3
+    finally:
+        exporter.stop()
+
+
+def test_a_drained_queue_reads_zero(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('burst', array_fill('{}'::jsonb, ARRAY[4]))")
+        exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
+        try:
+            exporter.scheduler.run_all_once()
+            before = parse_samples(exporter.metrics_text.decode())
+            for job_id, token in _claim(conn, "burst", 10):
+                conn.execute("SELECT complete(%s, %s)", (job_id, token))
+            exporter.scheduler.run_all_once()
+            after = parse_samples(exporter.metrics_text.decode())
+        finally:
+            exporter.stop()
+    labels = {"database": "main", "queue": "burst"}
+    assert value(before, "pgq_queue_jobs", status="pending", **labels) == 4
+    assert value(after, "pgq_queue_jobs", status="pending", **labels) == 0
+    assert value(after, "pgq_queue_ready_jobs", **labels) == 0
+    assert value(after, "pgq_queue_oldest_ready_age_seconds", **labels) == 0
+    assert value(after, "pgq_queue_jobs", status="done", **labels) == 4
+
+
+def test_finished_counts_above_the_cap_are_estimates_never_below_it(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('big', array_fill('{}'::jsonb, ARRAY[50]))")
+        for job_id, token in _claim(conn, "big", 50):
+            conn.execute("SELECT complete(%s, %s)", (job_id, token))
+        conn.execute("ANALYZE jobs_default")
+    samples = collect_once(basic_config(db.dsn, extra="exact_count_limit: 10\n"))
+    exported = value(samples, "pgq_queue_jobs", database="main", queue="big", status="done")
+    assert exported >= 10
+    assert exported == pytest.approx(50, rel=0.5)
+
+
+def test_xmin_horizon_and_longest_transaction_see_a_held_snapshot(db: Database) -> None:
+    with db.connect(autocommit=True) as conn, db.connect() as holder:
+        holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT count(*) FROM jobs")
+        for _ in range(5):
+            conn.execute("SELECT enqueue('x')")
+        samples = collect_once(basic_config(db.dsn))
+        truth = conn.execute(
+            "SELECT age(backend_xmin) FROM pg_stat_activity WHERE pid = %s",
+            (holder.info.backend_pid,),
+        ).fetchone()
+    assert truth is not None and truth[0] >= 5
+    assert (
+        value(samples, "pgq_xmin_horizon_age_transactions", database="main", source="backend")
+        >= truth[0]
+    )
+    assert value(samples, "pgq_longest_transaction_seconds", database="main") > 0
+    assert (
+        value(
+            samples, "pgq_xmin_horizon_age_transactions", database="main", source="replication_slot"
+        )
+        == 0
+    )
+
+
+def test_custom_sql_with_a_missing_column_is_a_config_error(db: Database, tmp_path: Any) -> None:
+    from tests.support import assert_clean_failure, run_cli  # noqa: PLC0415
+
+    config = tmp_path / "custom.yaml"
+    config.write_text(
+        basic_config(db.dsn) + "custom_collectors:\n  - name: mine\n    sql: SELECT 1 AS total\n"
+        "    metrics: [{name: pgq_mine, help: Mine., labels: [kind], value: n}]\n"
+    )
+    result = run_cli("check-config", "--connect", str(config))
+    assert result.returncode == 2
+    assert_clean_failure(result, f"{config}:7: custom_collectors.mine", "no column kind, n")
+    serve = run_cli("serve", "--config", str(config), "--web.listen-address", "127.0.0.1:0")
+    assert serve.returncode == 2
+    assert_clean_failure(serve, "no column kind, n")

@@ -1,0 +1,42 @@
+"""The catalogue is the only place metric names are declared, and they follow the conventions."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, names
+from pgq_exporter.collectors import BUILTIN
+
+PACKAGE = Path(__file__).parents[2] / "pgq_exporter"
+NAME = re.compile(r"^pgq_[a-z][a-z0-9_]*$")
+
+
+def test_names_follow_prometheus_conventions() -> None:
+    assert len(names()) == len(CATALOGUE), "a metric is declared twice"
+    for spec in CATALOGUE:
+        assert NAME.match(spec.name), spec.name
+        assert spec.name.endswith("_total") == (spec.type is MetricType.COUNTER), spec.name
+        assert not {"le", "quantile", "type"} & set(spec.labels), spec.name
+        assert spec.help.endswith("."), spec.name
+        if spec.unit == "seconds":
+            assert spec.name.endswith("_seconds") or spec.name.endswith("_timestamp_seconds")
+        if spec.type is MetricType.HISTOGRAM:
+            assert spec.unit == "seconds" and spec.name.endswith("_seconds")
+    assert "pgq_build_info" in names()
+
+
+def test_every_metric_name_in_the_code_comes_from_the_catalogue() -> None:
+    used = set()
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "catalogue.py":
+            used |= set(re.findall(r"\"(pgq_(?!exporter)[a-z0-9_]+)\"", path.read_text()))
+    assert used <= names(), used - names()
+    collected = {spec.name for spec in CATALOGUE if spec.collector in BUILTIN_COLLECTORS}
+    assert collected <= used, "a catalogued metric that no collector produces"
+
+
+def test_registry_matches_the_catalogue() -> None:
+    assert tuple(BUILTIN) == BUILTIN_COLLECTORS
+    for spec in CATALOGUE:
+        assert spec.collector in (*BUILTIN_COLLECTORS, "exporter"), spec

@@ -1,0 +1,278 @@
+"""A corpus of bad configs: each gives one precise message naming file:line and key path, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgq_exporter.config import parse_config, parse_duration
+from tests.support import assert_clean_failure, run_cli
+
+DB = "databases:\n  - name: main\n    dsn: postgresql:///app\n"
+ONE_METRIC = "    metrics: [{name: pgq_x, help: X., value: n}]\n"
+
+# (config text, the line the message must name, the key path, words of the message)
+CORPUS: list[tuple[str, str, int, str, str]] = [
+    ("unknown-top-key", DB + "colectors: {}\n", 4, "colectors", "unknown key"),
+    ("unknown-db-key", DB + "    pasword: x\n", 4, "databases[0].pasword", "unknown key"),
+    ("no-databases", "window: 5m\n", 1, "(top level)", "missing required key 'databases'"),
+    ("empty-databases", "databases: []\n", 1, "databases", "at least one database"),
+    ("databases-not-list", "databases: main\n", 1, "databases", "expected a list"),
+    (
+        "missing-db-name",
+        "databases:\n  - dsn: x\n",
+        2,
+        "databases[0]",
+        "missing required key 'name'",
+    ),
+    (
+        "duplicate-db-name",
+        DB + "  - name: main\n    dsn: postgresql:///b\n",
+        4,
+        "databases[1].name",
+        "duplicate database name 'main'",
+    ),
+    (
+        "bad-duration",
+        DB + "collectors:\n  queue_depth: {interval: fast}\n",
+        5,
+        "collectors.queue_depth.interval",
+        "expected a duration like \"15s\", got 'fast'",
+    ),
+    ("zero-duration", DB + "window: 0s\n", 4, "window", "must be longer than 0"),
+    (
+        "number-duration",
+        DB + "collectors:\n  defaults:\n    timeout: 5\n",
+        6,
+        "collectors.defaults.timeout",
+        "expected a duration",
+    ),
+    (
+        "timeout-over-interval",
+        DB + "collectors:\n  activity: {interval: 5s, timeout: 10s}\n",
+        5,
+        "collectors.activity.timeout",
+        "must not be longer than interval",
+    ),
+    (
+        "unknown-collector",
+        DB + "collectors:\n  queue_deep: {}\n",
+        5,
+        "collectors.queue_deep",
+        "unknown key",
+    ),
+    (
+        "bad-dsn",
+        "databases:\n  - name: main\n    dsn: 'host=db port'\n",
+        3,
+        "databases[0].dsn",
+        "not a valid PostgreSQL connection string",
+    ),
+    (
+        "missing-env",
+        "databases:\n  - name: main\n    dsn: 'postgresql://u:${NO_SUCH_VAR_X}@h/d'\n",
+        3,
+        "databases[0].dsn",
+        "environment variable NO_SUCH_VAR_X is not set",
+    ),
+    ("two-dsn-sources", DB + "    dsn_env: X\n", 4, "databases[0].dsn_env", "give only one of"),
+    (
+        "missing-dsn-file",
+        "databases:\n  - name: main\n    dsn_file: /nonexistent/dsn\n",
+        3,
+        "databases[0].dsn_file",
+        "cannot read /nonexistent/dsn",
+    ),
+    (
+        "bad-queue",
+        DB + "    queues: [email, 'bad queue']\n",
+        4,
+        "databases[0].queues[1]",
+        "invalid queue name 'bad queue'",
+    ),
+    (
+        "bool-not-int",
+        DB + "exact_count_limit: yes\n",
+        4,
+        "exact_count_limit",
+        "expected an integer",
+    ),
+    (
+        "bad-log-format",
+        DB + "log: {format: xml}\n",
+        4,
+        "log.format",
+        "expected one of logfmt, json",
+    ),
+    (
+        "bad-listen",
+        DB + "web: {listen_address: 'localhost'}\n",
+        4,
+        "web.listen_address",
+        'expected "host:port"',
+    ),
+    (
+        "custom-missing-sql",
+        DB + "custom_collectors:\n  - name: c\n" + ONE_METRIC,
+        5,
+        "custom_collectors[0]",
+        "missing required key 'sql'",
+    ),
+    (
+        "bad-metric-name",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: 'pgq-x', help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "invalid metric name 'pgq-x'",
+    ),
+    (
+        "duplicate-metric-builtin",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_queue_jobs, help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "duplicate metric name 'pgq_queue_jobs'",
+    ),
+    (
+        "duplicate-metric-custom",
+        DB
+        + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        + ONE_METRIC
+        + "  - name: d\n    sql: SELECT 1 AS n\n"
+        + ONE_METRIC,
+        10,
+        "custom_collectors[1].metrics[0].name",
+        "duplicate metric name 'pgq_x'",
+    ),
+    (
+        "bad-label-name",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_x, help: X., labels: ['1abc'], value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].labels[0]",
+        "invalid label name '1abc'",
+    ),
+    (
+        "reserved-label",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_x, help: X., labels: [le], value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].labels[0]",
+        "label name 'le' is reserved",
+    ),
+    (
+        "counter-without-total",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_x, type: counter, help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "must end in _total",
+    ),
+    (
+        "bad-metric-type",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_x, type: summary, help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].type",
+        "expected one of gauge, counter",
+    ),
+    (
+        "unknown-custom-db",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    databases: [other]\n" + ONE_METRIC,
+        7,
+        "custom_collectors[0].databases[0]",
+        "unknown database 'other'",
+    ),
+    ("duplicate-yaml-key", DB + "window: 5m\nwindow: 6m\n", 5, "window", "duplicate key"),
+    (
+        "bad-mapping-column",
+        DB + "mapping:\n  columns: {queue_name: q}\n",
+        5,
+        "mapping.columns.queue_name",
+        "unknown key",
+    ),
+    (
+        "status-collision",
+        DB + "mapping:\n  statuses: {done: finished, failed: finished}\n",
+        5,
+        "mapping.statuses",
+        "two statuses map to the same value",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line", "path", "words"), CORPUS, ids=[c[0] for c in CORPUS]
+)
+def test_bad_config(tmp_path: Path, name: str, text: str, line: int, path: str, words: str) -> None:
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(text)
+    result = run_cli("check-config", str(config), env={"DATA_SOURCE_NAME": ""})
+    assert result.returncode == 2
+    assert_clean_failure(result, f"{config}:{line}: {path}: ", words)
+
+
+def test_invalid_yaml_names_its_line(tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text(DB + "window: [5m\n")
+    result = run_cli("check-config", str(config))
+    assert result.returncode == 2
+    assert_clean_failure(result, f"{config}:5: invalid YAML")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    result = run_cli("check-config", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert_clean_failure(result, "nope.yaml: cannot read the config file")
+
+
+def test_good_config_passes(tmp_path: Path) -> None:
+    config = tmp_path / "good.yaml"
+    config.write_text(
+        DB + "collectors:\n  defaults: {interval: 30s}\n  table_health: {interval: 1m}\n"
+        "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n" + ONE_METRIC
+    )
+    result = run_cli("check-config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert "ok (1 database(s), 1 custom collector(s) with 1 metric(s))" in result.stdout
+
+
+def test_dsn_sources(tmp_path: Path) -> None:
+    secret = tmp_path / "dsn"
+    secret.write_text("postgresql://u:pw@db/app\n")
+    text = (
+        "databases:\n"
+        f"  - {{name: a, dsn_file: {secret}}}\n"
+        "  - {name: b, dsn_env: MY_DSN}\n"
+        "  - {name: c, dsn: 'postgresql://u:${PW}@db/app'}\n"
+        "  - {name: d}\n"
+    )
+    env = {"MY_DSN": "host=b", "PW": "p", "DATA_SOURCE_NAME": "host=from-dsn-env"}
+    config = parse_config(text, "t.yaml", env)
+    assert [db.dsn for db in config.databases] == [
+        "postgresql://u:pw@db/app", "host=b", "postgresql://u:p@db/app", "host=from-dsn-env",
+    ]  # fmt: skip
+    only_pg_vars = parse_config("databases: [{name: e}]\n", "t.yaml", {"PGHOST": "x"})
+    assert only_pg_vars.databases[0].dsn == ""
+
+
+def test_defaults() -> None:
+    config = parse_config(DB, "t.yaml", {})
+    settings = config.collector("queue_depth")
+    assert (settings.interval, settings.timeout) == (15.0, 5.0)
+    assert config.web.listen_address == ":9188"
+    assert config.mapping.schema == "pgq" and config.mapping.columns["queue"] == "queue"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("15s", 15), ("1m30s", 90), ("500ms", 0.5), ("2h", 7200), ("1d", 86400)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CORPUS) >= 20
