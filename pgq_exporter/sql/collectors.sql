@@ -113,6 +113,8 @@ WHERE j.{c_finished_xid} >= %(since)s::xid8
 -- rows have passed autovacuum's trigger point (per-table settings honoured).
 WITH tables AS (
     SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
+    UNION  -- a table that is not partitioned has no tree
+    SELECT oid FROM pg_class WHERE oid = to_regclass({jobs_name}) AND relkind = 'r'
 ), settings AS (
     SELECT c.oid,
            coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
@@ -160,9 +162,14 @@ SELECT pg_notification_queue_usage()::float8 AS usage;
 -- name: lock_waits
 -- Backends that are waiting for a lock while holding or requesting one on
 -- each queue table, partition or the parent: row-lock waiters included.
+WITH tables AS (
+    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name}))
+    UNION
+    SELECT to_regclass({jobs_name})
+)
 SELECT c.relname AS table_name,
        count(DISTINCT a.pid) AS waiting
-FROM pg_partition_tree(to_regclass({jobs_name})) t
+FROM tables t
 JOIN pg_class c ON c.oid = t.relid
 LEFT JOIN pg_locks l
        ON l.relation = t.relid

@@ -256,3 +256,83 @@ def test_custom_sql_with_a_missing_column_is_a_config_error(db: Database, tmp_pa
     serve = run_cli("serve", "--config", str(config), "--web.listen-address", "127.0.0.1:0")
     assert serve.returncode == 2
     assert_clean_failure(serve, "no column kind, n")
+
+
+def test_another_queues_tables_described_by_configuration_alone(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute(
+            "CREATE SCHEMA app;"
+            "CREATE TABLE app.tasks (task_id bigserial PRIMARY KEY, kind text NOT NULL,"
+            " state text NOT NULL, tries int NOT NULL DEFAULT 0, max_tries int NOT NULL DEFAULT 5,"
+            " run_at timestamptz NOT NULL DEFAULT now(), lease_until timestamptz,"
+            " begun_at timestamptz, ended_at timestamptz, ended_xid xid8);"
+            "INSERT INTO app.tasks (kind, state, run_at) VALUES"
+            " ('mail', 'queued', now() - interval '10 s'), ('mail', 'queued', now() + interval '1 h'),"
+            " ('pdf', 'queued', now() - interval '1 s');"
+            "INSERT INTO app.tasks (kind, state, tries, max_tries, lease_until, begun_at) VALUES"
+            " ('pdf', 'running', 1, 5, now() - interval '1 min', now() - interval '2 min'),"
+            " ('pdf', 'running', 5, 5, now() - interval '1 min', now() - interval '2 min');"
+            "INSERT INTO app.tasks (kind, state, begun_at, ended_at, ended_xid) VALUES"
+            " ('mail', 'ok', now() - interval '3 s', now() - interval '1 s', pg_current_xact_id()),"
+            " ('mail', 'error', now() - interval '3 s', now() - interval '2 s', pg_current_xact_id());"
+        )
+    mapping = (
+        "mapping:\n  schema: app\n  table: tasks\n"
+        "  columns: {id: task_id, queue: kind, status: state, attempts: tries,"
+        " max_attempts: max_tries, scheduled_at: run_at, locked_until: lease_until,"
+        " started_at: begun_at, finished_at: ended_at, finished_xid: ended_xid}\n"
+        "  statuses: {pending: queued, processing: running, done: ok, failed: error}\n"
+    )
+    samples = collect_once(basic_config(db.dsn, extra=mapping))
+    for collector in (
+        "queue_depth",
+        "queue_latency",
+        "queue_leases",
+        "queue_window",
+        "job_histograms",
+        "table_health",
+        "activity",
+    ):
+        assert value(samples, "pgq_collector_success", database="main", collector=collector) == 1, (
+            collector
+        )
+    mail, pdf = {"database": "main", "queue": "mail"}, {"database": "main", "queue": "pdf"}
+    assert value(samples, "pgq_queue_jobs", status="pending", **mail) == 2
+    assert value(samples, "pgq_queue_jobs", status="done", **mail) == 1
+    assert value(samples, "pgq_queue_jobs", status="failed", **mail) == 1
+    assert value(samples, "pgq_queue_delayed_jobs", **mail) == 1
+    assert value(samples, "pgq_queue_jobs", status="processing", **pdf) == 2
+    assert value(samples, "pgq_queue_stuck_jobs", **pdf) == 1
+    assert value(samples, "pgq_queue_exhausted_jobs", **pdf) == 1
+    assert value(samples, "pgq_queue_oldest_ready_age_seconds", **mail) >= 10
+    assert value(samples, "pgq_jobs_completed_total", **mail) == 1
+    assert value(samples, "pgq_jobs_failed_total", **mail) == 1
+    assert value(samples, "pgq_table_live_tuples", database="main", table="tasks") >= 0
+
+
+def test_lock_waits_count_a_backend_waiting_on_a_queue_row(db: Database) -> None:
+    import threading  # noqa: PLC0415
+
+    with db.connect(autocommit=True) as conn:
+        job = conn.execute("SELECT enqueue('default')").fetchone()
+    assert job is not None
+    with db.connect() as holder, db.connect() as waiter:
+        holder.execute("UPDATE jobs SET updated_at = now() WHERE id = %s", job)
+        blocked = threading.Thread(
+            target=lambda: waiter.execute("UPDATE jobs SET updated_at = now() WHERE id = %s", job)
+        )
+        blocked.start()
+        with db.connect(autocommit=True) as probe:
+            for _ in range(100):
+                row = probe.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                ).fetchone()
+                if row and row[0]:
+                    break
+                threading.Event().wait(0.05)
+        samples = collect_once(basic_config(db.dsn))
+        holder.rollback()
+        blocked.join(timeout=10)
+        waiter.rollback()
+    assert value(samples, "pgq_lock_waits", database="main", table="jobs_default") == 1
+    assert value(samples, "pgq_lock_waits", database="main", table="jobs") == 1

@@ -276,3 +276,9 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_corpus_is_large_enough() -> None:
     assert len(CORPUS) >= 20
+
+
+def test_the_example_config_is_valid() -> None:
+    example = Path(__file__).parents[2] / "examples" / "config.yaml"
+    result = run_cli("check-config", str(example), env={"PGQ_PASSWORD": "x"})
+    assert result.returncode == 0, result.stderr
