@@ -27,11 +27,13 @@ def main() -> int:
         dsn = args.dsn or stack.enter_context(EmbeddedPostgres(prefix="pgq-bench-")).dsn
         rows = run_throughput(dsn, jobs=args.jobs, workers=args.workers)
 
-    print(f"\nqueue throughput: {args.jobs} jobs, {args.workers} worker processes")
-    print(f"{'variant':<44} {'batch':>5} {'jobs/s':>9} {'ratio':>7}")
+    print(f"\nqueue throughput: {args.jobs} jobs per run; ratio against the seed article's loop")
+    print(f"{'variant':<58} {'workers':>7} {'batch':>5} {'jobs/s':>9} {'ratio':>7}")
     for row in rows:
-        figures = f"{row['batch']:>5} {row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x"
-        print(f"{row['variant']:<44} {figures}")
+        figures = (
+            f"{row['workers']:>7} {row['batch']:>5} {row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x"
+        )
+        print(f"{row['variant']:<58} {figures}")
 
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from datetime import timedelta
+from typing import Any, NoReturn
 
 import psycopg
 
 from pgq_exporter import DEFAULT_SCHEMA, __version__
 from pgq_exporter.db import connection
 from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.errors import EXIT_USAGE, PgqError
+from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
@@ -111,6 +114,93 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_work(args: argparse.Namespace) -> int:
+    from pgq_exporter.logsetup import setup_logging  # noqa: PLC0415
+    from pgq_exporter.queue.handlers import load_handler  # noqa: PLC0415
+    from pgq_exporter.queue.worker import Worker, WorkerSettings  # noqa: PLC0415
+
+    setup_logging(args.log_format, args.log_level)
+    settings = WorkerSettings(
+        queues=tuple(args.queue),
+        concurrency=_positive(args.concurrency, "--concurrency"),
+        batch=_positive(args.batch, "--batch"),
+        lease=timedelta(seconds=parse_duration_flag(args.lease, "--lease")),
+        grace=parse_duration_flag(args.grace, "--grace"),
+    )
+    worker = Worker(
+        _dsn(args), load_handler(args.handler_spec), settings, check_schema_name(args.schema)
+    )
+    worker.install_signal_handlers()
+    stats = worker.run()
+    print(
+        f"worker stopped: claimed {stats.claimed}, completed {stats.completed}, "
+        f"retried {stats.retried}, failed {stats.failed}, lost {stats.lost}, "
+        f"released {stats.released}"
+    )
+    return 0
+
+
+def cmd_reap(args: argparse.Namespace) -> int:
+    from pgq_exporter.queue.reaper import reap_forever, reap_once  # noqa: PLC0415
+
+    schema = check_schema_name(args.schema)
+    dsn = _dsn(args)
+    if args.every is None:
+        result = reap_once(dsn, schema)
+        print(f"requeued {result.requeued}, failed {result.failed}")
+        return 0
+    every = parse_duration_flag(args.every, "--every")
+    from pgq_exporter.logsetup import setup_logging  # noqa: PLC0415
+
+    setup_logging("logfmt", "info")
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    reap_forever(dsn, every, stop, schema)
+    return 0
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    from pgq_exporter.queue.maintenance import (  # noqa: PLC0415
+        Maintenance,
+        MaintenanceSettings,
+        TerminalProgress,
+    )
+
+    settings = MaintenanceSettings(
+        retention=timedelta(seconds=parse_duration_flag(args.retention, "--retention")),
+        archive_retention=timedelta(
+            seconds=parse_duration_flag(args.archive_retention, "--archive-retention")
+        ),
+        batch=_positive(args.batch, "--batch"),
+        premake_days=args.premake_days,
+    )
+    progress = TerminalProgress() if sys.stderr.isatty() else None
+    report = Maintenance(_dsn(args), check_schema_name(args.schema), settings).run(progress)
+    if progress is not None:
+        progress.done()
+    print(report.describe())
+    return 0
+
+
+def parse_duration_flag(text: str, flag: str) -> float:
+    from pgq_exporter.config import parse_duration  # noqa: PLC0415
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise UsageError(f'{flag}: expected a duration like "30s" or "7d", got {text!r}') from None
+    if seconds <= 0:
+        raise UsageError(f"{flag}: must be longer than 0")
+    return seconds
+
+
+def _positive(value: int, flag: str) -> int:
+    if value < 1:
+        raise UsageError(f"{flag}: must be at least 1, got {value}")
+    return value
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgq_exporter.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
@@ -121,7 +211,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="pgq-exporter", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pgq-exporter {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_schema_commands(commands)
+    _add_queue_commands(commands)
+    _add_exporter_commands(commands)
+    _add_worker_commands(commands)
+    return parser
 
+
+Commands = Any
+
+
+def _add_schema_commands(commands: Commands) -> None:
     schema = commands.add_parser("schema", help="install or print the reference queue schema")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True)
     apply = schema_commands.add_parser("apply", help="apply pending migrations (idempotent)")
@@ -141,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(grant)
     grant.set_defaults(handler=cmd_schema_grant)
 
+
+def _add_queue_commands(commands: Commands) -> None:
     queue = commands.add_parser("queue", help="manage queues")
     queue_commands = queue.add_subparsers(dest="queue_command", required=True)
     add = queue_commands.add_parser(
@@ -153,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(add)
     add.set_defaults(handler=cmd_queue_add)
 
+
+def _add_exporter_commands(commands: Commands) -> None:
     serve = commands.add_parser("serve", help="run the exporter")
     serve.add_argument("--config", help="YAML config file (default: one database from the DSN)")
     serve.add_argument("--web.listen-address", dest="listen_address", help='default ":9188"')
@@ -174,11 +278,52 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(handler=cmd_check_config)
 
+
+def _add_worker_commands(commands: Commands) -> None:
+    work = commands.add_parser("work", help="run the reference worker")
+    work.add_argument("--queue", action="append", required=True, help="queue to work (repeatable)")
+    work.add_argument(
+        "--handler",
+        dest="handler_spec",
+        default="pgq_exporter.queue.handlers:example",
+        help="module:function called with each job (default: the example handler)",
+    )
+    work.add_argument("--concurrency", type=int, default=4, help="handler threads (default 4)")
+    work.add_argument("--batch", type=int, default=10, help="jobs per claim (default 10)")
+    work.add_argument("--lease", default="30s", help="lease per claim (default 30s)")
+    work.add_argument("--grace", default="10s", help="time to finish jobs on SIGTERM (default 10s)")
+    work.add_argument(
+        "--log.format", dest="log_format", default="logfmt", choices=("logfmt", "json")
+    )
+    work.add_argument(
+        "--log.level",
+        dest="log_level",
+        default="info",
+        choices=("debug", "info", "warning", "error"),
+    )
+    _add_dsn(work)
+    _add_schema(work)
+    work.set_defaults(handler=cmd_work)
+
+    reap = commands.add_parser("reap", help="return expired leases; fail exhausted jobs")
+    reap.add_argument("--every", help="loop with this period (e.g. 30s) instead of running once")
+    _add_dsn(reap)
+    _add_schema(reap)
+    reap.set_defaults(handler=cmd_reap)
+
+    maintain = commands.add_parser("maintain", help="archive old finished jobs, drop old archive")
+    maintain.add_argument("--retention", default="7d", help="keep finished jobs this long (7d)")
+    maintain.add_argument("--archive-retention", default="90d", help="keep the archive this long")
+    maintain.add_argument("--batch", type=int, default=5000, help="rows per atomic move (5000)")
+    maintain.add_argument("--premake-days", type=int, default=7, help="archive partitions ahead")
+    _add_dsn(maintain)
+    _add_schema(maintain)
+    maintain.set_defaults(handler=cmd_maintain)
+
     demo = commands.add_parser("demo", help="run the whole thing on an embedded PostgreSQL")
     _add_dsn(demo)
     _add_schema(demo)
     demo.set_defaults(handler=cmd_demo)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,122 @@
+"""The SQL contract, called from Python: one method per function, schema quoted once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import cache
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgq_exporter import DEFAULT_SCHEMA
+from pgq_exporter.errors import UsageError
+from pgq_exporter.queue.names import check_queue_name
+from pgq_exporter.sqlfiles import query
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    queue: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    token: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    requeued: int
+    failed: int
+
+
+@cache
+def _statement(schema: str, name: str) -> sql.Composed:
+    return sql.SQL(query("contract.sql", name)).format(schema=sql.Identifier(schema))
+
+
+def to_payload(payload: Any, where: str = "payload") -> Jsonb:
+    """Check that a payload is JSON before it reaches the database."""
+    try:
+        json.dumps(payload, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{where}: not JSON-serialisable: {exc}") from None
+    return Jsonb(payload)
+
+
+class Contract:
+    def __init__(self, schema: str = DEFAULT_SCHEMA) -> None:
+        self.schema = schema
+
+    def _one(self, conn: Conn, name: str, params: dict[str, Any]) -> Any:
+        row = conn.execute(_statement(self.schema, name), params).fetchone()
+        return row[0] if row else None
+
+    def enqueue(
+        self,
+        conn: Conn,
+        queue: str,
+        payload: Any,
+        *,
+        delay: timedelta = timedelta(0),
+        max_attempts: int = 3,
+    ) -> int:
+        params = {
+            "queue": check_queue_name(queue),
+            "payload": to_payload(payload),
+            "delay": delay,
+            "max_attempts": max_attempts,
+        }
+        return int(self._one(conn, "enqueue", params))
+
+    def enqueue_batch(
+        self,
+        conn: Conn,
+        queue: str,
+        payloads: list[Any],
+        *,
+        delay: timedelta = timedelta(0),
+        max_attempts: int = 3,
+    ) -> list[int]:
+        checked = [to_payload(p, f"payloads[{i}]") for i, p in enumerate(payloads)]
+        params = {
+            "queue": check_queue_name(queue),
+            "payloads": checked,
+            "delay": delay,
+            "max_attempts": max_attempts,
+        }
+        rows = conn.execute(_statement(self.schema, "enqueue_batch"), params).fetchall()
+        return [int(row[0]) for row in rows]
+
+    def claim(
+        self, conn: Conn, queue: str, limit: int, lease: timedelta, worker: str | None
+    ) -> list[Job]:
+        params = {"queue": queue, "limit": limit, "lease": lease, "worker": worker}
+        rows = conn.execute(_statement(self.schema, "claim"), params).fetchall()
+        return [Job(*row) for row in rows]
+
+    def complete(self, conn: Conn, job: Job) -> bool:
+        return bool(self._one(conn, "complete", {"id": job.id, "token": job.token}))
+
+    def fail(self, conn: Conn, job: Job, error: str, backoff: timedelta) -> str:
+        params = {"id": job.id, "token": job.token, "error": error, "backoff": backoff}
+        return str(self._one(conn, "fail", params))
+
+    def heartbeat(self, conn: Conn, job: Job, lease: timedelta) -> bool:
+        return bool(
+            self._one(conn, "heartbeat", {"id": job.id, "token": job.token, "lease": lease})
+        )
+
+    def release(self, conn: Conn, job: Job) -> bool:
+        return bool(self._one(conn, "release", {"id": job.id, "token": job.token}))
+
+    def reap(self, conn: Conn) -> ReapResult:
+        row = conn.execute(_statement(self.schema, "reap")).fetchone()
+        return ReapResult(int(row[0]), int(row[1])) if row else ReapResult(0, 0)

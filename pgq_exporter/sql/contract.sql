@@ -1,0 +1,27 @@
+-- Calls into the SQL contract, for the Python producer, worker and reaper.
+-- {schema} is the quoted queue schema.
+
+-- name: enqueue
+SELECT {schema}.enqueue(%(queue)s, %(payload)s, %(delay)s, %(max_attempts)s);
+
+-- name: enqueue_batch
+SELECT {schema}.enqueue_batch(%(queue)s, %(payloads)s, %(delay)s, %(max_attempts)s);
+
+-- name: claim
+SELECT id, queue, payload, attempts, max_attempts, lease_token
+FROM {schema}.claim(%(queue)s, %(limit)s, %(lease)s, %(worker)s);
+
+-- name: complete
+SELECT {schema}.complete(%(id)s, %(token)s);
+
+-- name: fail
+SELECT {schema}.fail(%(id)s, %(token)s, %(error)s, %(backoff)s);
+
+-- name: heartbeat
+SELECT {schema}.heartbeat(%(id)s, %(token)s, %(lease)s);
+
+-- name: release
+SELECT {schema}.release(%(id)s, %(token)s);
+
+-- name: reap
+SELECT requeued, failed FROM {schema}.reap();

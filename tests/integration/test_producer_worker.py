@@ -1,0 +1,147 @@
+"""The reference producer and worker, in-process, on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgq_exporter.errors import UsageError
+from pgq_exporter.queue.contract import Job
+from pgq_exporter.queue.producer import Producer
+from pgq_exporter.queue.worker import Worker, WorkerSettings, WorkerStats
+from tests.conftest import Database
+
+
+def _statuses(db: Database) -> dict[str, int]:
+    with db.connect() as conn:
+        return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
+
+
+def _wait(predicate: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[list[WorkerStats]]:
+    result: list[WorkerStats] = []
+    thread = threading.Thread(target=lambda: result.append(worker.run()))
+    thread.start()
+    try:
+        yield result
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+
+def test_enqueue_commits_and_rolls_back_with_the_callers_transaction(db: Database) -> None:
+    producer = Producer()
+    with psycopg.connect(db.dsn) as conn:
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute("INSERT INTO orders VALUES (1)")
+        producer.enqueue("email", {"order": 1}, conn=conn)
+        conn.rollback()
+        conn.execute("CREATE TABLE orders (id int)")
+        conn.execute("INSERT INTO orders VALUES (2)")
+        ids = producer.enqueue_many("email", [{"order": 2}, {"order": 3}], conn=conn)
+        conn.commit()
+    assert len(ids) == 2
+    with db.connect() as conn:
+        rows = conn.execute("SELECT payload->>'order' FROM jobs ORDER BY id").fetchall()
+    assert rows == [("2",), ("3",)]
+
+
+def test_producer_with_its_own_connection(db: Database) -> None:
+    with Producer(db.dsn) as producer:
+        job_id = producer.enqueue("reports", {"a": 1}, delay=timedelta(minutes=5), max_attempts=7)
+    with db.connect() as conn:
+        row = conn.execute(
+            "SELECT max_attempts, scheduled_at > now() + interval '4 minutes' FROM jobs WHERE id = %s",
+            (job_id,),
+        ).fetchone()
+    assert row == (7, True)
+
+
+@pytest.mark.parametrize(
+    ("queue", "payload", "message"),
+    [
+        ("email", {"when": object()}, "payload: not JSON-serialisable"),
+        ("email", {"x": float("nan")}, "payload: not JSON-serialisable"),
+        ("bad queue", {}, "invalid queue name 'bad queue'"),
+    ],
+)
+def test_bad_payload_or_queue_is_refused_before_the_database(
+    db: Database, queue: str, payload: Any, message: str
+) -> None:
+    with psycopg.connect(db.dsn) as conn, pytest.raises(UsageError, match=message):
+        Producer().enqueue(queue, payload, conn=conn)
+
+
+def test_worker_runs_completes_and_fails_jobs(db: Database) -> None:
+    def handler(job: Job) -> None:
+        if job.payload["n"] % 5 == 0:
+            raise ValueError(f"bad number {job.payload['n']}")
+
+    with psycopg.connect(db.dsn) as conn:
+        Producer().enqueue_many("work", [{"n": n} for n in range(50)], conn=conn, max_attempts=2)
+    settings = WorkerSettings(queues=("work",), concurrency=3, batch=5, retry_backoff=timedelta(0))
+    worker = Worker(db.dsn, handler, settings)
+    with running(worker):
+        _wait(lambda: _statuses(db).get("done", 0) + _statuses(db).get("failed", 0) == 50)
+    assert _statuses(db) == {"done": 40, "failed": 10}
+    assert worker.stats.completed == 40 and worker.stats.failed == 10
+    assert worker.stats.retried == 10
+    with db.connect() as conn:
+        errors = conn.execute(
+            "SELECT DISTINCT attempts, last_error LIKE 'ValueError: bad number%%' FROM jobs WHERE status = 'failed'"
+        ).fetchall()
+    assert errors == [(2, True)]
+
+
+def test_notify_wakes_an_idle_worker_long_before_its_poll(db: Database) -> None:
+    seen: list[int] = []
+    settings = WorkerSettings(queues=("wake",), poll_min=60.0, poll_max=60.0)
+    worker = Worker(db.dsn, lambda job: seen.append(job.id), settings)
+    with running(worker):
+        time.sleep(0.5)  # let it go idle on its 60 s poll
+        with Producer(db.dsn) as producer:
+            job_id = producer.enqueue("wake", {})
+        _wait(lambda: seen == [job_id], timeout=20)
+
+
+def test_a_worker_that_lost_its_lease_never_overwrites_the_new_owner(db: Database) -> None:
+    started, finish = threading.Event(), threading.Event()
+
+    def handler(job: Job) -> None:
+        started.set()
+        finish.wait(30)
+
+    with Producer(db.dsn) as producer:
+        job_id = producer.enqueue("lease", {})
+    settings = WorkerSettings(queues=("lease",), lease=timedelta(seconds=60))
+    worker = Worker(db.dsn, handler, settings)
+    with running(worker), db.connect(autocommit=True) as conn:
+        assert started.wait(20)
+        worker._stopping.set()  # no more heartbeats or claims from it
+        conn.execute(
+            "UPDATE jobs SET locked_until = now() - interval '1 s' WHERE id = %s", (job_id,)
+        )
+        conn.execute("SELECT reap()")
+        new = conn.execute("SELECT lease_token FROM claim('lease', 1)").fetchone()
+        finish.set()
+        _wait(lambda: worker.stats.lost == 1)
+        row = conn.execute(
+            "SELECT status, lease_token FROM jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+    assert new is not None and row == ("processing", new[0])
+    assert worker.stats.completed == 0
