@@ -41,7 +41,7 @@ test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest tests/integration
 
 generate: venv
-	$(BIN)/pgq-exporter generate
+	$(BIN)/pgq-exporter generate --out .
 
 bench: venv
 	$(BIN)/python -m bench

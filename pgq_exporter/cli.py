@@ -201,6 +201,30 @@ def _positive(value: int, flag: str) -> int:
     return value
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from pgq_exporter.generators import render_bundle, write_bundle  # noqa: PLC0415
+    from pgq_exporter.generators.bundle import load_bundle_config  # noqa: PLC0415
+
+    config = load_bundle_config(args.config)
+    out = Path(args.out)
+    if args.check:
+        drifted = [
+            relative
+            for relative, text in render_bundle(config).items()
+            if not (out / relative).is_file() or (out / relative).read_text() != text
+        ]
+        if drifted:
+            print("out of date (run make generate): " + ", ".join(drifted), file=sys.stderr)
+            return 1
+        print("generated files are up to date")
+        return 0
+    for path in write_bundle(out, config):
+        print(path)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pgq_exporter.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
@@ -268,6 +292,14 @@ def _add_exporter_commands(commands: Commands) -> None:
         "--log.level", dest="log_level", choices=("debug", "info", "warning", "error")
     )
     serve.set_defaults(handler=cmd_serve)
+
+    generate = commands.add_parser(
+        "generate", help="render dashboards, alerts, queries.yaml and docs from the catalogue"
+    )
+    generate.add_argument("--config", help="bundle config (thresholds, selector, overrides)")
+    generate.add_argument("--out", default=".", help="output folder (default: .)")
+    generate.add_argument("--check", action="store_true", help="fail if the files would change")
+    generate.set_defaults(handler=cmd_generate)
 
     check = commands.add_parser("check-config", help="validate a config file (exit 2 if bad)")
     check.add_argument("file")

@@ -82,16 +82,20 @@ class Collector(ABC):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
 
 
-def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Composed:
-    """A named query of collectors.sql with the mapping's identifiers and literals quoted in."""
+def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
+    """The placeholders every built-in query may use, quoted from the mapping."""
     parts: dict[str, sql.Composable] = {
         "jobs": sql.Identifier(mapping.schema, mapping.table),
         "jobs_name": sql.Literal(sql.Identifier(mapping.schema, mapping.table).as_string()),
     }
     parts.update({f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items()})
     parts.update({f"s_{key}": sql.Literal(value) for key, value in mapping.statuses.items()})
-    parts.update(extra)
-    return sql.SQL(query("collectors.sql", name)).format(**parts)
+    return parts
+
+
+def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Composed:
+    """A named query of collectors.sql with the mapping's identifiers and literals quoted in."""
+    return sql.SQL(query("collectors.sql", name)).format(**mapping_parts(mapping), **extra)
 
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:

@@ -1,0 +1,544 @@
+"""Prometheus alert and recording rules, their promtool unit tests, and the runbooks.
+
+Each alert is declared once below with its runbook and two scenarios for
+`promtool test rules`: one where it fires (with its exact labels and
+annotations, written out by hand) and a near miss where it does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgq_exporter.generators.bundle import BundleConfig
+from pgq_exporter.generators.promql import QUEUE_KEY, by, number, selector
+
+# A series as the exporter serves it, for the unit tests.
+T = 'job="pgq", instance="exporter:9188", database="main"'
+Q = T + ', queue="email"'
+PENDING = 'status="pending"'
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    series: tuple[tuple[str, str], ...]  # (series, promtool values)
+    eval_time: str = "10m"
+    labels: dict[str, str] = field(default_factory=dict)  # fired alert's labels
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    name: str
+    severity: str
+    summary: str
+    description: str  # a Go template over $labels and $value
+    expr: Callable[[BundleConfig, str], str]  # (config, threshold) -> PromQL
+    meaning: str
+    confirm_sql: str
+    action: str
+    fire: Scenario
+    near_miss: Scenario
+    per_queue: bool = True
+
+    @property
+    def anchor(self) -> str:
+        return self.name.lower()
+
+
+def _m(name: str, config: BundleConfig, *matchers: str) -> str:
+    return selector(name, config.selector, *matchers)
+
+
+def _queue_threshold(alert: str, config: BundleConfig, build: Callable[[str, str], str]) -> str:
+    """``build(extra_matcher, threshold)`` once for the default and once per overridden queue."""
+    default = number(config.setting(alert).threshold)
+    overrides = config.queue_overrides.get(alert, {})
+    if not overrides:
+        return build("", default)
+    skip = "|".join(sorted(overrides))
+    parts = [build(f'queue!~"{skip}"', default)]
+    parts += [build(f'queue="{q}"', number(t)) for q, t in sorted(overrides.items())]
+    return " or ".join(f"({p})" for p in parts)
+
+
+ALERTS: tuple[Alert, ...] = (
+    Alert(
+        name="PgqBacklogTooLarge",
+        severity="warning",
+        summary="A job queue has a large backlog of pending jobs.",
+        description="Queue {{ $labels.queue }} in database {{ $labels.database }} has "
+        "{{ $value | humanize }} pending jobs.",
+        expr=lambda c, t: _queue_threshold(
+            "PgqBacklogTooLarge",
+            c,
+            lambda q, v: f"{_m('pgq_queue_jobs', c, q, PENDING)} > {v}",
+        ),
+        meaning="More jobs are waiting than the workers are taking. Producers outpace "
+        "workers, or workers are failing, slow, or not running.",
+        confirm_sql="SELECT queue, status, count(*) FROM pgq.jobs\n"
+        "WHERE status IN ('pending', 'processing') GROUP BY 1, 2;",
+        action='Check that workers run and claim (pgq_queue_jobs{status="processing"}). '
+        "Scale workers out, or find what slowed them (pgq_queue_window_processing_seconds). "
+        "A burst that drains by itself may only need a higher threshold for this queue.",
+        fire=Scenario(
+            ((f'pgq_queue_jobs{{{Q}, status="pending"}}', "1500x10"),),
+            labels={"status": "pending"},
+            description="Queue email in database main has 1.5k pending jobs.",
+        ),
+        near_miss=Scenario(((f'pgq_queue_jobs{{{Q}, status="pending"}}', "1000x10"),)),
+    ),
+    Alert(
+        name="PgqOldestReadyJobTooOld",
+        severity="warning",
+        summary="The oldest ready job of a queue has waited too long.",
+        description="The oldest ready job in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) has waited {{ $value | humanizeDuration }}.",
+        expr=lambda c, t: _queue_threshold(
+            "PgqOldestReadyJobTooOld",
+            c,
+            lambda q, v: f"{_m('pgq_queue_oldest_ready_age_seconds', c, q)} > {v}",
+        ),
+        meaning="Jobs are ready but nobody takes them quickly enough: the latency a user "
+        "feels. It fires on a backlog that is old even when it is small.",
+        confirm_sql="SELECT queue, now() - min(scheduled_at) AS oldest FROM pgq.jobs\n"
+        "WHERE status = 'pending' AND scheduled_at <= now() GROUP BY 1;",
+        action="Check that workers for this queue run and are not all busy with slow jobs; "
+        "scale them out. Check for lock waits on the queue tables.",
+        fire=Scenario(
+            ((f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "600x10"),),
+            description="The oldest ready job in queue email (database main) has waited 10m 0s.",
+        ),
+        near_miss=Scenario(
+            ((f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0 0 0 0 0 0 900 900 900 900 900"),)
+        ),
+    ),
+    Alert(
+        name="PgqStuckJobs",
+        severity="warning",
+        summary="Jobs stay in processing past their lease.",
+        description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) are processing past their lease and have not been reaped.",
+        expr=lambda c, t: _queue_threshold(
+            "PgqStuckJobs", c, lambda q, v: f"{_m('pgq_queue_stuck_jobs', c, q)} > {v}"
+        ),
+        meaning="A worker claimed these jobs and neither finished nor extended its lease: "
+        "it crashed or hangs. The reaper should return them to pending; if this persists, "
+        "the reaper is not running.",
+        confirm_sql="SELECT id, queue, locked_by, locked_until, attempts FROM pgq.jobs\n"
+        "WHERE status = 'processing' AND locked_until < now() ORDER BY locked_until;",
+        action="Check that the reaper runs (pgq-exporter reap, its CronJob, or pg_cron). "
+        "Look at the workers named in locked_by: crashed pods, or handlers that hang.",
+        fire=Scenario(
+            ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15"),),
+            eval_time="15m",
+            description="3 jobs in queue email (database main) are processing past "
+            "their lease and have not been reaped.",
+        ),
+        near_miss=Scenario(
+            ((f"pgq_queue_stuck_jobs{{{Q}}}", "3 3 3 3 3 0 0 0 0 0 0 3 3 3 3 3"),), eval_time="15m"
+        ),
+    ),
+    Alert(
+        name="PgqFailureRatioHigh",
+        severity="warning",
+        summary="Many jobs of a queue fail.",
+        description="{{ $value | humanizePercentage }} of the jobs finished in queue "
+        "{{ $labels.queue }} (database {{ $labels.database }}) during the last window failed.",
+        expr=lambda c, t: _queue_threshold(
+            "PgqFailureRatioHigh",
+            c,
+            lambda q, v: f"{_m('pgq_queue_window_failure_ratio', c, q)} > {v}",
+        ),
+        meaning="Jobs exhaust their attempts and end failed: a broken handler, a bad "
+        "payload, or a dependency that is down.",
+        confirm_sql="SELECT last_error, count(*) FROM pgq.jobs\n"
+        "WHERE queue = 'QUEUE' AND status = 'failed' AND finished_at > now() - interval '1 hour'\n"
+        "GROUP BY 1 ORDER BY 2 DESC LIMIT 10;",
+        action="Read last_error, fix the cause, then send the jobs back with "
+        "SELECT pgq.retry_failed('QUEUE');",
+        fire=Scenario(
+            ((f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.25x15"),),
+            eval_time="15m",
+            labels={"window": "300"},
+            description="25% of the jobs finished in queue email (database main) "
+            "during the last window failed.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.1x15"),), eval_time="15m"
+        ),
+    ),
+    Alert(
+        name="PgqQueueStalled",
+        severity="critical",
+        summary="A queue has ready jobs and finishes none.",
+        description="Queue {{ $labels.queue }} (database {{ $labels.database }}) has "
+        "{{ $value | humanize }} ready jobs and finished none during the last window.",
+        expr=lambda c, t: (
+            f"{_m('pgq_queue_ready_jobs', c)} > {t}\n"
+            f"and on ({', '.join(QUEUE_KEY)})\n"
+            f"  sum {by(*QUEUE_KEY)} ({_m('pgq_queue_window_finished_jobs', c)}) == 0"
+        ),
+        meaning="Nothing is being processed: no worker runs for this queue, or every "
+        "worker is blocked.",
+        confirm_sql="SELECT status, count(*), max(finished_at) FROM pgq.jobs\n"
+        "WHERE queue = 'QUEUE' GROUP BY 1;",
+        action="Start or restart the workers for this queue. If they run, look for lock "
+        "waits (pgq_lock_waits) and for handlers that hang.",
+        fire=Scenario(
+            (
+                (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "0x15"),
+            ),
+            eval_time="15m",
+            description="Queue email (database main) has 40 ready jobs and finished "
+            "none during the last window.",
+        ),
+        near_miss=Scenario(
+            (
+                (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "2x15"),
+            ),
+            eval_time="15m",
+        ),
+    ),
+    Alert(
+        name="PgqExhaustedJobsPiling",
+        severity="warning",
+        summary="Jobs with no attempts left stay in processing.",
+        description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) have no attempts left and are still processing: the "
+        "reaper is not failing them.",
+        expr=lambda c, t: _queue_threshold(
+            "PgqExhaustedJobsPiling",
+            c,
+            lambda q, v: f"{_m('pgq_queue_exhausted_jobs', c, q)} > {v}",
+        ),
+        meaning="The reaper marks exhausted jobs failed. When they pile up, the reaper "
+        "does not run, or runs an old version that leaves them in processing for ever.",
+        confirm_sql="SELECT count(*) FROM pgq.jobs WHERE status = 'processing'\n"
+        "AND locked_until < now() AND attempts >= max_attempts;",
+        action="Run SELECT * FROM pgq.reap(); and restore its schedule.",
+        fire=Scenario(
+            ((f"pgq_queue_exhausted_jobs{{{Q}}}", "5x20"),),
+            eval_time="20m",
+            description="5 jobs in queue email (database main) have no attempts "
+            "left and are still processing: the reaper is not failing them.",
+        ),
+        near_miss=Scenario(((f"pgq_queue_exhausted_jobs{{{Q}}}", "0x20"),), eval_time="20m"),
+    ),
+    Alert(
+        name="PgqXminHorizonTooOld",
+        severity="warning",
+        summary="Something holds back the xmin horizon, so vacuum cannot clean queue tables.",
+        description="The xmin held by a {{ $labels.source }} in database "
+        "{{ $labels.database }} is {{ $value | humanize }} transactions old.",
+        expr=lambda c, t: f"{_m('pgq_xmin_horizon_age_transactions', c)} > {t}",
+        meaning="While an old xmin is held, vacuum cannot remove the dead rows that every "
+        "claim and completion leaves behind. The queue tables bloat and claims slow down.",
+        confirm_sql="SELECT pid, state, xact_start, age(backend_xmin) FROM pg_stat_activity\n"
+        "WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC;\n"
+        "SELECT slot_name, age(xmin), age(catalog_xmin) FROM pg_replication_slots;\n"
+        "SELECT gid, prepared, age(transaction) FROM pg_prepared_xacts;",
+        action="End the long transaction (pg_terminate_backend), drop an abandoned "
+        "replication slot, or COMMIT/ROLLBACK PREPARED the forgotten prepared transaction.",
+        fire=Scenario(
+            ((f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "20000000x15"),),
+            eval_time="15m",
+            labels={"source": "backend"},
+            description="The xmin held by a backend in database main is 20M transactions old.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "5000000x15"),),
+            eval_time="15m",
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqLongRunningTransaction",
+        severity="warning",
+        summary="A transaction has been open for a long time.",
+        description="The longest transaction in database {{ $labels.database }} has run "
+        "for {{ $value | humanizeDuration }}.",
+        expr=lambda c, t: f"{_m('pgq_longest_transaction_seconds', c)} > {t}",
+        meaning="A long transaction holds the xmin horizon back (see PgqXminHorizonTooOld) "
+        "and may hold locks that workers wait on.",
+        confirm_sql="SELECT pid, usename, application_name, now() - xact_start, query\n"
+        "FROM pg_stat_activity WHERE xact_start IS NOT NULL ORDER BY xact_start LIMIT 5;",
+        action="Find its owner; end it with pg_terminate_backend(pid) if it is abandoned. "
+        "Set idle_in_transaction_session_timeout for the roles that forget to commit.",
+        fire=Scenario(
+            ((f"pgq_longest_transaction_seconds{{{T}}}", "3600x10"),),
+            description="The longest transaction in database main has run for 1h 0m 0s.",
+        ),
+        near_miss=Scenario(((f"pgq_longest_transaction_seconds{{{T}}}", "60x10"),)),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqAutovacuumLagging",
+        severity="warning",
+        summary="A queue table has passed autovacuum's trigger point and stays there.",
+        description="Table {{ $labels.table }} in database {{ $labels.database }} has had "
+        "more dead rows than autovacuum's trigger point for a long time.",
+        expr=lambda c, t: f"{_m('pgq_table_autovacuum_due', c)} > {t}",
+        meaning="Autovacuum is due on a queue table but does not finish: its workers are "
+        "busy elsewhere, it is throttled, or an old xmin makes its work useless.",
+        confirm_sql="SELECT relname, n_dead_tup, n_live_tup, last_autovacuum\n"
+        "FROM pg_stat_user_tables\n"
+        "WHERE schemaname = 'pgq' ORDER BY n_dead_tup DESC;",
+        action="Check PgqXminHorizonTooOld first. Then lower autovacuum_vacuum_scale_factor "
+        "and raise autovacuum_vacuum_cost_limit for the queue tables, or run VACUUM on them.",
+        fire=Scenario(
+            ((f'pgq_table_autovacuum_due{{{T}, table="jobs_email"}}', "1x40"),),
+            eval_time="40m",
+            labels={"table": "jobs_email"},
+            description="Table jobs_email in database main has had more dead rows "
+            "than autovacuum's trigger point for a long time.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_table_autovacuum_due{{{T}, table="jobs_email"}}', "1x20 0 1x19"),),
+            eval_time="40m",
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqNotifyQueueFilling",
+        severity="warning",
+        summary="The NOTIFY queue is filling up.",
+        description="The NOTIFY queue of database {{ $labels.database }} is "
+        "{{ $value | humanizePercentage }} full.",
+        expr=lambda c, t: f"{_m('pgq_notify_queue_usage_ratio', c)} > {t}",
+        meaning="A session that LISTENs but does not read its notifications holds the "
+        "queue. When it is full, every NOTIFY, and so every enqueue, fails.",
+        confirm_sql="SELECT pg_notification_queue_usage();\n"
+        "SELECT pid, state, xact_start, query FROM pg_stat_activity "
+        "WHERE query ILIKE 'LISTEN%';",
+        action="Find the listening session that stays in a transaction and end it.",
+        fire=Scenario(
+            ((f"pgq_notify_queue_usage_ratio{{{T}}}", "0.75x10"),),
+            description="The NOTIFY queue of database main is 75% full.",
+        ),
+        near_miss=Scenario(((f"pgq_notify_queue_usage_ratio{{{T}}}", "0.2x10"),)),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqDatabaseDown",
+        severity="critical",
+        summary="The exporter cannot reach a queue database.",
+        description="pgq-exporter {{ $labels.instance }} cannot connect to database "
+        "{{ $labels.database }}.",
+        expr=lambda c, t: f"{_m('pgq_up', c)} == {t}",
+        meaning="Every collector of this database fails, so nothing about its queues is "
+        "known. The database may be down, or unreachable from the exporter.",
+        confirm_sql="SELECT 1;  -- from the exporter's host, with its DSN",
+        action="Check the database and the network path. The exporter's log says why "
+        "the connection failed (without the password).",
+        fire=Scenario(
+            ((f"pgq_up{{{T}}}", "0x5"),),
+            eval_time="5m",
+            description="pgq-exporter exporter:9188 cannot connect to database main.",
+        ),
+        near_miss=Scenario(((f"pgq_up{{{T}}}", "1x5"),), eval_time="5m"),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqCollectorFailing",
+        severity="warning",
+        summary="A pgq-exporter collector keeps failing.",
+        description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
+        "on {{ $labels.instance }} fails.",
+        expr=lambda c, t: f"{_m('pgq_collector_success', c)} == {t}",
+        meaning="Its metrics are missing. The usual causes: the query hits its timeout, "
+        "the role lacks a grant, or the schema mapping names a column that does not exist.",
+        confirm_sql='-- The exporter\'s log line "collector failed" carries the error.',
+        action="Read the log; raise the collector's timeout, grant the role "
+        "(pgq-exporter schema grant-monitor), or fix the mapping.",
+        fire=Scenario(
+            ((f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0x10"),),
+            labels={"collector": "queue_depth"},
+            description="Collector queue_depth of database main on exporter:9188 fails.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0 0 0 1 0 0 0 1 0 0 0"),)
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqCollectorStale",
+        severity="warning",
+        summary="A pgq-exporter collector has not succeeded for a long time.",
+        description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
+        "on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.",
+        expr=lambda c, t: f"time() - {_m('pgq_collector_last_success_timestamp_seconds', c)} > {t}",
+        meaning="The collector neither succeeds nor reports failure in time: it hangs, or "
+        "it waits for a connection the pool never frees.",
+        confirm_sql="SELECT pid, state, now() - query_start, query FROM pg_stat_activity\n"
+        "WHERE application_name = 'pgq-exporter';",
+        action="Restart the exporter; raise pool_size when many collectors share one "
+        "connection, or lengthen the collector's interval.",
+        fire=Scenario(
+            (
+                (
+                    f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}',
+                    "0x15",
+                ),
+            ),
+            eval_time="15m",
+            labels={"collector": "activity"},
+            description="Collector activity of database main on exporter:9188 last "
+            "succeeded 15m 0s ago.",
+        ),
+        near_miss=Scenario(
+            (
+                (
+                    f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}',
+                    "0+60x15",
+                ),
+            ),
+            eval_time="15m",
+        ),
+        per_queue=False,
+    ),
+)
+
+
+def _for(config: BundleConfig, alert: Alert) -> str:
+    return config.setting(alert.name).for_
+
+
+def rule_groups(config: BundleConfig) -> dict[str, Any]:
+    rules = []
+    for alert in ALERTS:
+        threshold = number(config.setting(alert.name).threshold)
+        rules.append(
+            {
+                "alert": alert.name,
+                "expr": alert.expr(config, threshold),
+                "for": _for(config, alert),
+                "labels": {"severity": alert.severity},
+                "annotations": {
+                    "summary": alert.summary,
+                    "description": alert.description,
+                    "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+                },
+            }
+        )
+    return {
+        "groups": [
+            {"name": "pgq-alerts", "rules": rules},
+            {"name": "pgq-recording", "rules": recording_rules(config)},
+        ]
+    }
+
+
+def recording_rules(config: BundleConfig) -> list[dict[str, str]]:
+    """Quantiles from the histograms: one evaluation instead of one per dashboard refresh."""
+    rules = []
+    for name in ("pgq_job_processing_seconds", "pgq_job_wait_seconds"):
+        buckets = selector(f"{name}_bucket", config.selector)
+        sum_by = f"sum {by(*QUEUE_KEY, 'le')}"
+        for q in ("0.5", "0.95", "0.99"):
+            percentile = q[2:].ljust(2, "0")
+            rules.append(
+                {
+                    "record": f"queue:{name}:p{percentile}_rate5m",
+                    "expr": f"histogram_quantile({q}, {sum_by} (rate({buckets}[5m])))",
+                }
+            )
+    completed = selector("pgq_jobs_completed_total", config.selector)
+    failed = selector("pgq_jobs_failed_total", config.selector)
+    rules.append(
+        {
+            "record": "queue:pgq_jobs_completed:rate5m",
+            "expr": f"sum {by(*QUEUE_KEY)} (rate({completed}[5m]))",
+        }
+    )
+    rules.append(
+        {
+            "record": "queue:pgq_jobs_failed:rate5m",
+            "expr": f"sum {by(*QUEUE_KEY)} (rate({failed}[5m]))",
+        }
+    )
+    return rules
+
+
+def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
+    """promtool unit tests: each alert fires in one case and stays quiet in a near miss."""
+    tests = []
+    for alert in ALERTS:
+        for scenario, fires in ((alert.fire, True), (alert.near_miss, False)):
+            series = [{"series": s, "values": v} for s, v in scenario.series]
+            expected: list[dict[str, Any]] = []
+            if fires:
+                labels = _labels_of(scenario.series[0][0])
+                labels.update(scenario.labels)
+                labels["severity"] = alert.severity
+                expected.append(
+                    {
+                        "exp_labels": labels,
+                        "exp_annotations": {
+                            "summary": alert.summary,
+                            "description": scenario.description,
+                            "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+                        },
+                    }
+                )
+            tests.append(
+                {
+                    "name": f"{alert.name} {'fires' if fires else 'near miss'}",
+                    "interval": "1m",
+                    "input_series": series,
+                    "alert_rule_test": [
+                        {
+                            "eval_time": scenario.eval_time,
+                            "alertname": alert.name,
+                            "exp_alerts": expected,
+                        }
+                    ],
+                }
+            )
+    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def _labels_of(series: str) -> dict[str, str]:
+    inside = series[series.index("{") + 1 : series.rindex("}")]
+    labels = {}
+    for part in inside.split(", "):
+        key, _, value = part.partition("=")
+        labels[key] = value.strip('"')
+    return labels
+
+
+def runbooks(config: BundleConfig) -> str:
+    lines = [
+        "# Runbooks",
+        "",
+        "<!-- Generated by `pgq-exporter generate` from pgq_exporter/generators/alerts.py. -->",
+        "",
+        "One section per alert: what it means, how to confirm it with SQL, and what to do.",
+        "Replace `pgq` with your queue schema and `QUEUE` with the alert's queue label.",
+        "",
+    ]
+    for alert in ALERTS:
+        setting = config.setting(alert.name)
+        first_line = alert.expr(config, number(setting.threshold)).splitlines()[0]
+        lines += [
+            f"## {alert.name}",
+            "",
+            f"**Severity:** {alert.severity}. **Fires when:** `{first_line}` for {setting.for_}.",
+            "",
+            f"**What it means.** {alert.meaning}",
+            "",
+            "**Confirm it:**",
+            "",
+            "```sql",
+            alert.confirm_sql,
+            "```",
+            "",
+            f"**What to do.** {alert.action}",
+            "",
+        ]
+    return "\n".join(lines)

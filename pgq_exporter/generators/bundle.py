@@ -1,0 +1,136 @@
+"""The bundle config: the selector, thresholds, `for` durations and per-queue overrides.
+
+Everything has a sensible default; ``pgq-exporter generate --config bundle.yaml``
+overrides it. Errors name file:line and key path, like the exporter's config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pgq_exporter.errors import UsageError
+from pgq_exporter.yamlpos import Located, load_located
+
+# Alert name -> (threshold, for). The threshold's unit is the alert's own.
+DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
+    "PgqBacklogTooLarge": (1000, "5m"),
+    "PgqOldestReadyJobTooOld": (300, "5m"),
+    "PgqStuckJobs": (0, "10m"),
+    "PgqFailureRatioHigh": (0.1, "10m"),
+    "PgqQueueStalled": (0, "10m"),
+    "PgqExhaustedJobsPiling": (0, "15m"),
+    "PgqXminHorizonTooOld": (10_000_000, "10m"),
+    "PgqLongRunningTransaction": (1800, "5m"),
+    "PgqAutovacuumLagging": (0, "30m"),
+    "PgqNotifyQueueFilling": (0.5, "5m"),
+    "PgqDatabaseDown": (0, "1m"),
+    "PgqCollectorFailing": (0, "5m"),
+    "PgqCollectorStale": (300, "5m"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSetting:
+    threshold: float
+    for_: str
+
+
+@dataclass(frozen=True, slots=True)
+class BundleConfig:
+    # Extra label matchers every query carries, e.g. 'cluster="eu1"'.
+    selector: str = ""
+    alerts: dict[str, AlertSetting] = field(
+        default_factory=lambda: {k: AlertSetting(t, f) for k, (t, f) in DEFAULT_ALERTS.items()}
+    )
+    # Alert name -> queue -> threshold, for queues that need their own.
+    queue_overrides: dict[str, dict[str, float]] = field(default_factory=dict)
+    runbook_base: str = "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md"
+
+    def setting(self, alert: str) -> AlertSetting:
+        return self.alerts[alert]
+
+
+def load_bundle_config(path: str | None) -> BundleConfig:
+    if path is None:
+        return BundleConfig()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the bundle config: {exc.strerror}") from None
+    return parse_bundle_config(load_located(text, path))
+
+
+def parse_bundle_config(doc: Located) -> BundleConfig:
+    top = _mapping(doc, (), ("selector", "alerts", "queue_overrides", "runbook_base"))
+    config = BundleConfig()
+    if "selector" in top:
+        config = replace(config, selector=_string(doc, ("selector",), allow_empty=True))
+    if "runbook_base" in top:
+        config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
+    alerts = dict(config.alerts)
+    for name in _mapping(doc, ("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
+        entry = _mapping(doc, ("alerts", name), ("threshold", "for"))
+        current = alerts[name]
+        threshold = (
+            _number(doc, ("alerts", name, "threshold"))
+            if "threshold" in entry
+            else current.threshold
+        )
+        for_ = _duration(doc, ("alerts", name, "for")) if "for" in entry else current.for_
+        alerts[name] = AlertSetting(threshold, for_)
+    overrides: dict[str, dict[str, float]] = {}
+    if "queue_overrides" in top:
+        for name in _mapping(doc, ("queue_overrides",), tuple(DEFAULT_ALERTS)):
+            queues = _mapping(doc, ("queue_overrides", name), None)
+            overrides[name] = {str(q): _number(doc, ("queue_overrides", name, q)) for q in queues}
+    return replace(config, alerts=alerts, queue_overrides=overrides)
+
+
+def _get(doc: Located, path: tuple[str, ...]) -> Any:
+    value: Any = doc.value
+    for part in path:
+        value = value[part]
+    return value
+
+
+def _mapping(
+    doc: Located, path: tuple[str, ...], allowed: tuple[str, ...] | None
+) -> dict[str, Any]:
+    value = _get(doc, path)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise doc.error(path, "expected a mapping")
+    for key in value:
+        if allowed is not None and key not in allowed:
+            raise doc.error((*path, key), f"unknown key (expected one of: {', '.join(allowed)})")
+    return value
+
+
+def _string(doc: Located, path: tuple[str, ...], allow_empty: bool = False) -> str:
+    value = _get(doc, path)
+    if not isinstance(value, str) or (not value and not allow_empty):
+        raise doc.error(path, "expected a string")
+    return value
+
+
+def _number(doc: Located, path: tuple[str, ...]) -> float:
+    value = _get(doc, path)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise doc.error(path, f"expected a number of at least 0, got {value!r}")
+    return float(value)
+
+
+def _duration(doc: Located, path: tuple[str, ...]) -> str:
+    from pgq_exporter.config import parse_duration  # noqa: PLC0415
+
+    value = _get(doc, path)
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        parse_duration(value) if value != "0s" else None
+    except ValueError:
+        raise doc.error(path, f'expected a duration like "5m", got {value!r}') from None
+    return value

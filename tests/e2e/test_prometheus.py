@@ -1,0 +1,237 @@
+"""The bundle on a real Prometheus: every panel returns data, and the alerts fire.
+
+Prometheus 2.x scrapes the running exporter over a real PostgreSQL with live
+traffic from the reference worker, and postgres_exporter with the generated
+queries.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from psycopg.conninfo import make_conninfo
+
+from pgq_exporter.generators import write_bundle
+from pgq_exporter.generators.bundle import parse_bundle_config
+from pgq_exporter.generators.grafana import DASHBOARDS, dashboard_json
+from pgq_exporter.generators.postgres_exporter import SUPPORTED
+from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.queue.contract import Job
+from pgq_exporter.queue.producer import Producer
+from pgq_exporter.queue.worker import Worker, WorkerSettings
+from pgq_exporter.yamlpos import load_located
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, basic_config, free_port
+from tests.support import require_tool
+
+# Short `for` and a small backlog threshold, so the induced alerts fire within the test.
+BUNDLE = """
+alerts:
+  PgqBacklogTooLarge: {threshold: 50, for: 0s}
+  PgqStuckJobs: {for: 0s}
+  PgqExhaustedJobsPiling: {for: 0s}
+"""
+RATE_INTERVAL = "30s"
+
+
+@dataclass
+class Prometheus:
+    url: str
+
+    def query(self, expr: str) -> list[Any]:
+        params = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{params}", timeout=10) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as response:
+            return list(json.load(response)["data"]["alerts"])
+
+    def wait(self, expr: str, timeout: float = 60) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                result = self.query(expr)
+            except OSError:
+                result = []
+            if result:
+                return result
+            assert time.monotonic() < deadline, f"no data for {expr}"
+            time.sleep(0.5)
+
+
+def _traffic(db: Database, stop: threading.Event) -> Iterator[Worker]:
+    """Producers and workers on email and reports, with failures and slow jobs."""
+    rng = random.Random(7)
+
+    def handle(job: Job) -> None:
+        time.sleep(rng.choice((0.0, 0.01, 0.05)))
+        if rng.random() < 0.2:
+            raise RuntimeError("flaky")
+
+    def produce() -> None:
+        with Producer(db.dsn) as producer:
+            while not stop.wait(0.05):
+                producer.enqueue_many(rng.choice(("email", "reports")), [{}] * 5)
+                producer.enqueue("email", {}, delay=timedelta(minutes=10))
+
+    worker = Worker(db.dsn, handle, WorkerSettings(queues=("email", "reports"), concurrency=2,
+                                                    retry_backoff=timedelta(0)))  # fmt: skip
+    threads = [threading.Thread(target=produce), threading.Thread(target=worker.run)]
+    for thread in threads:
+        thread.start()
+    try:
+        yield worker
+    finally:
+        stop.set()
+        worker.stop()
+        for thread in threads:
+            thread.join(timeout=30)
+
+
+def _induce_trouble(db: Database) -> None:
+    """A backlog on a queue nobody works, stuck jobs, and exhausted ones."""
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('backlog', array_fill('{}'::jsonb, ARRAY[80]))")
+        conn.execute(
+            "SELECT enqueue_batch('stuck', array_fill('{}'::jsonb, ARRAY[3]), interval '0', 5)"
+        )
+        conn.execute(
+            "SELECT enqueue_batch('stuck', array_fill('{}'::jsonb, ARRAY[2]), interval '0', 1)"
+        )
+        conn.execute("SELECT count(*) FROM claim('stuck', 10, interval '1 second')")
+
+
+@pytest.fixture
+def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
+    prometheus_bin = require_tool("prometheus")
+    pg_exporter_bin = require_tool("prometheus-postgres-exporter")
+    with psycopg_admin(db) as conn:
+        add_queue(conn, "pgq", "email")
+        add_queue(conn, "pgq", "reports")
+    _induce_trouble(db)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ExporterProcess(basic_config(db.dsn)) as exporter,
+        ExitStack() as logs,
+    ):
+        root = Path(tmp)
+        write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
+        pg_port, prom_port = free_port(), free_port()
+        pg_exporter = subprocess.Popen(
+            [pg_exporter_bin, f"--web.listen-address=127.0.0.1:{pg_port}",
+             f"--extend.query-path={root / 'contrib/postgres_exporter/queries.yaml'}",
+             "--disable-default-metrics", "--disable-settings-metrics"],
+            env={"DATA_SOURCE_NAME": make_conninfo(db.dsn, sslmode="disable")},
+            stdout=subprocess.DEVNULL, stderr=logs.enter_context((root / "pg_exporter.log").open("w")),
+        )  # fmt: skip
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(root / "alerts/pgq-alerts.yaml")],
+            "scrape_configs": [
+                {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
+                {"job_name": "postgres_exporter",
+                 "static_configs": [{"targets": [f"127.0.0.1:{pg_port}"]}]},
+            ],
+        }  # fmt: skip
+        (root / "prometheus.yml").write_text(yaml.safe_dump(config))
+        prometheus = subprocess.Popen(
+            [prometheus_bin, f"--config.file={root / 'prometheus.yml'}",
+             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=logs.enter_context((root / "prometheus.log").open("w")),
+        )  # fmt: skip
+        stop = threading.Event()
+        try:
+            for _ in _traffic(db, stop):
+                api = Prometheus(f"http://127.0.0.1:{prom_port}")
+                api.wait('pgq_queue_jobs{job="pgq"}')
+                api.wait('pgq_queue_jobs{job="postgres_exporter"}')
+                api.wait('increase(pgq_jobs_completed_total{job="pgq"}[30s]) > 0')
+                yield api, db
+        finally:
+            for process in (prometheus, pg_exporter):
+                process.terminate()
+                process.wait(timeout=15)
+
+
+def psycopg_admin(db: Database) -> Any:
+    import psycopg  # noqa: PLC0415
+
+    return psycopg.connect(db.dsn, autocommit=True)
+
+
+def _panels(job: str, only_supported: bool) -> list[tuple[str, str, str]]:
+    from pgq_exporter.generators.bundle import BundleConfig  # noqa: PLC0415
+
+    found = []
+    for build in DASHBOARDS:
+        dashboard = build(BundleConfig())
+        for panel, data in zip(dashboard.panels, dashboard_json(dashboard, BundleConfig())["panels"],
+                               strict=True):  # fmt: skip
+            if only_supported and panel.needs_exporter():
+                continue
+            for target in data["targets"]:
+                expr = (target["expr"].replace("$__rate_interval", RATE_INTERVAL)
+                        .replace('job=~"$job"', f'job="{job}"').replace("$instance", ".+")
+                        .replace("$database", ".+").replace("$queue", ".+"))  # fmt: skip
+                found.append((dashboard.uid, panel.title, expr))
+    return found
+
+
+def test_every_panel_returns_data_and_the_induced_alerts_fire(
+    stack: tuple[Prometheus, Database],
+) -> None:
+    api, _ = stack
+    empty = [
+        (uid, title, expr) for uid, title, expr in _panels("pgq", False) if not api.query(expr)
+    ]
+    assert empty == [], "panels without data (pgq-exporter backend)"
+    supported = _panels("postgres_exporter", True)
+    assert len(supported) >= 12
+    empty = [(uid, title, expr) for uid, title, expr in supported if not api.query(expr)]
+    assert empty == [], "panels without data (postgres_exporter backend)"
+
+    deadline = time.monotonic() + 30
+    while True:
+        firing = {(a["labels"]["alertname"], a["labels"].get("queue")) for a in api.alerts()
+                  if a["state"] == "firing"}  # fmt: skip
+        wanted = {("PgqBacklogTooLarge", "backlog"), ("PgqStuckJobs", "stuck"),
+                  ("PgqExhaustedJobsPiling", "stuck")}  # fmt: skip
+        if wanted <= firing:
+            break
+        assert time.monotonic() < deadline, firing
+        time.sleep(0.5)
+
+
+def test_postgres_exporter_yields_the_same_names_and_labels(
+    stack: tuple[Prometheus, Database],
+) -> None:
+    api, _ = stack
+    for name in sorted(SUPPORTED):
+        ours = api.query(f'count by (__name__) ({name}{{job="pgq"}})')
+        theirs = api.query(f'count by (__name__) ({name}{{job="postgres_exporter"}})')
+        assert ours and theirs, name
+        ours_labels = {k for s in api.query(f'{name}{{job="pgq"}}') for k in s["metric"]}
+        theirs_labels = {
+            k for s in api.query(f'{name}{{job="postgres_exporter"}}') for k in s["metric"]
+        }
+        assert theirs_labels - {"server"} == ours_labels, name
+    jobs = api.query('pgq_queue_jobs{job="postgres_exporter", queue="backlog", status="pending"}')
+    assert float(jobs[0]["value"][1]) == 80

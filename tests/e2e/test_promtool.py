@@ -1,0 +1,41 @@
+"""promtool on the committed rules: they load, and every alert's unit tests pass."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from pgq_exporter.generators import RULE_TESTS_FILE, RULES_FILE
+from tests.support import require_tool
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_promtool_check_rules() -> None:
+    promtool = require_tool("promtool")
+    result = subprocess.run([promtool, "check", "rules", str(ROOT / RULES_FILE)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 21 rules found" in result.stdout
+
+
+def test_promtool_alert_unit_tests() -> None:
+    promtool = require_tool("promtool")
+    result = subprocess.run([promtool, "test", "rules", str(ROOT / RULE_TESTS_FILE)],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_a_firing_and_a_near_miss_case() -> None:
+    import yaml  # noqa: PLC0415
+
+    tests = yaml.safe_load((ROOT / RULE_TESTS_FILE).read_text())["tests"]
+    rules = yaml.safe_load((ROOT / RULES_FILE).read_text())["groups"][0]["rules"]
+    for rule in rules:
+        cases = [t["alert_rule_test"][0] for t in tests
+                 if t["alert_rule_test"][0]["alertname"] == rule["alert"]]  # fmt: skip
+        assert [bool(c["exp_alerts"]) for c in cases] == [True, False], rule["alert"]
+        fired = cases[0]["exp_alerts"][0]
+        assert fired["exp_labels"]["severity"] == rule["labels"]["severity"]
+        assert set(fired["exp_annotations"]) == {"summary", "description", "runbook_url"}

@@ -1,0 +1,188 @@
+"""The generated bundle: no drift, valid PromQL, dashboard conventions, and a schema round trip."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import promql_parser
+import pytest
+import yaml
+
+from pgq_exporter.catalogue import names
+from pgq_exporter.generators import RULES_FILE, render_bundle
+from pgq_exporter.generators.alerts import ALERTS
+from pgq_exporter.generators.bundle import parse_bundle_config
+from pgq_exporter.generators.postgres_exporter import QUERIES
+from pgq_exporter.yamlpos import ConfigError, load_located
+
+ROOT = Path(__file__).parents[2]
+BUNDLE = render_bundle()
+DASHBOARDS = {
+    path: json.loads(text) for path, text in BUNDLE.items() if path.startswith("dashboards/")
+}
+RULES = yaml.safe_load(BUNDLE[RULES_FILE])
+GRAFANA_VARIABLES = {
+    "$__rate_interval": "5m", "$__interval": "1m", "$job": ".+", "$instance": ".+",
+    "$database": ".+", "$queue": ".+",
+}  # fmt: skip
+
+
+def grafana_to_promql(expr: str) -> str:
+    for variable, value in GRAFANA_VARIABLES.items():
+        expr = expr.replace(variable, value)
+    return expr
+
+
+def panel_targets() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    return [
+        (path, panel, target)
+        for path, dashboard in DASHBOARDS.items()
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+    ]
+
+
+@pytest.mark.parametrize("relative", sorted(BUNDLE))
+def test_committed_files_match_the_generator(relative: str) -> None:
+    committed = ROOT / relative
+    assert committed.is_file(), f"{relative} is missing: run make generate"
+    assert committed.read_text() == BUNDLE[relative], f"{relative} drifted: run make generate"
+
+
+def test_every_promql_expression_parses() -> None:
+    expressions = [grafana_to_promql(t["expr"]) for _, _, t in panel_targets()]
+    expressions += [rule["expr"] for group in RULES["groups"] for rule in group["rules"]]
+    for dashboard in DASHBOARDS.values():
+        for variable in dashboard["templating"]["list"]:
+            if variable["type"] == "query":
+                inner = re.match(r"label_values\((.*), \w+\)$", variable["definition"])
+                assert inner, variable["definition"]
+                expressions.append(grafana_to_promql(inner.group(1)))
+    assert len(expressions) > 40
+    for expr in expressions:
+        promql_parser.parse(expr)
+
+
+def test_dashboard_conventions() -> None:
+    assert {d["uid"] for d in DASHBOARDS.values()} == {"pgq-overview", "pgq-health", "pgq-exporter"}
+    for path, dashboard in DASHBOARDS.items():
+        variables = dashboard["templating"]["list"]
+        assert [v["name"] for v in variables if v["type"] == "datasource"] == ["datasource"], path
+        by_name = {v["name"]: v for v in variables}
+        for name in ("job", "instance", "database", "queue"):
+            assert by_name[name]["multi"] and by_name[name]["allValue"] == ".+", (path, name)
+        for panel in dashboard["panels"]:
+            assert panel["description"] and panel["title"], panel["title"]
+            assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    for path, panel, target in panel_targets():
+        expr = target["expr"]
+        assert 'job=~"$job"' in expr and 'instance=~"$instance"' in expr, (path, panel["title"])
+        for window in re.findall(r"\b(?:rate|increase)\([^\[]*\[([^\]]+)\]", expr):
+            assert window == "$__rate_interval", (path, panel["title"], expr)
+
+
+def test_panels_name_only_catalogued_metrics_and_say_which_backend_they_need() -> None:
+    for _, _, target in panel_targets():
+        for name in re.findall(r"\bpgq_[a-z0-9_]+", target["expr"]):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert base in names(), name
+    heatmap = next(p for d in DASHBOARDS.values() for p in d["panels"] if p["type"] == "heatmap")
+    assert "Needs pgq-exporter" in heatmap["description"]
+    assert heatmap["targets"][0]["format"] == "heatmap"
+    depth = DASHBOARDS["dashboards/pgq-overview.json"]["panels"][0]
+    assert depth["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 1000
+    assert "Needs pgq-exporter" not in depth["description"]
+
+
+def test_dashboards_round_trip_through_the_grafana_schema() -> None:
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: PLC0415
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins  # noqa: PLC0415
+    from grafana_foundation_sdk.models.dashboard import Dashboard  # noqa: PLC0415
+
+    register_default_plugins()
+    for path, data in DASHBOARDS.items():
+        model = Dashboard.from_json(data)
+        again = json.loads(json.dumps(model, cls=JSONEncoder))
+        assert again["uid"] == data["uid"] and again["schemaVersion"] == 41, path
+        assert [p["title"] for p in again["panels"]] == [p["title"] for p in data["panels"]]
+        assert [p["type"] for p in again["panels"]] == [p["type"] for p in data["panels"]]
+        for before, after in zip(data["panels"], again["panels"], strict=True):
+            assert (
+                after["fieldConfig"]["defaults"]["unit"]
+                == before["fieldConfig"]["defaults"]["unit"]
+            )
+            assert [t["expr"] for t in after["targets"]] == [t["expr"] for t in before["targets"]]
+        assert [v["name"] for v in again["templating"]["list"]] == [
+            v["name"] for v in data["templating"]["list"]
+        ]
+
+
+def test_alerts_carry_severity_annotations_and_a_runbook_section() -> None:
+    runbooks = BUNDLE["docs/runbooks.md"]
+    anchors = {line[3:].strip().lower() for line in runbooks.splitlines() if line.startswith("## ")}
+    alerts = [rule for rule in RULES["groups"][0]["rules"]]
+    assert len(alerts) == len(ALERTS) >= 11
+    for rule in alerts:
+        assert re.match(r"^Pgq[A-Z][A-Za-z]+$", rule["alert"])
+        assert rule["labels"]["severity"] in ("critical", "warning", "info")
+        assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
+        assert rule["annotations"]["runbook_url"].split("#")[1] in anchors
+    assert alerts[0]["expr"] == 'pgq_queue_jobs{status="pending"} > 1000'
+    assert alerts[0]["for"] == "5m"
+
+
+def test_queries_yaml_yields_catalogue_names() -> None:
+    document = yaml.safe_load(BUNDLE["contrib/postgres_exporter/queries.yaml"])
+    assert set(document) == set(QUERIES)
+    for key, entry in document.items():
+        for column in entry["metrics"]:
+            [(name, spec)] = column.items()
+            if spec["usage"] == "GAUGE":
+                assert f"{key}_{name}" in names(), (key, name)
+            else:
+                assert spec["usage"] == "LABEL"
+
+
+def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
+    doc = load_located(
+        'selector: cluster="eu1"\n'
+        "alerts:\n  PgqBacklogTooLarge: {threshold: 50, for: 2m}\n"
+        "queue_overrides:\n  PgqBacklogTooLarge: {reports: 5000}\n",
+        "bundle.yaml",
+    )
+    config = parse_bundle_config(doc)
+    rules = yaml.safe_load(render_bundle(config)[RULES_FILE])["groups"][0]["rules"]
+    backlog = rules[0]
+    assert backlog["for"] == "2m"
+    assert backlog["expr"] == (
+        '(pgq_queue_jobs{cluster="eu1", queue!~"reports", status="pending"} > 50) or '
+        '(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"} > 5000)'
+    )
+    promql_parser.parse(backlog["expr"])
+    overview = json.loads(render_bundle(config)["dashboards/pgq-overview.json"])
+    assert 'cluster="eu1"' in overview["panels"][0]["targets"][0]["expr"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("alerts:\n  PgqNope: {}\n", "bundle.yaml:2: alerts.PgqNope: unknown key"),
+        (
+            "alerts:\n  PgqStuckJobs: {for: soon}\n",
+            'bundle.yaml:2: alerts.PgqStuckJobs.for: expected a duration like "5m"',
+        ),
+        (
+            "alerts:\n  PgqStuckJobs: {threshold: -1}\n",
+            "bundle.yaml:2: alerts.PgqStuckJobs.threshold: expected a number",
+        ),
+        ("colour: red\n", "bundle.yaml:1: colour: unknown key"),
+    ],
+)
+def test_bad_bundle_config(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_bundle_config(load_located(text, "bundle.yaml"))
+    assert str(error.value).startswith(message)
