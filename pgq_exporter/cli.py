@@ -353,7 +353,14 @@ def _add_worker_commands(commands: Commands) -> None:
     maintain.set_defaults(handler=cmd_maintain)
 
     demo = commands.add_parser("demo", help="run the whole thing on an embedded PostgreSQL")
-    _add_dsn(demo)
+    demo.add_argument("--dsn", default=None, help="use this database instead of an embedded one")
+    demo.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        default="127.0.0.1:9188",
+        help="where the exporter listens (default 127.0.0.1:9188)",
+    )
+    demo.add_argument("--duration", help="stop after this long (default: run until Ctrl-C)")
     _add_schema(demo)
     demo.set_defaults(handler=cmd_demo)
 

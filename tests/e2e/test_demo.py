@@ -1,0 +1,85 @@
+"""`pgq-exporter demo`: live data on every core metric, and a clean stop on SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tests.exporter_support import free_port, parse_samples
+from tests.support import IN_CI
+
+CORE = (
+    ("pgq_queue_jobs", {"status": "pending"}),
+    ("pgq_queue_jobs", {"status": "processing"}),
+    ("pgq_queue_jobs", {"status": "done"}),
+    ("pgq_queue_jobs", {"status": "failed"}),
+    ("pgq_queue_delayed_jobs", {}),
+    ("pgq_jobs_completed_total", {}),
+    ("pgq_jobs_failed_total", {}),
+    ("pgq_job_processing_seconds_count", {}),
+    ("pgq_job_wait_seconds_count", {}),
+    ("pgq_queue_window_finished_jobs", {"status": "done"}),
+    ("pgq_queue_stuck_jobs", {}),
+)
+
+
+def _demo_servers() -> set[int]:
+    """PostgreSQL servers of a demo (started by pg_ctl, so not our children)."""
+    found = set()
+    for process in psutil.process_iter(["name", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if process.info["name"] == "postgres" and "pgq-demo-" in cmdline:
+            found.add(process.pid)
+    return found
+
+
+def _non_zero(
+    samples: dict[str, dict[frozenset[tuple[str, str]], float]], name: str, labels: dict[str, str]
+) -> bool:
+    return any(
+        value > 0 and set(labels.items()) <= set(key)
+        for key, value in samples.get(name, {}).items()
+    )
+
+
+def test_demo_serves_live_core_metrics_and_stops_cleanly() -> None:
+    import urllib.request  # noqa: PLC0415
+
+    before = _demo_servers()
+    port = free_port()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "pgq_exporter", "demo", "--web.listen-address", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        missing: list[str] = []
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    samples = parse_samples(r.read().decode())
+            except OSError:
+                time.sleep(0.5)
+                continue
+            missing = [f"{n}{l}" for n, l in CORE if not _non_zero(samples, n, l)]
+            if not missing:
+                break
+            time.sleep(0.5)
+        assert not missing, f"still zero after 60 s: {missing}"
+        servers = _demo_servers() - before
+        children = psutil.Process(demo.pid).children(recursive=True)
+        assert servers, "the demo should run its own PostgreSQL"
+        assert any("prometheus" in c.name() for c in children) or not IN_CI
+    finally:
+        demo.send_signal(signal.SIGINT)
+        out, err = demo.communicate(timeout=60)
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    assert f"metrics at http://127.0.0.1:{port}/metrics" in out
+    assert "demo stopped; nothing left running" in out
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not (_demo_servers() - before), "the embedded PostgreSQL outlived the demo"
