@@ -39,8 +39,8 @@ from pgq_exporter.config import (
 )
 from pgq_exporter.db import connection
 from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.logsetup import setup_logging
 from pgq_exporter.errors import PgqError, UsageError
+from pgq_exporter.logsetup import setup_logging
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Contract
 from pgq_exporter.queue.handlers import example

@@ -12,7 +12,7 @@ import psutil
 from tests.exporter_support import free_port, parse_samples
 from tests.support import IN_CI
 
-CORE = (
+CORE: tuple[tuple[str, dict[str, str]], ...] = (
     ("pgq_queue_jobs", {"status": "pending"}),
     ("pgq_queue_jobs", {"status": "processing"}),
     ("pgq_queue_jobs", {"status": "done"}),
@@ -65,7 +65,7 @@ def test_demo_serves_live_core_metrics_and_stops_cleanly() -> None:
             except OSError:
                 time.sleep(0.5)
                 continue
-            missing = [f"{n}{l}" for n, l in CORE if not _non_zero(samples, n, l)]
+            missing = [f"{n}{lab}" for n, lab in CORE if not _non_zero(samples, n, lab)]
             if not missing:
                 break
             time.sleep(0.5)
