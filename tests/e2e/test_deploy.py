@@ -1,0 +1,225 @@
+"""The container, the Kubernetes bundle and the compose stack, checked without a Docker engine."""
+
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from pgq_exporter.config import DEFAULT_LISTEN_ADDRESS, load_config, split_address
+from pgq_exporter.generators import RULES_FILE
+from tests.conftest import Database
+from tests.exporter_support import free_port
+from tests.support import require_tool
+
+ROOT = Path(__file__).parents[2]
+K8S = ROOT / "deploy" / "kubernetes"
+K8S_VERSION = "1.31.0"
+
+
+def dockerfile() -> dict[str, list[str]]:
+    """Instruction -> its arguments, for the final stage, continuation lines joined."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages = text.split("\nFROM ")
+    final: dict[str, list[str]] = {}
+    for line in stages[-1].splitlines()[1:]:
+        if line.strip() and not line.lstrip().startswith("#"):
+            instruction, _, rest = line.strip().partition(" ")
+            final.setdefault(instruction.upper(), []).append(rest.strip())
+    return final
+
+
+def test_hadolint_accepts_the_dockerfile() -> None:
+    hadolint = require_tool("hadolint")
+    result = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dockerfile_agrees_with_the_code() -> None:
+    final = dockerfile()
+    port = split_address(DEFAULT_LISTEN_ADDRESS)[1]
+    assert final["EXPOSE"] == [str(port)]
+    [user] = final["USER"]
+    assert user.isdigit() and int(user) != 0
+    [healthcheck] = final["HEALTHCHECK"]
+    assert f"http://127.0.0.1:{port}/healthz" in healthcheck
+    assert json.loads(final["ENTRYPOINT"][0]) == ["pgq-exporter", "serve"]
+    assert json.loads(final["CMD"][0]) == ["--config", "/etc/pgq-exporter/config.yaml"]
+    config = load_config(ROOT / "deploy/docker/config.yaml", {"DATA_SOURCE_NAME": "host=db"})
+    assert config.web.listen_address == DEFAULT_LISTEN_ADDRESS
+    ignored = (ROOT / ".dockerignore").read_text()
+    for copied in ("pyproject.toml", "README.md", "pgq_exporter/", "deploy/docker/"):
+        assert f"!{copied}" in ignored
+
+
+def test_the_image_install_and_entrypoint_work_against_postgresql(db: Database) -> None:
+    """The Dockerfile's steps, outside Docker: wheels, a fresh venv, then its command."""
+    final = dockerfile()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        wheels, env_dir = root / "wheels", root / "venv"
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels),
+                        str(ROOT)], check=True, capture_output=True)  # fmt: skip
+        venv.create(env_dir, with_pip=True)
+        [project_wheel] = glob.glob(str(wheels / "pgq_exporter-*.whl"))
+        subprocess.run([str(env_dir / "bin/pip"), "install", "--quiet", "--no-cache-dir",
+                        "--no-index", f"--find-links={wheels}", project_wheel],
+                       check=True, capture_output=True)  # fmt: skip
+        command = json.loads(final["ENTRYPOINT"][0]) + json.loads(final["CMD"][0])
+        command[0] = str(env_dir / "bin" / command[0])
+        copies = {dest: src for src, dest in (c.split() for c in final["COPY"]
+                                              if not c.startswith("--from"))}  # fmt: skip
+        command[command.index("--config") + 1] = str(
+            ROOT / copies[command[command.index("--config") + 1]]
+        )
+        port = free_port()
+        exporter = subprocess.Popen(
+            [*command, "--web.listen-address", f"127.0.0.1:{port}"],
+            env={"DATA_SOURCE_NAME": db.dsn, "PATH": "/usr/bin:/bin"},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            healthcheck = json.loads(final["HEALTHCHECK"][0].split("CMD", 1)[1])
+            healthcheck[0] = str(env_dir / "bin" / healthcheck[0])
+            healthcheck[-1] = healthcheck[-1].replace("9188", str(port))
+            for _ in range(100):
+                if subprocess.run(healthcheck, capture_output=True, check=False).returncode == 0:
+                    break
+                assert exporter.poll() is None, exporter.communicate()[0]
+                subprocess.run(["sleep", "0.1"], check=True)
+            else:
+                pytest.fail("the image's HEALTHCHECK never passed")
+            metrics = _wait_for_metric(port, "pgq_up")
+            assert 'pgq_up{database="main"} 1.0' in metrics
+        finally:
+            exporter.terminate()
+            output, _ = exporter.communicate(timeout=15)
+        assert exporter.returncode == 0, output
+        assert '"msg": "serving"' in output  # the image's config logs JSON
+
+
+def _wait_for_metric(port: int, name: str) -> str:
+    import time  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    deadline = time.monotonic() + 20
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = str(response.read().decode())
+        if f"{name}{{" in text and " 1.0" in text.split(f"{name}{{", 1)[1].split("\n", 1)[0]:
+            return text
+        assert time.monotonic() < deadline, text
+        time.sleep(0.2)
+
+
+def _documents() -> list[tuple[Path, dict[str, Any]]]:
+    docs = []
+    for path in sorted(K8S.rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                docs.append((path, doc))
+    return docs
+
+
+def test_every_kubernetes_manifest_validates() -> None:
+    kinds = set()
+    for path, doc in _documents():
+        kinds.add(doc["kind"])
+        if doc["kind"] == "Kustomization":
+            listed = set(doc["resources"])
+            present = {p.name for p in path.parent.glob("*.yaml")} - {"kustomization.yaml"}
+            assert listed == present, path
+            continue
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # custom resources: checked below
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert {"Deployment", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "Secret",
+            "CronJob", "PodDisruptionBudget", "HorizontalPodAutoscaler"} <= kinds  # fmt: skip
+
+
+def test_the_exporter_deployment_probes_and_hardening() -> None:
+    docs = {(p.name, d["kind"]): d for p, d in _documents()}
+    pod = docs[("exporter-deployment.yaml", "Deployment")]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    port = split_address(DEFAULT_LISTEN_ADDRESS)[1]
+    assert container["ports"] == [{"name": "metrics", "containerPort": port}]
+    service = docs[("exporter-service.yaml", "Service")]
+    monitor = docs[("servicemonitor.yaml", "ServiceMonitor")]
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    config_text = docs[("exporter-config.yaml", "ConfigMap")]["data"]["config.yaml"]
+    with tempfile.TemporaryDirectory() as tmp:
+        secret, config = Path(tmp) / "dsn", Path(tmp) / "config.yaml"
+        secret.write_text("postgresql://pgq_exporter:pw@postgres/app\n")
+        config.write_text(config_text.replace("/var/run/secrets/pgq/dsn", str(secret)))
+        assert load_config(config).databases[0].dsn == "postgresql://pgq_exporter:pw@postgres/app"
+    worker = docs[("worker-deployment.yaml", "Deployment")]["spec"]["template"]["spec"]
+    grace = worker["terminationGracePeriodSeconds"]
+    command = worker["containers"][0]["command"]
+    assert int(command[command.index("--grace") + 1].rstrip("s")) < grace
+
+
+def test_prometheusrule_is_the_generated_rules_and_promtool_accepts_it(tmp_path: Path) -> None:
+    promtool = require_tool("promtool")
+    rule = yaml.safe_load((K8S / "prometheusrule.yaml").read_text())
+    assert rule["spec"] == yaml.safe_load((ROOT / RULES_FILE).read_text())
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    result = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yaml")],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout
+    dashboards = yaml.safe_load((K8S / "grafana-dashboards.yaml").read_text())
+    assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
+    for name, text in dashboards["data"].items():
+        assert text == (ROOT / "dashboards" / name).read_text()
+
+
+def test_prometheus_adapter_rules_serve_the_hpa_metric() -> None:
+    docs = {(p.name, d["kind"]): d for p, d in _documents()}
+    adapter = yaml.safe_load(
+        docs[("prometheus-adapter-rules.yaml", "ConfigMap")]["data"]["config.yaml"]
+    )
+    [rule] = adapter["externalRules"]
+    hpa = docs[("worker-hpa.yaml", "HorizontalPodAutoscaler")]
+    metric_name = hpa["spec"]["metrics"][0]["external"]["metric"]["name"]
+    assert rule["name"]["as"] == metric_name == "pgq_queue_ready_jobs"
+    assert rule["seriesQuery"].startswith(metric_name)
+
+
+def test_compose_mounts_exist_and_provisioning_is_valid() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    mounts = {}
+    for service in compose["services"].values():
+        for volume in service.get("volumes", []):
+            source, target = volume.split(":")[:2]
+            assert (ROOT / source).exists(), source
+            mounts[target] = ROOT / source
+        if "build" in service:
+            assert (ROOT / service["build"] / "Dockerfile").is_file()
+    prometheus = yaml.safe_load((ROOT / "deploy/compose/prometheus.yml").read_text())
+    for rule_file in prometheus["rule_files"]:
+        folder, _, name = rule_file.rpartition("/")
+        assert (mounts[folder] / name).is_file(), rule_file
+    provisioning = mounts["/etc/grafana/provisioning"]
+    datasources = yaml.safe_load((provisioning / "datasources/prometheus.yaml").read_text())
+    assert datasources["apiVersion"] == 1
+    assert datasources["datasources"][0]["type"] == "prometheus"
+    providers = yaml.safe_load((provisioning / "dashboards/pgq.yaml").read_text())
+    path = Path(providers["providers"][0]["options"]["path"])
+    assert list(mounts[str(path)].glob("*.json")), "the provider's folder has the dashboards"
