@@ -43,7 +43,7 @@ test-pg15: venv
 generate: venv
 	$(BIN)/pgq-exporter generate --out .
 
-bench: venv
+bench: venv tools
 	$(BIN)/python -m bench
 
 clean:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import statistics
 import time
 from datetime import timedelta
 from typing import Any
@@ -92,6 +93,29 @@ def _drain(dsn: str, workers: int, jobs: int, target: Any, *extra: Any) -> float
     return jobs / elapsed
 
 
+def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 3) -> dict[str, Any]:
+    """Worker throughput alone and with the exporter collecting beside it (every 1 s, to be
+    pessimistic against the 15 s default), alternating, median of each."""
+    from bench.serving import exporter_process  # noqa: PLC0415
+
+    alone, beside = [], []
+    for _ in range(rounds):
+        _fill(dsn, jobs)
+        alone.append(_drain(dsn, workers, jobs, _reference_worker, 10))
+        _fill(dsn, jobs)
+        with exporter_process(dsn, interval="1s"):
+            beside.append(_drain(dsn, workers, jobs, _reference_worker, 10))
+    a, b = statistics.median(alone), statistics.median(beside)
+    return {
+        "variant": "reference worker beside the exporter (1 s interval)",
+        "batch": 10,
+        "jobs_per_s": b,
+        "workers": workers,
+        "alone_jobs_per_s": a,
+        "overhead_percent": 100 * (a - b) / a,
+    }
+
+
 def run_throughput(dsn: str, *, jobs: int, workers: int) -> list[dict[str, Any]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         apply_schema(conn, "pgq")
@@ -109,8 +133,15 @@ def run_throughput(dsn: str, *, jobs: int, workers: int) -> list[dict[str, Any]]
     for batch in (1, 10, 100):
         _fill(dsn, jobs)
         rate = _drain(dsn, workers, jobs, _reference_worker, batch)
-        rows.append({"variant": f"reference worker: claim + complete ({CONCURRENCY} threads each)",
-                     "batch": batch, "jobs_per_s": rate, "workers": workers})  # fmt: skip
+        rows.append(
+            {
+                "variant": f"reference worker: claim + complete ({CONCURRENCY} threads each)",
+                "batch": batch,
+                "jobs_per_s": rate,
+                "workers": workers,
+            }
+        )
+    rows.append(_overhead(dsn, jobs, workers))  # fmt: skip
     for row in rows:
         row["ratio"] = row["jobs_per_s"] / baseline
     return rows

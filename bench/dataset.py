@@ -1,0 +1,95 @@
+"""A reference-schema queue of N jobs: many queues, a fraction unfinished, real dead tuples.
+
+Finished jobs spread over 30 days, plus a steady recent stream (the last
+five minutes hold RECENT_FINISHED of them, as a busy queue would); unfinished
+jobs are ready, delayed, processing, stuck or exhausted. A share of rows is
+updated after loading, so the tables carry dead tuples as a live queue does.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.queue.schema import apply_schema
+
+RECENT_FINISHED = 20_000
+CHUNK = 500_000
+
+FINISHED_SQL = """
+INSERT INTO pgq.jobs (queue, payload, status, attempts, max_attempts, scheduled_at, started_at,
+                      finished_at, created_at, updated_at, last_error)
+SELECT 'q' || lpad((n %% %(queues)s)::text, 3, '0'),
+       '{}'::jsonb,
+       CASE WHEN n %% 10 = 0 THEN 'failed' ELSE 'done' END,
+       CASE WHEN n %% 10 = 0 THEN 3 ELSE 1 END, 3,
+       f - interval '2 seconds', f - (n %% 97) * interval '10 ms', f, f - interval '3 seconds', f,
+       CASE WHEN n %% 10 = 0 THEN 'boom' END
+FROM generate_series(%(start)s, %(stop)s - 1) AS n,
+     LATERAL (SELECT CASE WHEN n < %(recent)s
+                          THEN now() - (n %% 300) * interval '1 second'
+                          ELSE now() - interval '10 minutes' - (n %% 2592000) * interval '1 second'
+                     END) AS t(f)
+"""
+
+UNFINISHED_SQL = """
+INSERT INTO pgq.jobs (queue, payload, status, attempts, max_attempts, scheduled_at, started_at,
+                      locked_until, lease_token, created_at, updated_at)
+SELECT 'q' || lpad((n %% %(queues)s)::text, 3, '0'), '{}'::jsonb, s.status,
+       CASE WHEN s.status = 'processing' THEN 1 + (n %% 3) ELSE 0 END, 3,
+       CASE WHEN n %% 10 < 2 THEN now() + (n %% 600) * interval '1 second'   -- delayed
+            ELSE now() - (n %% 900) * interval '1 second' END,
+       CASE WHEN s.status = 'processing' THEN now() - interval '20 seconds' END,
+       CASE WHEN s.status = 'processing' AND n %% 50 = 0 THEN now() - interval '1 minute'
+            WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
+       CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
+       now() - interval '1 hour', now()
+FROM generate_series(%(start)s, %(stop)s - 1) AS n,
+     LATERAL (SELECT CASE WHEN n %% 10 < 7 THEN 'pending' ELSE 'processing' END) AS s(status)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    jobs: int
+    unfinished: int
+    finished: int
+    queues: int
+    seconds: float
+
+
+def _insert(conn: psycopg.Connection[Any], statement: str, total: int, **params: Any) -> None:
+    for start in range(0, total, CHUNK):
+        conn.execute(statement, {**params, "start": start, "stop": min(total, start + CHUNK)})
+
+
+def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int = 3,
+          finished_multiplier: int = 1, partitions: int = 3) -> Dataset:  # fmt: skip
+    """A fresh schema holding the dataset; ``partitions`` queues get their own partition."""
+    started = time.perf_counter()
+    unfinished = int(jobs * unfinished_fraction)
+    finished = (jobs - unfinished) * finished_multiplier
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS pgq CASCADE")
+        apply_schema(conn, "pgq")
+        for q in range(min(partitions, queues)):
+            add_queue(conn, "pgq", f"q{q:03d}")
+        leaves = [row[0] for row in conn.execute(
+            "SELECT relid::text FROM pg_partition_tree('pgq.jobs') WHERE isleaf")]  # fmt: skip
+        for leaf in leaves:
+            conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)".encode())
+        _insert(conn, FINISHED_SQL, finished, queues=queues,
+                recent=min(RECENT_FINISHED, finished))  # fmt: skip
+        _insert(conn, UNFINISHED_SQL, unfinished, queues=queues)
+        conn.execute("VACUUM (ANALYZE) pgq.jobs")
+        # Then real updates leave real dead tuples, as on a live queue: 2% of the done rows.
+        conn.execute("UPDATE pgq.jobs SET updated_at = now() WHERE id % 50 = 0 AND status = 'done'")
+        conn.execute("ANALYZE pgq.jobs")
+        for leaf in leaves:
+            conn.execute(f"ALTER TABLE {leaf} RESET (autovacuum_enabled)".encode())
+    return Dataset(finished + unfinished, unfinished, finished, queues,
+                   time.perf_counter() - started)  # fmt: skip

@@ -1,0 +1,44 @@
+"""A tiny run of each benchmark's harness, to prove it works. Figures are not checked here:
+speed is measured by `make bench`, never asserted in tests."""
+
+from __future__ import annotations
+
+import psycopg
+
+from bench.collection import exporter_cycle_seconds, seed_cycle_seconds
+from bench.dataset import build
+from bench.serving import exporter_process, stalled, wrk
+from bench.throughput import run_throughput
+from tests.conftest import Database
+from tests.support import require_tool
+
+
+def test_dataset_and_collection_harness(db: Database) -> None:
+    dataset = build(db.dsn, jobs=3000, queues=5)
+    assert dataset.jobs == 3000 and dataset.unfinished == 300
+    with psycopg.connect(db.dsn) as conn:
+        counts = dict(conn.execute("SELECT status, count(*) FROM pgq.jobs GROUP BY 1").fetchall())
+        dead = conn.execute(
+            "SELECT sum(n_dead_tup) FROM pg_stat_user_tables WHERE schemaname = 'pgq'"
+        ).fetchone()
+    assert sum(counts.values()) == 3000 and counts["done"] > counts["failed"] > 0
+    assert counts["pending"] + counts["processing"] == 300
+    assert dead is not None and dead[0] is not None
+    assert seed_cycle_seconds(db.dsn, runs=1) > 0
+    cycle, per_collector = exporter_cycle_seconds(db.dsn, runs=1)
+    assert cycle > 0 and len(per_collector) == 8
+
+
+def test_scrape_latency_harness(db: Database) -> None:
+    require_tool("wrk")
+    build(db.dsn, jobs=1000)
+    with exporter_process(db.dsn, interval="1s") as (url, _), stalled(db.dsn):
+        figures = wrk(url, seconds=1, connections=4)
+    assert figures["requests"] > 0 and figures["p99_ms"] is not None
+
+
+def test_throughput_harness(db: Database) -> None:
+    rows = run_throughput(db.dsn, jobs=300, workers=1)
+    assert [r["batch"] for r in rows[:1]] == [1]
+    assert all(r["jobs_per_s"] > 0 for r in rows)
+    assert "overhead_percent" in rows[-1]
