@@ -17,7 +17,9 @@ def test_dataset_and_collection_harness(db: Database) -> None:
     dataset = build(db.dsn, jobs=3000, queues=5)
     assert dataset.jobs == 3000 and dataset.unfinished == 300
     with psycopg.connect(db.dsn) as conn:
-        counts = dict(conn.execute("SELECT status, count(*) FROM pgq.jobs GROUP BY 1").fetchall())
+        counts: dict[str, int] = dict(
+            conn.execute("SELECT status, count(*) FROM pgq.jobs GROUP BY 1").fetchall()
+        )
         dead = conn.execute(
             "SELECT sum(n_dead_tup) FROM pg_stat_user_tables WHERE schemaname = 'pgq'"
         ).fetchone()
