@@ -118,6 +118,8 @@ def wrk(url: str, seconds: int = 20, connections: int = 50) -> dict[str, Any]:
     requests = re.search(r"(\d+) requests in", out)
     timeouts = re.search(r"timeout (\d+)", out)
     figures["requests"] = int(requests.group(1)) if requests else 0
+    if not figures["requests"]:  # nothing answered: wrk's percentiles are meaningless
+        figures["p50_ms"] = figures["p99_ms"] = None
     figures["timeouts"] = int(timeouts.group(1)) if timeouts else 0
     return figures
 

@@ -24,6 +24,8 @@ from pgq_exporter.yamlpos import ConfigError
 
 log = logging.getLogger("pgq_exporter")
 
+RENDER_GAP = 1.0
+
 
 @dataclass(frozen=True, slots=True)
 class CollectorStatus:
@@ -83,14 +85,40 @@ class Exporter:
         self._text = b""
         self.reload_ok = True
         self.reload_time = time.time()
-        self.scheduler = Scheduler(config, self.refresh)
+        self._changed = threading.Event()
+        self._stopping = threading.Event()
+        self._renderer: threading.Thread | None = None
+        self.scheduler = Scheduler(config, self._changed.set)
         self.refresh()
 
     def start(self) -> None:
         self.scheduler.start()
+        self._renderer = threading.Thread(target=self._render_loop, name="render", daemon=True)
+        self._renderer.start()
 
     def stop(self) -> None:
+        self._stopping.set()
+        self._changed.set()
         self.scheduler.stop()
+        if self._renderer is not None:
+            self._renderer.join(timeout=5)
+
+    def collect_once(self) -> bytes:
+        """Every collector once, in this thread, then the snapshot (check-config, tests)."""
+        self.scheduler.run_all_once()
+        self.refresh()
+        return self._text
+
+    def _render_loop(self) -> None:
+        # Collectors finish in bursts; rendering once per burst, at most every
+        # RENDER_GAP seconds, keeps the CPU cost independent of their number.
+        while not self._stopping.is_set():
+            self._changed.wait()
+            self._changed.clear()
+            if self._stopping.is_set():
+                return
+            self.refresh()
+            self._stopping.wait(RENDER_GAP)
 
     @property
     def metrics_text(self) -> bytes:
@@ -123,7 +151,7 @@ class Exporter:
             log.error("config reload rejected", extra={"err": str(exc)})
             return False, str(exc)
         old = self.scheduler
-        new = Scheduler(config, self.refresh, previous=old)
+        new = Scheduler(config, self._changed.set, previous=old)
         old.stop(wait=1.0)
         self.config, self.scheduler = config, new
         self.reload_ok, self.reload_time = True, time.time()

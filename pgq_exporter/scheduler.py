@@ -208,11 +208,10 @@ class Scheduler:
             runtime.source.close()
 
     def run_all_once(self) -> None:
-        """Every collector once, in the calling thread (check-config and tests)."""
+        """Every collector once, in the calling thread."""
         for runtime in self.databases.values():
             for name in runtime.collectors:
                 runtime.run(name)
-        self._on_change()
 
     def _loop(self, runtime: DatabaseRuntime, name: str, interval: float) -> None:
         next_run = time.monotonic()

@@ -23,6 +23,8 @@ CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 class ExporterServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Many scrapers at once must not overflow the listen backlog (the default is 5).
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], exporter: Exporter, web: WebConfigFile) -> None:
         super().__init__(address, Handler)

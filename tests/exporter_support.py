@@ -48,8 +48,7 @@ def collect_once(config_text: str) -> dict[str, dict[Labels, float]]:
     """Run every collector once, in this process, and parse what /metrics would serve."""
     exporter = Exporter(parse_config(config_text, "test.yaml", os.environ))
     try:
-        exporter.scheduler.run_all_once()
-        return parse_samples(exporter.metrics_text.decode())
+        return parse_samples(exporter.collect_once().decode())
     finally:
         exporter.stop()
 

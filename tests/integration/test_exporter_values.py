@@ -158,8 +158,7 @@ def test_histograms_count_an_out_of_order_commit_exactly_once(db: Database) -> N
     exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
 
     def histogram_count() -> float:
-        exporter.scheduler.run_all_once()
-        samples = parse_samples(exporter.metrics_text.decode())
+        samples = parse_samples(exporter.collect_once().decode())
         return value(samples, "pgq_job_processing_seconds_count", database="main", queue="q")
 
     try:
@@ -189,12 +188,10 @@ def test_a_drained_queue_reads_zero(db: Database) -> None:
         conn.execute("SELECT enqueue_batch('burst', array_fill('{}'::jsonb, ARRAY[4]))")
         exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
         try:
-            exporter.scheduler.run_all_once()
-            before = parse_samples(exporter.metrics_text.decode())
+            before = parse_samples(exporter.collect_once().decode())
             for job_id, token in _claim(conn, "burst", 10):
                 conn.execute("SELECT complete(%s, %s)", (job_id, token))
-            exporter.scheduler.run_all_once()
-            after = parse_samples(exporter.metrics_text.decode())
+            after = parse_samples(exporter.collect_once().decode())
         finally:
             exporter.stop()
     labels = {"database": "main", "queue": "burst"}
