@@ -65,14 +65,16 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
-               "Jobs by queue and status. pending and processing are exact; done and failed are "
-               "exact up to exact_count_limit per queue and a planner estimate above it. "
+               "Jobs by queue and status. Exact up to exact_count_limit (default 1000) per queue "
+               "and status; above it, the planner's estimate, never below the limit + 1. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
-               "Pending jobs whose scheduled_at has passed: claimable now. Exact.",
+               "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "
+               "exact_count_limit, an estimate above it.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_delayed_jobs", G,
-               "Pending jobs scheduled in the future (delayed or backing off). Exact.",
+               "Pending jobs scheduled in the future (delayed or backing off): pending - ready, "
+               "so an estimate when either is.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
                "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +17,7 @@ from pgq_exporter.sqlfiles import query
 
 Row = tuple[Any, ...]
 Conn = psycopg.Connection[Any]
+DISCOVERY_GAP = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +45,40 @@ class KnownQueues:
     """Queues a database is known to have: from partitions, config, and recently seen rows.
 
     A queue stays known for ``memory`` seconds after it was last seen, so a
-    drained queue reads 0 instead of vanishing.
+    drained queue reads 0 instead of vanishing. Shared by the collector threads
+    of one database; discovery runs at most every ``DISCOVERY_GAP`` seconds.
     """
 
     configured: tuple[str, ...] = ()
     memory: float = 3600.0
     _seen: dict[str, float] = field(default_factory=dict)
+    _discovered: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def saw(self, queues: list[str] | set[str], now: float | None = None) -> None:
+    def saw(self, queues: Iterable[str], now: float | None = None) -> None:
         stamp = time.time() if now is None else now
-        for queue in queues:
-            self._seen[queue] = stamp
+        with self._lock:
+            for queue in queues:
+                self._seen[queue] = stamp
 
     def known(self, now: float | None = None) -> list[str]:
         stamp = time.time() if now is None else now
-        for queue, seen in list(self._seen.items()):
-            if stamp - seen > self.memory:
-                del self._seen[queue]
-        return sorted(set(self.configured) | set(self._seen))
+        with self._lock:
+            for queue, seen in list(self._seen.items()):
+                if stamp - seen > self.memory:
+                    del self._seen[queue]
+            return sorted(set(self.configured) | set(self._seen))
+
+    def discover(self, conn: Conn, mapping: SchemaMapping) -> list[str]:
+        """Refresh from the database (partitions, and queues with jobs), then the known list."""
+        now = time.monotonic()
+        if now - self._discovered >= DISCOVERY_GAP:
+            found = {row[0] for row in conn.execute(render("queue_partitions", mapping)) if row[0]}
+            for statuses in (("pending",), ("processing",), ("done", "failed")):
+                found |= {row[0] for row in conn.execute(distinct_queues(mapping, statuses))}
+            self.saw(found)
+            self._discovered = now
+        return self.known()
 
 
 @dataclass
@@ -96,6 +115,11 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
 def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Composed:
     """A named query of collectors.sql with the mapping's identifiers and literals quoted in."""
     return sql.SQL(query("collectors.sql", name)).format(**mapping_parts(mapping), **extra)
+
+
+def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Composed:
+    values = sql.SQL(", ").join(sql.Literal(mapping.statuses[s]) for s in statuses)
+    return render("distinct_queues", mapping, statuses=values)
 
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:

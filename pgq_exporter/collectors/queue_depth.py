@@ -1,4 +1,10 @@
-"""Jobs by queue and status, zero-filled for every known queue."""
+"""Jobs by queue and status, zero-filled for every known queue.
+
+Every count is exact up to exact_count_limit, read from the partial indexes;
+above it, the planner's estimate (never below limit + 1, so an alert threshold
+at or below the limit stays exact). So the cost of a
+cycle is bounded whatever the size of the table.
+"""
 
 from __future__ import annotations
 
@@ -9,59 +15,44 @@ from psycopg import sql
 from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch, render
 
-STATUSES = ("pending", "processing", "done", "failed")
+COUNTED = ("pending", "ready", "processing", "done", "failed")
 
 
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        partitions = [row[0] for row in fetch(conn, "queue_partitions", ctx) if row[0]]
-        finished = [row[0] for row in fetch(conn, "finished_queues", ctx)]
-        unfinished = fetch(conn, "unfinished_by_queue", ctx)
-        ctx.queues.saw(set(partitions) | set(finished) | {row[0] for row in unfinished})
-        queues = ctx.queues.known()
-        counts = {(q, s): 0.0 for q in queues for s in STATUSES}
-        ready = dict.fromkeys(queues, 0.0)
-        for queue, status, jobs, ready_jobs in unfinished:
-            counts[(queue, status)] = float(jobs)
-            if status == "pending":
-                ready[queue] = float(ready_jobs)
-        counts.update(self._finished(conn, ctx, queues))
-        samples: list[AnySample] = [
-            Sample("pgq_queue_jobs", (queue, status), value)
-            for (queue, status), value in sorted(counts.items())
-        ]
-        for queue in queues:
-            samples.append(Sample("pgq_queue_ready_jobs", (queue,), ready[queue]))
-            delayed = counts[(queue, "pending")] - ready[queue]
-            samples.append(Sample("pgq_queue_delayed_jobs", (queue,), delayed))
+        queues = ctx.queues.discover(conn, ctx.mapping)
+        limit = ctx.config.exact_count_limit
+        rows = fetch(conn, "capped_counts", ctx, {"cap": limit + 1, "queues": queues})
+        samples: list[AnySample] = []
+        for queue, *counts in rows:
+            values = {
+                what: float(n)
+                if n <= limit
+                else max(float(limit), _estimate(conn, ctx, queue, what))
+                for what, n in zip(COUNTED, counts, strict=True)
+            }
+            for status in ("pending", "processing", "done", "failed"):
+                samples.append(Sample("pgq_queue_jobs", (queue, status), values[status]))
+            ready = min(values["ready"], values["pending"])
+            samples.append(Sample("pgq_queue_ready_jobs", (queue,), ready))
+            samples.append(Sample("pgq_queue_delayed_jobs", (queue,), values["pending"] - ready))
         return samples
 
-    def _finished(
-        self, conn: Conn, ctx: Context, queues: list[str]
-    ) -> dict[tuple[str, str], float]:
-        """Exact up to the cap; above it, the planner's estimate (never below the cap)."""
-        cap = ctx.config.exact_count_limit
-        rows = fetch(conn, "finished_capped", ctx, {"cap": cap + 1, "queues": queues})
-        result: dict[tuple[str, str], float] = {}
-        for queue, status, jobs in rows:
-            value = float(jobs)
-            if jobs > cap:
-                value = max(float(cap), self._estimate(conn, ctx, queue, status))
-            result[(queue, status)] = value
-        return result
 
-    @staticmethod
-    def _estimate(conn: Conn, ctx: Context, queue: str, status: str) -> float:
-        statement = render(
-            "finished_estimate",
-            ctx.mapping,
-            queue=sql.Literal(queue),
-            status=sql.Literal(ctx.mapping.statuses[status]),
-        )
-        row = conn.execute(statement).fetchone()
-        plan = row[0] if row else None
-        if isinstance(plan, str):
-            plan = json.loads(plan)
-        return float(plan[0]["Plan"]["Plan Rows"]) if plan else 0.0
+def _estimate(conn: Conn, ctx: Context, queue: str, what: str) -> float:
+    status = "pending" if what == "ready" else what
+    ready = sql.SQL("AND {} <= now()").format(sql.Identifier(ctx.mapping.columns["scheduled_at"]))
+    statement = render(
+        "estimate_rows",
+        ctx.mapping,
+        queue=sql.Literal(queue),
+        status=sql.Literal(ctx.mapping.statuses[status]),
+        and_ready=ready if what == "ready" else sql.SQL(""),
+    )
+    row = conn.execute(statement).fetchone()
+    plan = row[0] if row else None
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    return float(plan[0]["Plan"]["Plan Rows"]) if plan else 0.0

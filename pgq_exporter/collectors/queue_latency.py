@@ -10,9 +10,8 @@ class QueueLatency(Collector):
     name = QUEUE_LATENCY
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        ages = {queue: float(age) for queue, age in fetch(conn, "oldest_ready", ctx)}
-        ctx.queues.saw(set(ages))
+        queues = ctx.queues.discover(conn, ctx.mapping)
         return [
-            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(ages.get(queue, 0.0), 0.0))
-            for queue in ctx.queues.known()
+            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(float(age), 0.0))
+            for queue, age in fetch(conn, "oldest_ready", ctx, {"queues": queues})
         ]

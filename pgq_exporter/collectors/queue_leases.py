@@ -10,14 +10,9 @@ class QueueLeases(Collector):
     name = QUEUE_LEASES
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        rows = {
-            queue: (stuck, exhausted)
-            for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx)
-        }
-        ctx.queues.saw(set(rows))
+        queues = ctx.queues.discover(conn, ctx.mapping)
         samples: list[AnySample] = []
-        for queue in ctx.queues.known():
-            stuck, exhausted = rows.get(queue, (0, 0))
+        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, {"queues": queues}):
             samples.append(Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)))
             samples.append(Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)))
         return samples

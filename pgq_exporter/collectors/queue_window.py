@@ -14,7 +14,7 @@ class QueueWindow(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window
         label = f"{window:g}"
-        queues = ctx.queues.known()
+        queues = ctx.queues.discover(conn, ctx.mapping)
         rows = fetch(conn, "finished_window", ctx, {"queues": queues, "window": window})
         samples: list[AnySample] = []
         for queue, done, failed, *percentiles in rows:

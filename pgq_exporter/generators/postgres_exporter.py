@@ -93,7 +93,7 @@ def queries_yaml(
 def _help(spec: MetricSpec, cap: int) -> str:
     text = spec.help.split(" Collected in the background")[0]
     if spec.name == "pgq_queue_jobs":
-        text = text.split(" pending and processing are exact")[0] + _CAPPED_NOTE.format(cap=cap)
+        text = text.split(" Exact up to")[0] + _CAPPED_NOTE.format(cap=cap)
     return text
 
 

@@ -84,11 +84,11 @@ class Maintenance:
         return report
 
     def _finished_queues(self, conn: Conn) -> list[str]:
-        from pgq_exporter.collectors.base import render  # noqa: PLC0415
+        from pgq_exporter.collectors.base import distinct_queues  # noqa: PLC0415
         from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
 
-        mapping = SchemaMapping(schema=self.schema)
-        return [row[0] for row in conn.execute(render("finished_queues", mapping)).fetchall()]
+        statement = distinct_queues(SchemaMapping(schema=self.schema), ("done", "failed"))
+        return [row[0] for row in conn.execute(statement).fetchall()]
 
     def ensure_partitions(self, conn: Conn, queues: list[str]) -> list[str]:
         """A partition for every day from the oldest finished job to a few days ahead."""

@@ -12,66 +12,70 @@ SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM $$^FOR VALUES IN \('(.*
 FROM pg_inherits i
 JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass({jobs_name})
-  AND pg_get_expr(c.relpartbound, c.oid) LIKE 'FOR VALUES IN (%%';
+  AND starts_with(pg_get_expr(c.relpartbound, c.oid), 'FOR VALUES IN (');
 
--- name: finished_queues
--- Distinct queues among the finished rows, by skipping through the finished
--- index one queue at a time: cost grows with the number of queues only.
+-- name: distinct_queues
+-- Distinct queues among the jobs in {statuses}, by skipping through the
+-- matching partial index one queue at a time: cost grows with the number of
+-- queues, not with the jobs.
 WITH RECURSIVE q(queue) AS (
     (SELECT {c_queue} FROM {jobs}
-     WHERE {c_status} IN ({s_done}, {s_failed})
+     WHERE {c_status} IN ({statuses})
      ORDER BY {c_queue} LIMIT 1)
     UNION ALL
     SELECT (SELECT j.{c_queue} FROM {jobs} j
-            WHERE j.{c_status} IN ({s_done}, {s_failed}) AND j.{c_queue} > q.queue
+            WHERE j.{c_status} IN ({statuses}) AND j.{c_queue} > q.queue
             ORDER BY j.{c_queue} LIMIT 1)
     FROM q WHERE q.queue IS NOT NULL
 )
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
--- name: unfinished_by_queue
--- Exact counts from the pending and processing partial indexes.
-SELECT {c_queue} AS queue, 'pending' AS status,
-       count(*) AS jobs,
-       count(*) FILTER (WHERE {c_scheduled_at} <= now()) AS ready
-FROM {jobs}
-WHERE {c_status} = {s_pending}
-GROUP BY {c_queue}
-UNION ALL
-SELECT {c_queue}, 'processing', count(*), 0
-FROM {jobs}
-WHERE {c_status} = {s_processing}
-GROUP BY {c_queue};
+-- name: capped_counts
+-- Per queue and status, exact counts up to %(cap)s rows each, from the partial
+-- indexes; the caller replaces a count that reached the cap by an estimate.
+SELECT q.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+            LIMIT %(cap)s) AS c) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+              AND j.{c_scheduled_at} <= now()
+            LIMIT %(cap)s) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
+            LIMIT %(cap)s) AS c) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_done}
+            LIMIT %(cap)s) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_failed}
+            LIMIT %(cap)s) AS c) AS failed
+FROM unnest(%(queues)s::text[]) AS q(queue);
 
--- name: finished_capped
--- done and failed per queue, counted up to %(cap)s rows each.
-SELECT q.queue, s.status,
-       (SELECT count(*)
-        FROM (SELECT 1 FROM {jobs} j
-              WHERE j.{c_queue} = q.queue AND j.{c_status} = s.value
-              LIMIT %(cap)s) AS capped) AS jobs
-FROM unnest(%(queues)s::text[]) AS q(queue)
-CROSS JOIN (VALUES ('done', {s_done}), ('failed', {s_failed})) AS s(status, value);
-
--- name: finished_estimate
+-- name: estimate_rows
 -- The planner's row estimate for one queue and status, above the cap.
 EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status};
+SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status} {and_ready};
 
 -- name: oldest_ready
-SELECT {c_queue} AS queue,
-       extract(epoch FROM now() - min({c_scheduled_at}))::float8 AS age
-FROM {jobs}
-WHERE {c_status} = {s_pending} AND {c_scheduled_at} <= now()
-GROUP BY {c_queue};
+-- One index probe per queue: min() over (queue, scheduled_at) of the pending index.
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(j.{c_scheduled_at}) FROM {jobs} j
+           WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+             AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
+FROM unnest(%(queues)s::text[]) AS q(queue);
 
 -- name: expired_leases
-SELECT {c_queue} AS queue,
-       count(*) FILTER (WHERE {c_attempts} < {c_max_attempts}) AS stuck,
-       count(*) FILTER (WHERE {c_attempts} >= {c_max_attempts}) AS exhausted
-FROM {jobs}
-WHERE {c_status} = {s_processing} AND {c_locked_until} < now()
-GROUP BY {c_queue};
+-- Per queue, a range scan of the processing index up to now(): cost follows
+-- the expired leases only.
+SELECT q.queue,
+       count(j.*) FILTER (WHERE j.{c_attempts} < j.{c_max_attempts}) AS stuck,
+       count(j.*) FILTER (WHERE j.{c_attempts} >= j.{c_max_attempts}) AS exhausted
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN {jobs} j
+       ON j.{c_queue} = q.queue AND j.{c_status} = {s_processing} AND j.{c_locked_until} < now()
+GROUP BY q.queue;
 
 -- name: finished_window
 -- Per known queue, the jobs finished in the trailing window: a range scan of
