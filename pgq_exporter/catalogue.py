@@ -66,7 +66,8 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
                "Jobs by queue and status. Exact up to exact_count_limit (default 1000) per queue "
-               "and status; above it, the planner's estimate, never below the limit + 1. "
+               "and status; above it, the planner's estimate (refreshed at most once a "
+               "minute), never below the limit + 1. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
                "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "

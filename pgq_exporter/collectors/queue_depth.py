@@ -2,13 +2,14 @@
 
 Every count is exact up to exact_count_limit, read from the partial indexes;
 above it, the planner's estimate (never below limit + 1, so an alert threshold
-at or below the limit stays exact). So the cost of a
+at or below the limit stays exact), refreshed at most once a minute. So the cost of a
 cycle is bounded whatever the size of the table.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 from psycopg import sql
 
@@ -18,8 +19,15 @@ from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sa
 COUNTED = ("pending", "ready", "processing", "done", "failed")
 
 
+ESTIMATE_TTL = 60.0
+
+
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
+
+    def __init__(self) -> None:
+        # Planner estimates change only after ANALYZE: reuse them for a minute.
+        self._estimates: dict[tuple[str, str], tuple[float, float]] = {}
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
@@ -27,10 +35,11 @@ class QueueDepth(Collector):
         rows = fetch(conn, "capped_counts", ctx, {"cap": limit + 1, "queues": queues})
         samples: list[AnySample] = []
         for queue, *counts in rows:
+            # Above the limit the count is known to be at least limit + 1.
             values = {
                 what: float(n)
                 if n <= limit
-                else max(float(limit), _estimate(conn, ctx, queue, what))
+                else max(limit + 1.0, self._estimate(conn, ctx, queue, what))
                 for what, n in zip(COUNTED, counts, strict=True)
             }
             for status in ("pending", "processing", "done", "failed"):
@@ -40,8 +49,16 @@ class QueueDepth(Collector):
             samples.append(Sample("pgq_queue_delayed_jobs", (queue,), values["pending"] - ready))
         return samples
 
+    def _estimate(self, conn: Conn, ctx: Context, queue: str, what: str) -> float:
+        now = time.monotonic()
+        cached = self._estimates.get((queue, what))
+        if cached is None or now - cached[1] > ESTIMATE_TTL:
+            cached = (_planner_estimate(conn, ctx, queue, what), now)
+            self._estimates[(queue, what)] = cached
+        return cached[0]
 
-def _estimate(conn: Conn, ctx: Context, queue: str, what: str) -> float:
+
+def _planner_estimate(conn: Conn, ctx: Context, queue: str, what: str) -> float:
     status = "pending" if what == "ready" else what
     ready = sql.SQL("AND {} <= now()").format(sql.Identifier(ctx.mapping.columns["scheduled_at"]))
     statement = render(
