@@ -148,10 +148,7 @@ class _Reader:
 
     # -- primitives ---------------------------------------------------------
     def get(self, path: Path_) -> Any:
-        value = self.doc.value
-        for part in path:
-            value = value[part]
-        return value
+        return self.doc.get(path)
 
     def fail(self, path: Path_, message: str) -> ConfigError:
         return self.doc.error(path, message)
@@ -160,15 +157,9 @@ class _Reader:
         self, path: Path_, allowed: tuple[str, ...], required: tuple[str, ...] = ()
     ) -> dict[str, Any]:
         value = self.get(path)
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
+        if value is not None and not isinstance(value, dict):
             raise self.fail(path, f"expected a mapping, got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.fail(
-                    (*path, key), f"unknown key (expected one of: {', '.join(allowed)})"
-                )
+        value = self.doc.mapping(path, allowed)
         for key in required:
             if key not in value:
                 raise self.fail(path, f"missing required key {key!r}")

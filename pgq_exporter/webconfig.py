@@ -12,11 +12,10 @@ import ssl
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import bcrypt
 
-from pgq_exporter.yamlpos import ConfigError, Located, load_located
+from pgq_exporter.yamlpos import ConfigError, load_located
 
 _TLS_KEYS = (
     "cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version",
@@ -73,10 +72,10 @@ _DUMMY_HASH = bcrypt.hashpw(b"dummy", bcrypt.gensalt(rounds=10))
 
 def parse_web_config(text: str, source: str) -> WebConfig:
     doc = load_located(text, source)
-    top = _mapping(doc, (), ("tls_server_config", "basic_auth_users", "http_server_config"))
+    top = doc.mapping((), ("tls_server_config", "basic_auth_users", "http_server_config"))
     tls: dict[str, str] = {}
     if top.get("tls_server_config"):
-        raw = _mapping(doc, ("tls_server_config",), _TLS_KEYS)
+        raw = doc.mapping(("tls_server_config",), _TLS_KEYS)
         for key in ("cert_file", "key_file"):
             if not raw.get(key):
                 raise doc.error(("tls_server_config",), f"missing required key {key!r}")
@@ -91,27 +90,11 @@ def parse_web_config(text: str, source: str) -> WebConfig:
                 raise doc.error(("tls_server_config", key), f"no such file: {tls[key]}")
     users: dict[str, bytes] = {}
     if top.get("basic_auth_users"):
-        for user, hashed in _mapping(doc, ("basic_auth_users",), None).items():
+        for user, hashed in doc.mapping(("basic_auth_users",), None).items():
             if not isinstance(hashed, str) or not hashed.startswith("$2"):
                 raise doc.error(("basic_auth_users", user), "expected a bcrypt hash")
             users[str(user)] = hashed.encode()
     return WebConfig(tls=tls, users=users)
-
-
-def _mapping(
-    doc: Located, path: tuple[str, ...], allowed: tuple[str, ...] | None
-) -> dict[str, Any]:
-    value: Any = doc.value
-    for part in path:
-        value = value[part]
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise doc.error(path, "expected a mapping")
-    for key in value:
-        if allowed is not None and key not in allowed:
-            raise doc.error((*path, key), f"unknown key (expected one of: {', '.join(allowed)})")
-    return value
 
 
 class WebConfigFile:

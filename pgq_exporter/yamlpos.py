@@ -30,6 +30,28 @@ class Located:
     def error(self, path: tuple[str | int, ...], message: str) -> ConfigError:
         return ConfigError(f"{self.source}:{self.line_of(path)}: {format_path(path)}: {message}")
 
+    def get(self, path: tuple[str | int, ...]) -> Any:
+        value = self.value
+        for part in path:
+            value = value[part]
+        return value
+
+    def mapping(
+        self, path: tuple[str | int, ...], allowed: tuple[str, ...] | None
+    ) -> dict[str, Any]:
+        """The mapping at ``path`` ({} when empty); a key outside ``allowed`` is an error."""
+        value = self.get(path)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(path, "expected a mapping")
+        for key in value:
+            if allowed is not None and key not in allowed:
+                raise self.error(
+                    (*path, key), f"unknown key (expected one of: {', '.join(allowed)})"
+                )
+        return value
+
 
 def format_path(path: tuple[str | int, ...]) -> str:
     text = ""

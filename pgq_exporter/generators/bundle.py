@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from pgq_exporter.errors import UsageError
 from pgq_exporter.yamlpos import Located, load_located
@@ -63,15 +62,15 @@ def load_bundle_config(path: str | None) -> BundleConfig:
 
 
 def parse_bundle_config(doc: Located) -> BundleConfig:
-    top = _mapping(doc, (), ("selector", "alerts", "queue_overrides", "runbook_base"))
+    top = doc.mapping((), ("selector", "alerts", "queue_overrides", "runbook_base"))
     config = BundleConfig()
     if "selector" in top:
         config = replace(config, selector=_string(doc, ("selector",), allow_empty=True))
     if "runbook_base" in top:
         config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
     alerts = dict(config.alerts)
-    for name in _mapping(doc, ("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
-        entry = _mapping(doc, ("alerts", name), ("threshold", "for"))
+    for name in doc.mapping(("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
+        entry = doc.mapping(("alerts", name), ("threshold", "for"))
         current = alerts[name]
         threshold = (
             _number(doc, ("alerts", name, "threshold"))
@@ -82,42 +81,21 @@ def parse_bundle_config(doc: Located) -> BundleConfig:
         alerts[name] = AlertSetting(threshold, for_)
     overrides: dict[str, dict[str, float]] = {}
     if "queue_overrides" in top:
-        for name in _mapping(doc, ("queue_overrides",), tuple(DEFAULT_ALERTS)):
-            queues = _mapping(doc, ("queue_overrides", name), None)
+        for name in doc.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):
+            queues = doc.mapping(("queue_overrides", name), None)
             overrides[name] = {str(q): _number(doc, ("queue_overrides", name, q)) for q in queues}
     return replace(config, alerts=alerts, queue_overrides=overrides)
 
 
-def _get(doc: Located, path: tuple[str, ...]) -> Any:
-    value: Any = doc.value
-    for part in path:
-        value = value[part]
-    return value
-
-
-def _mapping(
-    doc: Located, path: tuple[str, ...], allowed: tuple[str, ...] | None
-) -> dict[str, Any]:
-    value = _get(doc, path)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise doc.error(path, "expected a mapping")
-    for key in value:
-        if allowed is not None and key not in allowed:
-            raise doc.error((*path, key), f"unknown key (expected one of: {', '.join(allowed)})")
-    return value
-
-
 def _string(doc: Located, path: tuple[str, ...], allow_empty: bool = False) -> str:
-    value = _get(doc, path)
+    value = doc.get(path)
     if not isinstance(value, str) or (not value and not allow_empty):
         raise doc.error(path, "expected a string")
     return value
 
 
 def _number(doc: Located, path: tuple[str, ...]) -> float:
-    value = _get(doc, path)
+    value = doc.get(path)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise doc.error(path, f"expected a number of at least 0, got {value!r}")
     return float(value)
@@ -126,7 +104,7 @@ def _number(doc: Located, path: tuple[str, ...]) -> float:
 def _duration(doc: Located, path: tuple[str, ...]) -> str:
     from pgq_exporter.config import parse_duration  # noqa: PLC0415
 
-    value = _get(doc, path)
+    value = doc.get(path)
     try:
         if not isinstance(value, str):
             raise ValueError(value)

@@ -45,6 +45,16 @@ _CAPPED_NOTE = (
 )
 
 
+_EMBEDDED = (
+    "queue_partitions",
+    "table_health",
+    "xmin_horizon",
+    "longest_transaction",
+    "notify_usage",
+    "lock_waits",
+)
+
+
 def _render(name: str, mapping: SchemaMapping, cap: int, window: float) -> str:
     blocks = named_queries(_FILE)
     parts: dict[str, sql.Composable] = {
@@ -52,10 +62,23 @@ def _render(name: str, mapping: SchemaMapping, cap: int, window: float) -> str:
         "cap": sql.SQL(str(cap)),
         "window_label": sql.SQL(f"{window:g}"),
     }
-    known = sql.SQL(blocks["known_queues"]).format(**parts)
-    query = sql.SQL(blocks[name]).format(known_queues=known, **parts)
-    lines = query.as_string().splitlines()
-    return "\n".join(line for line in lines if not line.lstrip().startswith("--")).strip() + "\n"
+    collectors = named_queries("collectors.sql")
+    for block in _EMBEDDED:
+        parts[f"sql_{block}"] = sql.SQL(_without_comments(collectors[block])).format(**parts)
+    skip_scan = sql.SQL(_without_comments(collectors["distinct_queues"]))
+    for label, statuses in (("pending", ("pending",)), ("processing", ("processing",)),
+                            ("finished", ("done", "failed"))):  # fmt: skip
+        values = sql.SQL(", ").join(sql.Literal(mapping.statuses[s]) for s in statuses)
+        parts[f"sql_{label}_queues"] = skip_scan.format(**parts, statuses=values)
+    known = sql.SQL(_without_comments(blocks["known_queues"])).format(**parts)
+    query = sql.SQL(_without_comments(blocks[name])).format(known_queues=known, **parts)
+    return _without_comments(query.as_string()) + "\n"
+
+
+def _without_comments(text: str) -> str:
+    """Comment lines and a final semicolon removed, so blocks can nest."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return "\n".join(lines).strip().rstrip(";")
 
 
 def queries_yaml(

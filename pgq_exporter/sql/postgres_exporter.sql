@@ -2,32 +2,17 @@
 -- contrib/postgres_exporter/queries.yaml. Each block's name is the
 -- queries.yaml key; postgres_exporter names each metric <key>_<column>, so the
 -- value columns below make the same names as pgq-exporter's catalogue.
--- Placeholders are those of collectors.sql, plus {known_queues} and {cap}.
+-- Placeholders are those of collectors.sql, plus {known_queues}, {cap},
+-- {window_label}, and {sql_<name>}: a block of collectors.sql, embedded so
+-- that both exporters run the same SQL.
 -- They run on every scrape (cache_seconds aside) and take no parameters.
 
 -- name: known_queues
--- Queues with a partition, with unfinished jobs, or with finished ones
--- (a skip scan of the finished index).
-SELECT substring(pg_get_expr(c.relpartbound, c.oid) FROM $$^FOR VALUES IN \('(.*)'\)$$) AS queue
-FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = to_regclass({jobs_name})
-  AND pg_get_expr(c.relpartbound, c.oid) LIKE 'FOR VALUES IN (%'
-UNION
-SELECT DISTINCT {c_queue} FROM {jobs} WHERE {c_status} IN ({s_pending}, {s_processing})
-UNION
-SELECT queue FROM (
-    WITH RECURSIVE q(queue) AS (
-        (SELECT {c_queue} FROM {jobs} WHERE {c_status} IN ({s_done}, {s_failed})
-         ORDER BY {c_queue} LIMIT 1)
-        UNION ALL
-        SELECT (SELECT j.{c_queue} FROM {jobs} j
-                WHERE j.{c_status} IN ({s_done}, {s_failed}) AND j.{c_queue} > q.queue
-                ORDER BY j.{c_queue} LIMIT 1)
-        FROM q WHERE q.queue IS NOT NULL
-    )
-    SELECT queue FROM q
-) AS finished
-WHERE queue IS NOT NULL
+-- Queues with a partition, or with jobs in any status (skip scans).
+SELECT queue FROM ({sql_queue_partitions}) AS partitions WHERE queue IS NOT NULL
+UNION SELECT queue FROM ({sql_pending_queues}) AS pending
+UNION SELECT queue FROM ({sql_processing_queues}) AS processing
+UNION SELECT queue FROM ({sql_finished_queues}) AS finished
 
 -- name: pgq
 -- pgq_queue_jobs: every known queue and status, zero-filled; done and failed capped.
@@ -103,61 +88,22 @@ SELECT current_database() AS database, w.queue, p.percentile, '{window_label}' A
 FROM w CROSS JOIN (VALUES (1, '50'), (2, '95'), (3, '99')) AS p(i, percentile)
 
 -- name: pgq_table
--- Tuples and vacuum state of every queue table or partition.
-WITH tables AS (
-    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
-    UNION
-    SELECT oid FROM pg_class WHERE oid = to_regclass({jobs_name}) AND relkind = 'r'
-)
-SELECT current_database() AS database, s.relname AS "table",
-       s.n_live_tup AS live_tuples,
-       s.n_dead_tup AS dead_tuples,
-       coalesce(extract(epoch FROM now() - greatest(s.last_vacuum, s.last_autovacuum))::float8, -1)
-           AS last_vacuum_age_seconds,
-       (s.n_dead_tup > coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
-                                 WHERE option_name = 'autovacuum_vacuum_threshold'),
-                                current_setting('autovacuum_vacuum_threshold')::float8)
-                     + coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
-                                 WHERE option_name = 'autovacuum_vacuum_scale_factor'),
-                                current_setting('autovacuum_vacuum_scale_factor')::float8)
-                       * greatest(c.reltuples, 0))::int AS autovacuum_due
-FROM pg_stat_user_tables s
-JOIN tables t ON t.relid = s.relid
-JOIN pg_class c ON c.oid = s.relid
+SELECT current_database() AS database, table_name AS "table", live AS live_tuples,
+       dead AS dead_tuples, vacuum_age AS last_vacuum_age_seconds, autovacuum_due
+FROM ({sql_table_health}) AS health
 
 -- name: pgq_xmin_horizon
-SELECT current_database() AS database, source, age AS age_transactions FROM (
-    SELECT 'backend' AS source, coalesce(max(age(backend_xmin)), 0) AS age
-    FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
-    UNION ALL
-    SELECT 'replication_slot', coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0)
-    FROM pg_replication_slots
-    UNION ALL
-    SELECT 'prepared_transaction', coalesce(max(age(transaction)), 0) FROM pg_prepared_xacts
-    UNION ALL
-    SELECT 'standby', coalesce(max(age(backend_xmin)), 0) FROM pg_stat_replication
-) AS horizons
+SELECT current_database() AS database, source, age AS age_transactions
+FROM ({sql_xmin_horizon}) AS horizons
 
 -- name: pgq_longest_transaction
-SELECT current_database() AS database,
-       coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds
-FROM pg_stat_activity
-WHERE xact_start IS NOT NULL AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+SELECT current_database() AS database, seconds
+FROM ({sql_longest_transaction}) AS longest
 
 -- name: pgq_notify_queue_usage
-SELECT current_database() AS database, pg_notification_queue_usage()::float8 AS ratio
+SELECT current_database() AS database, usage AS ratio
+FROM ({sql_notify_usage}) AS notify
 
 -- name: pgq_lock
-WITH tables AS (
-    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name}))
-    UNION
-    SELECT to_regclass({jobs_name})
-)
-SELECT current_database() AS database, c.relname AS "table", count(DISTINCT a.pid) AS waits
-FROM tables t
-JOIN pg_class c ON c.oid = t.relid
-LEFT JOIN pg_locks l
-       ON l.relation = t.relid
-      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-LEFT JOIN pg_stat_activity a ON a.pid = l.pid AND a.wait_event_type = 'Lock'
-GROUP BY c.relname
+SELECT current_database() AS database, table_name AS "table", waiting AS waits
+FROM ({sql_lock_waits}) AS waits
