@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
+import ssl
 import threading
 import time
 from http import HTTPStatus
@@ -18,6 +19,7 @@ from pgq_exporter.webconfig import WebConfigFile
 log = logging.getLogger("pgq_exporter.http")
 
 CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
+HANDSHAKE_TIMEOUT = 10.0
 
 
 class ExporterServer(ThreadingHTTPServer):
@@ -32,7 +34,14 @@ class ExporterServer(ThreadingHTTPServer):
         self.web = web
         context = web.current().ssl_context()
         if context is not None:
-            self.socket = context.wrap_socket(self.socket, server_side=True)
+            # The handshake happens in each request's thread (Handler.setup), so a
+            # client that never completes it cannot hold up the accept loop.
+            self.socket = context.wrap_socket(
+                self.socket, server_side=True, do_handshake_on_connect=False
+            )
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection failed", extra={"client": str(client_address)})
 
     def serve_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
@@ -44,6 +53,12 @@ class Handler(BaseHTTPRequestHandler):
     server: ExporterServer
     server_version = f"pgq-exporter/{__version__}"
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(HANDSHAKE_TIMEOUT)
+            self.request.do_handshake()
+        super().setup()
 
     def do_GET(self) -> None:
         if not self._authorised():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import signal
+import socket
 import ssl
 import subprocess
 import urllib.error
@@ -154,10 +155,33 @@ def test_tls_and_basic_auth_from_a_web_config_file(db: Database, tmp_path: Path)
     ) as exporter:
         samples = exporter.wait_until(_all_collectors_ok)
         assert _up(samples) == 1
+        with socket.create_connection(("127.0.0.1", exporter.port)):  # never says hello
+            assert exporter.get("/healthz")[0] == 200
         assert exporter.get("/metrics", headers=auth("wrong"))[0] == 401
         assert exporter.get("/metrics", headers={})[0] == 401
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             exporter.get("/metrics", context=ssl.create_default_context())
+
+
+def test_mutual_tls_requires_a_client_certificate_signed_by_the_ca(
+    db: Database, tmp_path: Path
+) -> None:
+    cert, key = _certificate(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text(
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {cert}\n"
+    )
+    with_client = ssl.create_default_context(cafile=str(cert))
+    with_client.load_cert_chain(str(cert), str(key))
+    without_client = ssl.create_default_context(cafile=str(cert))
+    args = ("--web.config.file", str(web))
+    with ExporterProcess(
+        basic_config(db.dsn), args=args, scheme="https", context=with_client
+    ) as exporter:
+        assert exporter.get("/healthz")[0] == 200
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            exporter.get("/healthz", context=without_client)
 
 
 def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:

@@ -14,7 +14,9 @@ QUERIES = Path(__file__).parents[2] / "contrib/postgres_exporter/queries.yaml"
 def test_every_query_runs_and_returns_its_declared_columns(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
         conn.execute("SELECT enqueue_batch('email', array_fill('{}'::jsonb, ARRAY[3]))")
-        for job_id, token in conn.execute("SELECT id, lease_token FROM claim('email', 1)").fetchall():
+        for job_id, token in conn.execute(
+            "SELECT id, lease_token FROM claim('email', 1)"
+        ).fetchall():
             conn.execute("SELECT complete(%s, %s)", (job_id, token))
         document = yaml.safe_load(QUERIES.read_text())
         for key, entry in document.items():
