@@ -228,3 +228,30 @@ def test_readyz_waits_for_a_first_successful_collection(own_server: EmbeddedPost
         assert exporter.get("/readyz")[0] == 503
         own_server.resume()
         exporter.wait_for("/readyz", 200)
+
+
+def test_xmin_horizon_names_slots_and_prepared_transactions(own_server: EmbeddedPostgres) -> None:
+    with psycopg.connect(own_server.dsn, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET max_prepared_transactions = 2")
+        conn.execute("ALTER SYSTEM SET wal_level = logical")
+    own_server.pause()
+    own_server.resume()
+    with psycopg.connect(own_server.dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot('pgq_test_slot', 'test_decoding')")
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('email')")  # enqueue() NOTIFYs
+        conn.execute("PREPARE TRANSACTION 'pgq_test_prepared'")
+        for _ in range(3):
+            conn.execute("SELECT pgq.enqueue('email')")
+        try:
+            with ExporterProcess(basic_config(own_server.dsn)) as exporter:
+                samples = exporter.wait_until(_all_collectors_ok)
+        finally:
+            conn.execute("ROLLBACK PREPARED 'pgq_test_prepared'")
+            conn.execute("SELECT pg_drop_replication_slot('pgq_test_slot')")
+    for source in ("replication_slot", "prepared_transaction"):
+        age = value(samples, "pgq_xmin_horizon_age_transactions", database="main", source=source)
+        assert age >= 3, source
+    assert (
+        value(samples, "pgq_xmin_horizon_age_transactions", database="main", source="standby") == 0
+    )
