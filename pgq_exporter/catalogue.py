@@ -163,9 +163,5 @@ def metric(name: str) -> MetricSpec:
     return _BY_NAME[name]
 
 
-def metrics_of(collector: str) -> tuple[MetricSpec, ...]:
-    return tuple(spec for spec in CATALOGUE if spec.collector == collector)
-
-
 def names() -> frozenset[str]:
     return frozenset(_BY_NAME)
