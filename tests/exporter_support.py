@@ -167,5 +167,5 @@ class ExporterProcess:
             if predicate(samples):
                 return samples
             if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met; last scrape: {samples}")
+                raise AssertionError(f"condition not met; log:\n{self.logs()[-4000:]}")
             time.sleep(0.2)

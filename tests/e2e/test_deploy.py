@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -65,16 +66,17 @@ def test_dockerfile_agrees_with_the_code() -> None:
 def test_the_image_install_and_entrypoint_work_against_postgresql(db: Database) -> None:
     """The Dockerfile's steps, outside Docker: wheels, a fresh venv, then its command."""
     final = dockerfile()
+    clean_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         wheels, env_dir = root / "wheels", root / "venv"
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels),
-                        str(ROOT)], check=True, capture_output=True)  # fmt: skip
+                        str(ROOT)], check=True, capture_output=True, env=clean_env)  # fmt: skip
         venv.create(env_dir, with_pip=True)
         [project_wheel] = glob.glob(str(wheels / "pgq_exporter-*.whl"))
         subprocess.run([str(env_dir / "bin/pip"), "install", "--quiet", "--no-cache-dir",
                         "--no-index", f"--find-links={wheels}", project_wheel],
-                       check=True, capture_output=True)  # fmt: skip
+                       check=True, capture_output=True, env=clean_env)  # fmt: skip
         command = json.loads(final["ENTRYPOINT"][0]) + json.loads(final["CMD"][0])
         command[0] = str(env_dir / "bin" / command[0])
         copies = {dest: src for src, dest in (c.split() for c in final["COPY"]

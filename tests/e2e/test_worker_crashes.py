@@ -18,6 +18,21 @@ WORKERS = 6
 MAX_ATTEMPTS = 3
 
 
+def _wait_until_holding_jobs(db: Database, pid: int) -> None:
+    """Until the worker process holds leases (its name ends in its pid), so a kill costs some."""
+    deadline = time.monotonic() + 60
+    with db.connect(autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM jobs WHERE status = 'processing' AND locked_by LIKE %s",
+                (f"%-{pid}",),
+            ).fetchone()
+            if row and row[0]:
+                return
+            assert time.monotonic() < deadline, f"worker {pid} never claimed a job"
+            time.sleep(0.05)
+
+
 def _counts(db: Database) -> dict[str, int]:
     with db.connect() as conn:
         return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
@@ -69,7 +84,8 @@ def test_crashing_workers_lose_nothing_and_complete_nothing_twice(db: Database) 
     victims = rng.sample(workers, WORKERS // 3)
     try:
         for victim in victims:
-            time.sleep(rng.uniform(1.0, 3.0))
+            _wait_until_holding_jobs(db, victim.pid)
+            time.sleep(rng.uniform(0.0, 1.0))
             victim.send_signal(signal.SIGKILL)
         deadline = time.monotonic() + 300
         while True:
