@@ -33,6 +33,21 @@ def _wait_until_holding_jobs(db: Database, pid: int) -> None:
             time.sleep(0.05)
 
 
+def _start_reaper(db: Database) -> tuple[threading.Event, dict[str, int], threading.Thread]:
+    stop = threading.Event()
+    reaped = {"requeued": 0, "failed": 0}
+
+    def reaper() -> None:
+        while not stop.wait(0.3):
+            result = reap_once(db.dsn)
+            reaped["requeued"] += result.requeued
+            reaped["failed"] += result.failed
+
+    thread = threading.Thread(target=reaper)
+    thread.start()
+    return stop, reaped, thread
+
+
 def _counts(db: Database) -> dict[str, int]:
     with db.connect() as conn:
         return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
@@ -69,17 +84,7 @@ def test_crashing_workers_lose_nothing_and_complete_nothing_twice(db: Database) 
         subprocess.Popen([sys.executable, "-m", "tests.e2e.crash_worker", db.dsn, str(seed)])
         for seed in range(WORKERS)
     ]
-    stop_reaper = threading.Event()
-    reaped = {"requeued": 0, "failed": 0}
-
-    def reaper() -> None:
-        while not stop_reaper.wait(0.3):
-            result = reap_once(db.dsn)
-            reaped["requeued"] += result.requeued
-            reaped["failed"] += result.failed
-
-    reaper_thread = threading.Thread(target=reaper)
-    reaper_thread.start()
+    stop_reaper, reaped, reaper_thread = _start_reaper(db)
     rng = random.Random(42)
     victims = rng.sample(workers, WORKERS // 3)
     try:
