@@ -75,6 +75,10 @@ def main() -> int:
     return 0
 
 
+def _ms(value: float | None) -> str:
+    return f"{value:>8.2f} ms" if value is not None else "   (none)  "
+
+
 def print_report(report: dict[str, Any]) -> None:
     print("\n== Collection cost per cycle (median of 5; database time on a local socket) ==")
     print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}")
@@ -84,12 +88,16 @@ def print_report(report: dict[str, Any]) -> None:
     x10 = report["finished_x10"]
     print(f"{_size(x10['jobs']):>8} {x10['unfinished']:>10,} {x10['seed_ms']:>10.1f} ms "
           f"{x10['exporter_ms']:>6.1f} ms {x10['ratio']:>6.1f}x   (finished rows x10)")  # fmt: skip
-    print("\n== Scrape latency, database stalled (wrk, 50 connections) ==")
+    print("\n== Scrape latency while the database is stalled ==")
+    print("paced: 50 unsynchronised scrapers, one scrape each every 100 ms (500/s)")
+    print("wrk:   50 connections, closed loop (saturation; latency = queue / throughput)")
     for name, row in report["scrape_latency"].items():
-        p50, p99 = row["p50_ms"], row["p99_ms"]
-        print(f"{name:<18} p50 {p50 if p50 is not None else float('nan'):>9.2f} ms  "
-              f"p99 {p99 if p99 is not None else float('nan'):>9.2f} ms  "
-              f"{row['requests']:>7} requests, {row['timeouts']} timed out")  # fmt: skip
+        for mode in ("paced", "wrk"):
+            figures = row[mode]
+            failed = figures.get("errors", figures.get("timeouts", 0))
+            p50, p99 = _ms(figures["p50_ms"]), _ms(figures["p99_ms"])
+            print(f"{name:<18} {mode:<6} p50 {p50}  p99 {p99}  "
+                  f"{figures['requests']:>7} answered, {failed} failed or timed out")  # fmt: skip
     fp = report["footprint_100_queues"]
     print(f"\n== Footprint, 100 queues, 15 s interval ==\nRSS {fp['rss_mb']:.1f} MB, "
           f"CPU {fp['cpu_percent_of_core']:.2f}% of a core over {fp['seconds']:.0f} s")  # fmt: skip

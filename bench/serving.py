@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -124,16 +125,30 @@ def wrk(url: str, seconds: int = 20, connections: int = 50) -> dict[str, Any]:
     return figures
 
 
+def paced(url: str, seconds: int = 20, scrapers: int = 50, every: float = 0.1) -> dict[str, Any]:
+    """``scrapers`` unsynchronised clients, each scraping every ``every`` seconds."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.scrapers", url, "--scrapers", str(scrapers),
+         "--every", str(every), "--seconds", str(seconds)],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
+    )  # fmt: skip
+    figures: dict[str, Any] = json.loads(result.stdout)
+    return figures
+
+
 def scrape_latency(dsn: str, seconds: int = 20) -> dict[str, Any]:
+    """Paced scrapers (the latency of one scrape) and wrk (the saturation throughput), both
+    while every query on the queue table waits behind a lock."""
     results: dict[str, Any] = {}
     with exporter_process(dsn, interval="5s") as (url, _), stalled(dsn):
         time.sleep(6)  # let the collectors run into the lock
-        results["pgq-exporter"] = wrk(url, seconds)
+        results["pgq-exporter"] = {"paced": paced(url, seconds), "wrk": wrk(url, seconds)}
     with postgres_exporter_process(dsn) as url_pe:
         if url_pe is not None:
             time.sleep(16)  # past its cache_seconds, so scrapes query the database
             with stalled(dsn):
-                results["postgres_exporter"] = wrk(url_pe, seconds)
+                results["postgres_exporter"] = {"paced": paced(url_pe, seconds),
+                                                "wrk": wrk(url_pe, seconds)}  # fmt: skip
     return results
 
 

@@ -107,7 +107,7 @@ def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 3) -> dict[str, A
             beside.append(_drain(dsn, workers, jobs, _reference_worker, 10))
     a, b = statistics.median(alone), statistics.median(beside)
     return {
-        "variant": "reference worker beside the exporter (1 s interval)",
+        "variant": "reference worker beside the exporter (15 s interval)",
         "batch": 10,
         "jobs_per_s": b,
         "workers": workers,

@@ -53,6 +53,9 @@ class Handler(BaseHTTPRequestHandler):
     server: ExporterServer
     server_version = f"pgq-exporter/{__version__}"
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes; without this, Nagle's algorithm
+    # holds the body back on a keep-alive connection.
+    disable_nagle_algorithm = True
 
     def setup(self) -> None:
         if isinstance(self.request, ssl.SSLSocket):

@@ -7,7 +7,7 @@ import psycopg
 
 from bench.collection import exporter_cycle_seconds, seed_cycle_seconds
 from bench.dataset import build
-from bench.serving import exporter_process, stalled, wrk
+from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
 from tests.support import require_tool
@@ -36,7 +36,9 @@ def test_scrape_latency_harness(db: Database) -> None:
     build(db.dsn, jobs=1000)
     with exporter_process(db.dsn, interval="1s") as (url, _), stalled(db.dsn):
         figures = wrk(url, seconds=1, connections=4)
+        steady = paced(url, seconds=1, scrapers=4, every=0.2)
     assert figures["requests"] > 0 and figures["p99_ms"] is not None
+    assert steady["requests"] > 0 and steady["errors"] == 0
 
 
 def test_throughput_harness(db: Database) -> None:

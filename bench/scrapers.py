@@ -1,0 +1,87 @@
+"""Paced scrapers: N concurrent clients, each fetching a URL every P seconds over keep-alive.
+
+Unlike a closed-loop load (wrk), the latency measured here is the time to
+answer one scrape, not the queue that an unbounded request rate builds up.
+Each scraper starts at a random point of its period, as real ones do.
+Run: python -m bench.scrapers URL [--scrapers 50] [--every 0.1] [--seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import time
+from urllib.parse import urlsplit
+
+TIMEOUT = 10.0
+
+
+async def _scrape(
+    host: str, port: int, path: str, *, every: float, until: float,
+    latencies: list[float], errors: list[str],
+) -> None:  # fmt: skip
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    reader, writer = await asyncio.open_connection(host, port)
+    # Scrapers are not synchronised: each starts at a random point of the period.
+    tick = time.monotonic() + random.uniform(0.0, every)
+    await asyncio.sleep(max(0.0, tick - time.monotonic()))
+    try:
+        while tick < until:
+            started = time.monotonic()
+            try:
+                writer.write(request)
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await asyncio.wait_for(reader.readexactly(length), TIMEOUT)
+                latencies.append(time.monotonic() - started)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, StopIteration) as exc:
+                errors.append(type(exc).__name__)
+                return
+            tick += every
+            await asyncio.sleep(max(0.0, tick - time.monotonic()))
+    finally:
+        writer.close()
+
+
+async def run(url: str, scrapers: int, every: float, seconds: float) -> dict[str, object]:
+    parts = urlsplit(url)
+    latencies: list[float] = []
+    errors: list[str] = []
+    until = time.monotonic() + seconds
+    await asyncio.gather(*(
+        _scrape(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/", every=every,
+                until=until, latencies=latencies, errors=errors)
+        for _ in range(scrapers)
+    ))  # fmt: skip
+    ordered = sorted(latencies)
+
+    def pct(p: float) -> float | None:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] * 1000 if ordered else None
+
+    return {
+        "requests": len(latencies), "errors": len(errors), "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99), "max_ms": ordered[-1] * 1000 if ordered else None,
+        "mean_ms": statistics.fmean(ordered) * 1000 if ordered else None,
+        "scrapers": scrapers, "every_s": every,
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.scrapers")
+    parser.add_argument("url")
+    parser.add_argument("--scrapers", type=int, default=50)
+    parser.add_argument("--every", type=float, default=0.1)
+    parser.add_argument("--seconds", type=float, default=20)
+    args = parser.parse_args()
+    print(json.dumps(asyncio.run(run(args.url, args.scrapers, args.every, args.seconds))))
+
+
+if __name__ == "__main__":
+    main()
