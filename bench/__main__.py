@@ -37,6 +37,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--dsn", default=os.environ.get("PGQ_BENCH_DSN"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness")
+    parser.add_argument(
+        "--only-finished-x10", action="store_true", help="only the largest size, finished x10"
+    )
     args = parser.parse_args()
     largest = 20_000 if args.quick else SCALES[args.scale]
     sizes = sorted({max(largest // 100, 1000), largest // 10, largest})
@@ -45,6 +48,11 @@ def main() -> int:
 
     with ExitStack() as stack:
         dsn = args.dsn or stack.enter_context(EmbeddedPostgres(prefix="pgq-bench-")).dsn
+        if args.only_finished_x10:
+            dataset = build(dsn, jobs=largest, finished_multiplier=10)
+            figures = {"jobs": dataset.jobs, "unfinished": dataset.unfinished, **measure(dsn)}
+            print(json.dumps(figures, indent=2))
+            return 0
         growth = []
         for jobs in sizes:
             dataset = build(dsn, jobs=jobs)

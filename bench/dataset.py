@@ -82,9 +82,19 @@ def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int 
             "SELECT relid::text FROM pg_partition_tree('pgq.jobs') WHERE isleaf")]  # fmt: skip
         for leaf in leaves:
             conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)".encode())
+        # Loading tens of millions of rows is faster with the partial indexes built
+        # afterwards, from the same definitions the schema created them with.
+        indexes = conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pgq'"
+            " AND tablename = 'jobs' AND indexname <> 'jobs_pkey'"
+        ).fetchall()
+        for name, _ in indexes:
+            conn.execute(f"DROP INDEX pgq.{name}".encode())
         _insert(conn, FINISHED_SQL, finished, queues=queues,
                 recent=min(RECENT_FINISHED, finished))  # fmt: skip
         _insert(conn, UNFINISHED_SQL, unfinished, queues=queues)
+        for _, definition in indexes:
+            conn.execute(definition.replace(" ON ONLY ", " ON ").encode())
         conn.execute("VACUUM (ANALYZE) pgq.jobs")
         # Then real updates leave real dead tuples, as on a live queue: 2% of the done rows.
         conn.execute("UPDATE pgq.jobs SET updated_at = now() WHERE id % 50 = 0 AND status = 'done'")

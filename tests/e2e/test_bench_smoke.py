@@ -23,6 +23,10 @@ def test_dataset_and_collection_harness(db: Database) -> None:
         dead = conn.execute(
             "SELECT sum(n_dead_tup) FROM pg_stat_user_tables WHERE schemaname = 'pgq'"
         ).fetchone()
+        partition_indexes = conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = 'pgq' AND tablename = 'jobs_q000'"
+        ).fetchone()
+    assert partition_indexes == (5,), "the primary key and the four partial indexes"
     assert sum(counts.values()) == 3000 and counts["done"] > counts["failed"] > 0
     assert counts["pending"] + counts["processing"] == 300
     assert dead is not None and dead[0] is not None
