@@ -20,16 +20,9 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.generators import render_bundle
+from pgq_exporter.ports import free_port
 
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_http(url: str, timeout: float = 30) -> None:
@@ -48,7 +41,7 @@ def _wait_http(url: str, timeout: float = 30) -> None:
 def exporter_process(
     dsn: str, interval: str = "15s"
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
         config.write_text(f"databases:\n  - name: bench\n    dsn: {dsn!r}\n"
@@ -73,7 +66,7 @@ def postgres_exporter_process(dsn: str) -> Iterator[str | None]:
     if binary is None:
         yield None
         return
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         queries = Path(tmp) / "queries.yaml"
         queries.write_text(render_bundle()["contrib/postgres_exporter/queries.yaml"])

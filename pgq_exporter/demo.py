@@ -41,6 +41,7 @@ from pgq_exporter.db import connection
 from pgq_exporter.embedded import EmbeddedPostgres
 from pgq_exporter.errors import PgqError, UsageError
 from pgq_exporter.logsetup import setup_logging
+from pgq_exporter.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Contract
 from pgq_exporter.queue.handlers import example
@@ -207,7 +208,7 @@ def _start_prometheus(stack: ExitStack, exporter_address: str) -> str | None:
         ],
     }
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))
-    port = _free_port()
+    port = free_port()
     log = stack.enter_context((root / "prometheus.log").open("w"))
     process = subprocess.Popen(
         [binary, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
@@ -225,14 +226,6 @@ def _terminate(process: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-
-
-def _free_port() -> int:
-    import socket  # noqa: PLC0415
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _prepare(dsn: str, schema: str) -> None:

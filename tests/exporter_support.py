@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -21,14 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
+from pgq_exporter.ports import free_port
 
 Labels = frozenset[tuple[str, str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def parse_samples(text: str) -> dict[str, dict[Labels, float]]:

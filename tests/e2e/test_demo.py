@@ -9,7 +9,8 @@ import time
 
 import psutil
 
-from tests.exporter_support import free_port, parse_samples
+from pgq_exporter.ports import free_port
+from tests.exporter_support import parse_samples
 from tests.support import IN_CI
 
 CORE: tuple[tuple[str, dict[str, str]], ...] = (

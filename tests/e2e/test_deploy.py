@@ -18,8 +18,8 @@ import yaml
 
 from pgq_exporter.config import DEFAULT_LISTEN_ADDRESS, load_config, split_address
 from pgq_exporter.generators import RULES_FILE
+from pgq_exporter.ports import free_port
 from tests.conftest import Database
-from tests.exporter_support import free_port
 from tests.support import require_tool
 
 ROOT = Path(__file__).parents[2]

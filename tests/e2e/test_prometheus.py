@@ -30,13 +30,14 @@ from pgq_exporter.generators import write_bundle
 from pgq_exporter.generators.bundle import parse_bundle_config
 from pgq_exporter.generators.grafana import DASHBOARDS, dashboard_json
 from pgq_exporter.generators.postgres_exporter import SUPPORTED
+from pgq_exporter.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 from pgq_exporter.yamlpos import load_located
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config, free_port
+from tests.exporter_support import ExporterProcess, basic_config
 from tests.support import require_tool
 
 # Short `for` and a small backlog threshold, so the induced alerts fire within the test.

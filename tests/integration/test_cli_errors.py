@@ -8,7 +8,7 @@ from tests.conftest import Database
 from tests.support import assert_clean_failure, run_cli
 
 
-def _closed_port() -> int:
+def _closed_port() -> int:  # a port nothing listens on
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
