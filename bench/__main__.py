@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.collection import measure
+from bench.collection import explain, measure
 from bench.dataset import build
 from bench.serving import footprint, scrape_latency
 from bench.throughput import run_throughput
@@ -52,6 +52,7 @@ def main() -> int:
             dataset = build(dsn, jobs=largest, finished_multiplier=10)
             figures = {"jobs": dataset.jobs, "unfinished": dataset.unfinished, **measure(dsn)}
             print(json.dumps(figures, indent=2))
+            print("\n".join(explain(dsn, "expired_leases")))
             return 0
         growth = []
         for jobs in sizes:

@@ -70,3 +70,16 @@ def measure(dsn: str) -> dict[str, Any]:
     cycle, per = exporter_cycle_seconds(dsn)
     return {"seed_ms": seed * 1000, "exporter_ms": cycle * 1000, "ratio": seed / cycle,
             "per_collector_ms": {k: v * 1000 for k, v in per.items()}}  # fmt: skip
+
+
+def explain(dsn: str, name: str) -> list[str]:
+    """EXPLAIN ANALYZE of one collector query, over the queues the dataset has."""
+    from pgq_exporter.collectors.base import render  # noqa: PLC0415
+    from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
+
+    with psycopg.connect(dsn) as conn:
+        queues = [r[0] for r in conn.execute("SELECT DISTINCT queue FROM pgq.jobs_default")]
+        queues += ["q000", "q001", "q002"]
+        statement = render(name, SchemaMapping()).as_bytes(conn)
+        rows = conn.execute(b"EXPLAIN (ANALYZE, BUFFERS) " + statement, {"queues": queues})
+        return [str(row[0]) for row in rows]

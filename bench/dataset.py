@@ -44,7 +44,7 @@ SELECT 'q' || lpad((n %% %(queues)s)::text, 3, '0'), '{}'::jsonb, s.status,
        CASE WHEN n %% 10 < 2 THEN now() + (n %% 600) * interval '1 second'   -- delayed
             ELSE now() - (n %% 900) * interval '1 second' END,
        CASE WHEN s.status = 'processing' THEN now() - interval '20 seconds' END,
-       CASE WHEN s.status = 'processing' AND n %% 50 = 0 THEN now() - interval '1 minute'
+       CASE WHEN s.status = 'processing' AND n %% 50 = 7 THEN now() - interval '1 minute'
             WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
        CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
        now() - interval '1 hour', now()

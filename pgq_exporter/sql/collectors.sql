@@ -67,17 +67,17 @@ SELECT q.queue,
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
 -- name: expired_leases
--- Per queue, range scans of the processing index up to now(): the cost
--- follows the expired leases only. Correlated subqueries, so that no plan can
--- trade the index probes for a scan of the table.
-SELECT q.queue,
-       (SELECT count(*) FROM {jobs} j
-        WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
-          AND j.{c_locked_until} < now() AND j.{c_attempts} < j.{c_max_attempts}) AS stuck,
-       (SELECT count(*) FROM {jobs} j
-        WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
-          AND j.{c_locked_until} < now() AND j.{c_attempts} >= j.{c_max_attempts}) AS exhausted
-FROM unnest(%(queues)s::text[]) AS q(queue);
+-- Per queue, one range scan of the processing index up to now() (attempts
+-- and max_attempts are included in it): the cost follows the expired leases.
+SELECT q.queue, l.stuck, l.exhausted
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE j.{c_attempts} < j.{c_max_attempts}) AS stuck,
+           count(*) FILTER (WHERE j.{c_attempts} >= j.{c_max_attempts}) AS exhausted
+    FROM {jobs} j
+    WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
+      AND j.{c_locked_until} < now()
+) AS l;
 
 -- name: finished_window
 -- Per known queue, the jobs finished in the trailing window: a range scan of

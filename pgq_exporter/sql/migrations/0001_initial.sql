@@ -43,7 +43,10 @@ CREATE TABLE jobs_default PARTITION OF jobs DEFAULT;
 -- The claim path and the depth/oldest-ready collectors.
 CREATE INDEX jobs_pending_idx ON jobs (queue, scheduled_at) WHERE status = 'pending';
 -- The reaper and the stuck-job collector.
-CREATE INDEX jobs_processing_idx ON jobs (queue, locked_until) WHERE status = 'processing';
+-- attempts and max_attempts ride along, so telling stuck from exhausted jobs
+-- can be answered from the index.
+CREATE INDEX jobs_processing_idx ON jobs (queue, locked_until) INCLUDE (attempts, max_attempts)
+    WHERE status = 'processing';
 -- Windowed finished-job collectors and archive maintenance.
 CREATE INDEX jobs_finished_idx ON jobs (queue, status, finished_at) WHERE status IN ('done', 'failed');
 -- The exporter's exactly-once histogram feed.
