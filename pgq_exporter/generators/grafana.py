@@ -8,6 +8,7 @@ cannot provide says so in its description.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,10 +229,13 @@ def overview(config: BundleConfig) -> Dashboard:
     )
 
 
-def health(config: BundleConfig) -> Dashboard:
-    def t(name: str) -> str:
-        return _q(name, config, TARGET_SEL)
+def _for_target(config: BundleConfig) -> Callable[[str], str]:
+    """A selector builder for metrics that have no queue label."""
+    return lambda name: _q(name, config, TARGET_SEL)
 
+
+def health(config: BundleConfig) -> Dashboard:
+    t = _for_target(config)
     return Dashboard(
         uid="pgq-health",
         title="pgq / PostgreSQL health",
@@ -308,9 +312,7 @@ def health(config: BundleConfig) -> Dashboard:
 
 
 def exporter_health(config: BundleConfig) -> Dashboard:
-    def t(name: str) -> str:
-        return _q(name, config, TARGET_SEL)
-
+    t = _for_target(config)
     return Dashboard(
         uid="pgq-exporter",
         title="pgq / Exporter",
