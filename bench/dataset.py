@@ -45,7 +45,7 @@ SELECT 'q' || lpad((n %% %(queues)s)::text, 3, '0'), '{}'::jsonb, s.status,
             ELSE now() - (n %% 900) * interval '1 second' END,
        CASE WHEN s.status = 'processing' THEN now() - interval '20 seconds' END,
        CASE WHEN s.status = 'processing' AND n %% 50 = 7 THEN now() - interval '1 minute'
-            -- Live leases outlast even the longest build, so only the 2% stay expired.
+            -- Live leases outlast even the longest build: only every 50th one is expired.
             WHEN s.status = 'processing' THEN now() + interval '1 day' END,
        CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
        now() - interval '1 hour', now()
