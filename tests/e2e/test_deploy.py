@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,8 +71,15 @@ def test_the_image_install_and_entrypoint_work_against_postgresql(db: Database) 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         wheels, env_dir = root / "wheels", root / "venv"
+        # The build stage's context: only what the Dockerfile copies (no stale build/ dir).
+        source = root / "src"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / name, source / name)
+        shutil.copytree(ROOT / "pgq_exporter", source / "pgq_exporter",
+                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheels),
-                        str(ROOT)], check=True, capture_output=True, env=clean_env)  # fmt: skip
+                        str(source)], check=True, capture_output=True, env=clean_env)  # fmt: skip
         venv.create(env_dir, with_pip=True)
         [project_wheel] = glob.glob(str(wheels / "pgq_exporter-*.whl"))
         subprocess.run([str(env_dir / "bin/pip"), "install", "--quiet", "--no-cache-dir",
