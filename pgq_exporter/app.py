@@ -17,7 +17,7 @@ from pgq_exporter.catalogue import CATALOGUE, MetricSpec
 from pgq_exporter.collectors.base import AnySample, Sample
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.config import Config, load_config
-from pgq_exporter.errors import PgqError
+from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import families, render_text
 from pgq_exporter.scheduler import ConnectionSource, ConnectionUnavailableError, Scheduler
 from pgq_exporter.yamlpos import ConfigError
@@ -66,7 +66,7 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
             except psycopg.Error as exc:
                 raise ConfigError(
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
-                    f"fails on database {db.name!r}: {str(exc).strip().splitlines()[0]}"
+                    f"fails on database {db.name!r}: {first_line(exc)}"
                 ) from None
             finally:
                 source.close()

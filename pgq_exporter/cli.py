@@ -16,7 +16,7 @@ import psycopg
 from pgq_exporter import DEFAULT_SCHEMA, __version__
 from pgq_exporter.db import connection
 from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError
+from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError, first_line
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
@@ -373,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgqError as exc:
         return _fail(str(exc), exc.exit_code)
     except psycopg.Error as exc:
-        return _fail(f"database error: {_one_line(exc)}", 1)
+        return _fail(f"database error: {first_line(exc)}", 1)
     except KeyboardInterrupt:
         return 130
 
@@ -381,8 +381,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int) -> int:
     print(f"pgq-exporter: {message}", file=sys.stderr)
     return code
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

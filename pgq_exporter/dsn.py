@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.errors import UsageError
+from pgq_exporter.errors import UsageError, first_line
 
 SECRET_KEYS = frozenset({"password", "sslpassword"})
 
@@ -15,7 +15,7 @@ def parse_dsn(dsn: str, *, where: str = "--dsn") -> dict[str, str]:
     try:
         return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError as exc:
-        message = f"{where}: not a valid PostgreSQL connection string: {_first_line(exc)}"
+        message = f"{where}: not a valid PostgreSQL connection string: {first_line(exc)}"
         raise UsageError(message) from None
 
 
@@ -31,9 +31,4 @@ def redact(dsn: str) -> str:
 
 def describe_connect_error(dsn: str, exc: BaseException) -> str:
     """One line explaining a failed connection, without the password."""
-    return f"cannot connect to PostgreSQL ({redact(dsn)}): {_first_line(exc)}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return f"cannot connect to PostgreSQL ({redact(dsn)}): {first_line(exc)}"

@@ -31,3 +31,9 @@ class DatabaseUnavailableError(PgqError):
 
 class SchemaTooNewError(PgqError):
     """The database holds a schema newer than this code knows."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -23,6 +23,7 @@ from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
+from pgq_exporter.errors import first_line
 
 log = logging.getLogger("pgq_exporter.scheduler")
 
@@ -235,6 +236,4 @@ def _reusable(
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return f"{type(exc).__name__}: {first}"
+    return f"{type(exc).__name__}: {first_line(exc)}"

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pgq_exporter.errors import UsageError
+from pgq_exporter.errors import UsageError, first_line
 
 
 class ConfigError(UsageError):
@@ -66,7 +66,7 @@ def load_located(text: str, source: str) -> Located:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = getattr(exc, "problem", None) or first_line(exc)
         raise ConfigError(f"{source}:{line}: invalid YAML: {problem}") from None
     lines: dict[tuple[str | int, ...], int] = {}
     value = _convert(node, (), lines, source) if node is not None else {}

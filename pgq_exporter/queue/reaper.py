@@ -9,7 +9,7 @@ import psycopg
 
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.db import connect
-from pgq_exporter.errors import DatabaseUnavailableError
+from pgq_exporter.errors import DatabaseUnavailableError, first_line
 from pgq_exporter.queue.contract import Contract, ReapResult
 
 log = logging.getLogger("pgq_exporter.reaper")
@@ -28,7 +28,7 @@ def reap_forever(
         try:
             result = reap_once(dsn, schema)
         except (DatabaseUnavailableError, psycopg.Error) as exc:
-            log.warning("reap failed", extra={"err": str(exc).strip().splitlines()[0]})
+            log.warning("reap failed", extra={"err": first_line(exc)})
         else:
             if result.requeued or result.failed:
                 log.info("reaped", extra={"requeued": result.requeued, "failed": result.failed})

@@ -29,7 +29,7 @@ from psycopg import sql
 
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.db import connect
-from pgq_exporter.errors import DatabaseUnavailableError
+from pgq_exporter.errors import DatabaseUnavailableError, first_line
 from pgq_exporter.queue.contract import Conn, Contract, Job
 from pgq_exporter.queue.names import check_queue_name, notify_channel
 
@@ -126,7 +126,7 @@ class Worker:
                             self._wait(conn, idle)
                             idle = min(idle * 2, self.settings.poll_max)
             except DB_ERRORS as exc:
-                log.warning("database unavailable; retrying", extra={"err": _first_line(exc)})
+                log.warning("database unavailable; retrying", extra={"err": first_line(exc)})
                 self._stopping.wait(idle)
                 idle = min(idle * 2, self.settings.poll_max)
 
@@ -224,7 +224,7 @@ class Worker:
         except DB_ERRORS as exc:
             # The lease will run out and the reaper will hand the job on.
             log.error(
-                "could not record a job's outcome", extra={"job": job.id, "err": _first_line(exc)}
+                "could not record a job's outcome", extra={"job": job.id, "err": first_line(exc)}
             )
         return conn
 
@@ -250,7 +250,7 @@ class Worker:
                 for job in held:
                     self.contract.heartbeat(conn, job, self.settings.lease)
             except DB_ERRORS as exc:
-                log.warning("heartbeat failed", extra={"err": _first_line(exc)})
+                log.warning("heartbeat failed", extra={"err": first_line(exc)})
         if conn is not None:
             conn.close()
 
@@ -289,12 +289,7 @@ class Worker:
         except DB_ERRORS as exc:
             log.error(
                 "could not release jobs; their leases will expire",
-                extra={"jobs": len(jobs), "err": _first_line(exc)},
+                extra={"jobs": len(jobs), "err": first_line(exc)},
             )
         else:
             log.info("released unfinished jobs", extra={"jobs": len(jobs)})
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
