@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
@@ -113,6 +114,31 @@ class Contract:
         return bool(
             self._one(conn, "heartbeat", {"id": job.id, "token": job.token, "lease": lease})
         )
+
+    def complete_many(self, conn: Conn, jobs: Sequence[Job]) -> set[int]:
+        """Complete ``jobs`` in one statement; returns the ids whose lease was lost."""
+        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs]}
+        rows = conn.execute(_statement(self.schema, "complete_many"), params).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def fail_many(
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+    ) -> dict[int, str]:
+        """Record failed attempts in one statement: id -> 'retry', 'failed' or 'refused'."""
+        params = {
+            "ids": [job.id for job, _ in failures],
+            "tokens": [job.token for job, _ in failures],
+            "errors": [error for _, error in failures],
+            "backoff": backoff,
+        }
+        rows = conn.execute(_statement(self.schema, "fail_many"), params).fetchall()
+        return {int(row[0]): str(row[1]) for row in rows}
+
+    def heartbeat_many(self, conn: Conn, jobs: Sequence[Job], lease: timedelta) -> set[int]:
+        """Extend the leases of ``jobs``; returns the ids whose lease was lost."""
+        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs], "lease": lease}
+        rows = conn.execute(_statement(self.schema, "heartbeat_many"), params).fetchall()
+        return {int(row[0]) for row in rows}
 
     def release(self, conn: Conn, job: Job) -> bool:
         return bool(self._one(conn, "release", {"id": job.id, "token": job.token}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from pgq_exporter.errors import UsageError
@@ -10,6 +11,7 @@ from pgq_exporter.errors import UsageError
 # usable as a partition name suffix and as a NOTIFY channel suffix.
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
 SCHEMA_NAME_MAX = 63
+CHANNEL_MAX = 63
 
 
 def check_queue_name(name: str, *, where: str = "queue") -> str:
@@ -32,5 +34,12 @@ def partition_name(queue: str) -> str:
 
 
 def notify_channel(schema: str, queue: str) -> str:
-    """The channel enqueue() notifies: the same expression as in the SQL."""
-    return f"{schema}.{queue}"
+    """The channel enqueue() notifies, derived as the SQL function notify_channel() does.
+
+    "<schema>.<queue>" when it fits PostgreSQL's 63-byte identifier limit,
+    else "pgq." followed by the md5 of that text.
+    """
+    channel = f"{schema}.{queue}"
+    if len(channel.encode()) <= CHANNEL_MAX:
+        return channel
+    return "pgq." + hashlib.md5(channel.encode(), usedforsecurity=False).hexdigest()

@@ -20,8 +20,17 @@ SELECT {schema}.fail(%(id)s, %(token)s, %(error)s, %(backoff)s);
 -- name: heartbeat
 SELECT {schema}.heartbeat(%(id)s, %(token)s, %(lease)s);
 
--- name: release
-SELECT {schema}.release(%(id)s, %(token)s);
-
 -- name: reap
 SELECT requeued, failed FROM {schema}.reap();
+
+-- name: complete_many
+SELECT refused FROM {schema}.complete_many(%(ids)s, %(tokens)s) AS refused;
+
+-- name: fail_many
+SELECT id, outcome FROM {schema}.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s);
+
+-- name: heartbeat_many
+SELECT refused FROM {schema}.heartbeat_many(%(ids)s, %(tokens)s, %(lease)s) AS refused;
+
+-- name: release
+SELECT {schema}.release(%(id)s, %(token)s);

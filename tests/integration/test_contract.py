@@ -214,3 +214,87 @@ def test_complete_with_an_unknown_token_is_refused(conn: Conn) -> None:
     _claim(conn)
     assert _one(conn, "SELECT complete(%s, %s)", (job_id, uuid.uuid4())) is False
     assert _job(conn, job_id)["status"] == "processing"
+
+
+def test_complete_many_fences_each_job_by_its_own_token(conn: Conn) -> None:
+    conn.execute("SELECT enqueue_batch('default', ARRAY['{}'::jsonb, '{}', '{}'])")
+    (a, ta, _), (b, _, _), (c, tc, _) = _claim(conn, n=3)
+    refused = conn.execute(
+        "SELECT * FROM complete_many(%s, %s)", ([a, b, c], [ta, uuid.uuid4(), tc])
+    ).fetchall()
+    assert refused == [(b,)]
+    assert [_job(conn, i)["status"] for i in (a, b, c)] == ["done", "processing", "done"]
+    # One statement, one transaction: every completed job carries the same finishing xid.
+    assert _job(conn, a)["finished_xid"] == _job(conn, c)["finished_xid"]
+    assert conn.execute("SELECT * FROM complete_many(%s, %s)", ([a], [ta])).fetchall() == [(a,)]
+
+
+def test_fail_many_reports_each_outcome(conn: Conn) -> None:
+    conn.execute("SELECT enqueue('default', '{}', interval '0', 1)")
+    conn.execute("SELECT enqueue('default', '{}', interval '0', 3)")
+    (last, t_last, _), (retry, t_retry, _) = _claim(conn, n=2)
+    rows = conn.execute(
+        "SELECT * FROM fail_many(%s, %s, %s)",
+        ([last, retry, 999_999], [t_last, t_retry, uuid.uuid4()], ["e1", "e2", "e3"]),
+    ).fetchall()
+    assert sorted(rows) == sorted([(last, "failed"), (retry, "retry"), (999_999, "refused")])
+    assert _job(conn, last)["last_error"] == "e1" and _job(conn, retry)["last_error"] == "e2"
+    assert _job(conn, retry)["scheduled_at"] > _job(conn, retry)["updated_at"]
+
+
+def test_heartbeat_many_extends_held_leases_and_names_lost_ones(conn: Conn) -> None:
+    conn.execute("SELECT enqueue_batch('default', ARRAY['{}'::jsonb, '{}'])")
+    (a, ta, _), (b, tb, _) = _claim(conn, n=2, lease="1 second")
+    conn.execute("SELECT complete(%s, %s)", (b, tb))
+    refused = conn.execute(
+        "SELECT * FROM heartbeat_many(%s, %s, interval '1 hour')", ([a, b], [ta, tb])
+    ).fetchall()
+    assert refused == [(b,)]
+    assert _one(
+        conn, "SELECT locked_until > now() + interval '59 minutes' FROM jobs WHERE id = %s", (a,)
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("SELECT * FROM claim('default', NULL)", "the count must be 0 or more, got NULL"),
+        ("SELECT * FROM claim('default', -1)", "the count must be 0 or more, got -1"),
+        ("SELECT * FROM claim('default', 1, NULL)", "the lease must be positive, got NULL"),
+        ("SELECT fail(1, gen_random_uuid(), 'x', NULL)", "the backoff must be 0 or more, got NULL"),
+        (
+            "SELECT fail(1, gen_random_uuid(), 'x', interval '-1 s')",
+            "the backoff must be 0 or more",
+        ),
+    ],
+)
+def test_nonsense_arguments_are_errors(conn: Conn, statement: str, message: str) -> None:
+    _one(conn, "SELECT enqueue('default')")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        conn.execute(statement.encode())
+    assert _one(conn, "SELECT count(*) FROM jobs WHERE status = 'pending'") == 1
+
+
+def test_claim_of_zero_jobs_claims_nothing(conn: Conn) -> None:
+    _one(conn, "SELECT enqueue('default')")
+    assert _claim(conn, n=0) == []
+
+
+def test_notify_channel_of_a_long_schema_and_queue_stays_within_63_bytes(
+    db: Database,
+) -> None:
+    from pgq_exporter.queue.names import notify_channel  # noqa: PLC0415
+    from pgq_exporter.queue.schema import apply_schema  # noqa: PLC0415
+
+    schema, queue = "s" * 60, "q" * 48
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        apply_schema(conn, schema)
+        channel = notify_channel(schema, queue)
+        assert len(channel.encode()) <= 63 and channel.startswith("pgq.")
+        conn.execute(f'LISTEN "{channel}"'.encode())
+        conn.execute(f'SELECT "{schema}".enqueue(%s)'.encode(), (queue,))
+        conn.execute(
+            f"SELECT \"{schema}\".enqueue_batch(%s, ARRAY['{{}}'::jsonb])".encode(), (queue,)
+        )
+        assert [n.channel for n in conn.notifies(timeout=1, stop_after=2)] == [channel, channel]
+    assert notify_channel("pgq", "email") == "pgq.email"
