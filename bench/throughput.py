@@ -10,6 +10,7 @@ import multiprocessing
 import signal
 import statistics
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -72,25 +73,39 @@ def _fill(dsn: str, jobs: int, batch: int = 1000) -> float:
     return rate
 
 
-def _drain(dsn: str, workers: int, jobs: int, target: Any, *extra: Any) -> float:
-    """Start the workers, wait until every job is done; returns jobs per second."""
+LEFT = "SELECT count(*) FROM pgq.jobs WHERE status <> 'done'"
+
+
+def wait_until_zero(dsn: str, statement: str, poll: float = 0.05) -> None:
+    """Poll ``statement`` (a count) until it reads 0."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while (row := conn.execute(statement.encode()).fetchone()) and row[0] > 0:
+            time.sleep(poll)
+
+
+def drain(dsn: str, workers: int, jobs: int, left: str,
+          target: Callable[..., None], *extra: Any) -> float:  # fmt: skip
+    """Start ``workers`` processes of ``target``, wait until ``left`` counts no job;
+    returns jobs per second."""
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=target, args=(dsn, *extra)) for _ in range(workers)]
     started = time.perf_counter()
     for process in processes:
         process.start()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            row = conn.execute("SELECT count(*) FROM pgq.jobs WHERE status = 'done'").fetchone()
-            if row and row[0] >= jobs:
-                break
-            time.sleep(0.05)
-    elapsed = time.perf_counter() - started
-    for process in processes:
-        if process.is_alive():
+    try:
+        wait_until_zero(dsn, left)
+        return jobs / (time.perf_counter() - started)
+    finally:
+        for process in processes:
             process.terminate()
-        process.join()
-    return jobs / elapsed
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+
+
+def _drain(dsn: str, workers: int, jobs: int, target: Callable[..., None], *extra: Any) -> float:
+    return drain(dsn, workers, jobs, LEFT, target, *extra)
 
 
 def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 3) -> dict[str, Any]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
-from typing import Any
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -20,6 +20,7 @@ from pgq_exporter.queue.names import check_queue_name
 from pgq_exporter.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,21 @@ class Job:
 class ReapResult:
     requeued: int
     failed: int
+
+
+class Call(Generic[T]):
+    """A contract call already sent; its result is read later.
+
+    In pipeline mode, several calls sent one after the other travel in one
+    round trip, and share one implicit transaction.
+    """
+
+    def __init__(self, cursor: psycopg.Cursor[Any], parse: Callable[[list[Any]], T]) -> None:
+        self._cursor = cursor
+        self._parse = parse
+
+    def result(self) -> T:
+        return self._parse(self._cursor.fetchall())
 
 
 @cache
@@ -99,9 +115,14 @@ class Contract:
     def claim(
         self, conn: Conn, queue: str, limit: int, lease: timedelta, worker: str | None
     ) -> list[Job]:
+        return self.send_claim(conn, queue, limit, lease, worker).result()
+
+    def send_claim(
+        self, conn: Conn, queue: str, limit: int, lease: timedelta, worker: str | None
+    ) -> Call[list[Job]]:
         params = {"queue": queue, "limit": limit, "lease": lease, "worker": worker}
-        rows = conn.execute(_statement(self.schema, "claim"), params).fetchall()
-        return [Job(*row) for row in rows]
+        cursor = conn.execute(_statement(self.schema, "claim"), params)
+        return Call(cursor, lambda rows: [Job(*row) for row in rows])
 
     def complete(self, conn: Conn, job: Job) -> bool:
         return bool(self._one(conn, "complete", {"id": job.id, "token": job.token}))
@@ -117,22 +138,30 @@ class Contract:
 
     def complete_many(self, conn: Conn, jobs: Sequence[Job]) -> set[int]:
         """Complete ``jobs`` in one statement; returns the ids whose lease was lost."""
+        return self.send_complete_many(conn, jobs).result()
+
+    def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
         params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs]}
-        rows = conn.execute(_statement(self.schema, "complete_many"), params).fetchall()
-        return {int(row[0]) for row in rows}
+        cursor = conn.execute(_statement(self.schema, "complete_many"), params)
+        return Call(cursor, lambda rows: {int(row[0]) for row in rows})
 
     def fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
     ) -> dict[int, str]:
         """Record failed attempts in one statement: id -> 'retry', 'failed' or 'refused'."""
+        return self.send_fail_many(conn, failures, backoff).result()
+
+    def send_fail_many(
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+    ) -> Call[dict[int, str]]:
         params = {
             "ids": [job.id for job, _ in failures],
             "tokens": [job.token for job, _ in failures],
             "errors": [error for _, error in failures],
             "backoff": backoff,
         }
-        rows = conn.execute(_statement(self.schema, "fail_many"), params).fetchall()
-        return {int(row[0]): str(row[1]) for row in rows}
+        cursor = conn.execute(_statement(self.schema, "fail_many"), params)
+        return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 
     def heartbeat_many(self, conn: Conn, jobs: Sequence[Job], lease: timedelta) -> set[int]:
         """Extend the leases of ``jobs``; returns the ids whose lease was lost."""

@@ -1,12 +1,21 @@
 """The reference worker: N handler threads on one or several queues.
 
-It claims in batches, wakes on LISTEN/NOTIFY with a polling fallback that
-backs off while idle, heartbeats every job it holds, and records a handler's
-exception with fail(). On stop (SIGTERM, SIGINT) it claims no more, lets the
-running handlers finish within the grace period, and releases every job it
-could not finish so that another worker can claim it at once. A completion
-refused because the lease was lost is logged and dropped: the newer owner's
-state is never overwritten.
+It claims ahead: up to ``batch`` jobs (at least ``concurrency``) are held
+while the handlers run, so a handler never waits on a claim. One dispatcher
+thread records outcomes in batches and claims more, both in one transaction
+(one commit): the handlers hand it their outcomes, and it writes them with
+complete_many and fail_many, lingering up to ``flush_every`` seconds (or
+until ``flush_size`` outcomes) while handlers are still running. One
+heartbeat_many call every third of the lease extends every lease the worker
+holds, queued and running alike; a queued job whose lease ran out before it
+could start is dropped, never run.
+
+It wakes on LISTEN/NOTIFY with a polling fallback that backs off while idle,
+and records a handler's exception with fail(). On stop (SIGTERM, SIGINT) it
+claims no more, lets the running handlers finish within the grace period,
+records their outcomes, and releases every job it could not finish so that
+another worker can claim it at once. An outcome refused because the lease
+was lost is logged and dropped: the newer owner's state is never overwritten.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,13 +39,15 @@ from psycopg import sql
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.db import connect
 from pgq_exporter.errors import DatabaseUnavailableError, first_line
-from pgq_exporter.queue.contract import Conn, Contract, Job
+from pgq_exporter.queue.contract import Call, Conn, Contract, Job
 from pgq_exporter.queue.names import check_queue_name, notify_channel
 
 log = logging.getLogger("pgq_exporter.worker")
 
 Handler = Callable[[Job], None]
 DB_ERRORS = (psycopg.Error, DatabaseUnavailableError)
+# An outcome is a job and its error text, None when the handler succeeded.
+Outcome = tuple[Job, str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +60,23 @@ class WorkerSettings:
     poll_min: float = 0.05
     poll_max: float = 5.0
     retry_backoff: timedelta = timedelta(seconds=1)
+    flush_every: float = 0.005
+    flush_size: int = 100
     name: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
 
     @property
     def heartbeat_every(self) -> float:
         return max(self.lease.total_seconds() / 3, 0.05)
+
+    @property
+    def capacity(self) -> int:
+        """Jobs held at most: claimed ahead, running, or waiting to be recorded."""
+        return max(self.batch, self.concurrency)
+
+    @property
+    def refill_at(self) -> int:
+        """Free places that make a claim worth its round trip: half a batch."""
+        return max(1, min(self.batch, self.capacity) // 2)
 
 
 @dataclass
@@ -64,6 +87,35 @@ class WorkerStats:
     retried: int = 0
     lost: int = 0
     released: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """What one round wrote, to be counted once its transaction committed."""
+
+    done: int
+    refused: set[int]
+    outcomes: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recording:
+    """The statements that record one round's outcomes, sent and not yet read."""
+
+    done: int
+    completing: Call[set[int]] | None
+    failing: Call[dict[int, str]] | None
+
+    def result(self) -> _Recorded:
+        refused = self.completing.result() if self.completing else set()
+        return _Recorded(self.done, refused, self.failing.result() if self.failing else {})
+
+
+@dataclass(slots=True)
+class _Held:
+    job: Job
+    expires: float  # monotonic time at which the lease runs out, as last renewed
+    started: bool = False
 
 
 class Worker:
@@ -80,15 +132,17 @@ class Worker:
         self.stats = WorkerStats()
         self._stopping = threading.Event()
         self._handoff: queue_module.Queue[Job] = queue_module.Queue()
-        self._held: dict[int, Job] = {}
+        self._held: dict[int, _Held] = {}
         self._running: dict[int, Job] = {}
         self._lock = threading.Lock()
-        self._slot_freed = threading.Event()
+        self._outbox: list[Outcome] = []
+        self._outbox_changed = threading.Condition()
+        self._next_queue = 0
 
     # -- control --------------------------------------------------------------
     def stop(self) -> None:
         self._stopping.set()
-        self._slot_freed.set()
+        self._wake_dispatcher()
 
     def install_signal_handlers(self) -> None:
         def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -100,31 +154,30 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Work until stop() is called; then shut down gracefully and return the counts."""
-        threads = [
+        handlers = [
             threading.Thread(target=self._handle_loop, name=f"handler-{i}", daemon=True)
             for i in range(self.settings.concurrency)
         ]
-        threads.append(threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True))
-        for thread in threads:
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        for thread in (*handlers, heartbeat):
             thread.start()
         try:
-            self._claim_loop()
+            self._dispatch_loop()
         finally:
-            self._shut_down()
+            self._shut_down(handlers)
         return self.stats
 
-    # -- claiming ---------------------------------------------------------------
-    def _claim_loop(self) -> None:
+    def _connect(self) -> Conn:
+        return connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
+
+    # -- dispatching: record outcomes and claim more, in one transaction ---------
+    def _dispatch_loop(self) -> None:
         idle = self.settings.poll_min
         while not self._stopping.is_set():
             try:
                 with self._listening_connection() as conn:
                     while not self._stopping.is_set():
-                        if self._claim_some(conn):
-                            idle = self.settings.poll_min
-                        else:
-                            self._wait(conn, idle)
-                            idle = min(idle * 2, self.settings.poll_max)
+                        idle = self._dispatch(conn, idle)
             except DB_ERRORS as exc:
                 log.warning("database unavailable; retrying", extra={"err": first_line(exc)})
                 self._stopping.wait(idle)
@@ -132,7 +185,7 @@ class Worker:
 
     @contextmanager
     def _listening_connection(self) -> Iterator[Conn]:
-        conn = connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
+        conn = self._connect()
         try:
             for name in self.settings.queues:
                 channel = notify_channel(self.schema, name)
@@ -141,61 +194,101 @@ class Worker:
         finally:
             conn.close()
 
-    def _claim_some(self, conn: Conn) -> bool:
-        claimed_any = False
-        for name in self.settings.queues:
-            free = self.settings.concurrency - len(self._held)
-            if free <= 0 or self._stopping.is_set():
-                break
-            jobs = self.contract.claim(
-                conn, name, min(free, self.settings.batch), self.settings.lease, self.settings.name
-            )
-            with self._lock:
-                for job in jobs:
-                    self._held[job.id] = job
-            for job in jobs:
-                self._handoff.put(job)
-            self._count("claimed", len(jobs))
-            claimed_any = claimed_any or bool(jobs)
-        return claimed_any
+    def _dispatch(self, conn: Conn, idle: float) -> float:
+        """One round: record what finished and claim into the free places, or wait.
 
-    def _wait(self, conn: Conn, idle: float) -> None:
-        """Until a notification, a free slot when full, stop, or ``idle`` seconds."""
-        if len(self._held) >= self.settings.concurrency:
-            self._slot_freed.wait(idle)
-            self._slot_freed.clear()
-            return
+        Returns the next idle wait: the shortest while there is work, doubling
+        while every queue is empty.
+        """
+        outcomes = self._take_outcomes()
+        free = self.settings.capacity - len(self._held) + len(outcomes)
+        want = min(free, self.settings.batch) if free >= self.settings.refill_at else 0
+        if not outcomes and not want:
+            self._wait_for_outcomes(idle)
+            return idle
+        queue = self.settings.queues[self._next_queue]
+        try:
+            # One round trip and one implicit transaction for everything sent.
+            with conn.pipeline():
+                sent = self._send_record(conn, outcomes)
+                claim = (
+                    self.contract.send_claim(
+                        conn, queue, want, self.settings.lease, self.settings.name
+                    )
+                    if want
+                    else None
+                )
+            recorded = sent.result()
+            jobs = claim.result() if claim else []
+        except DB_ERRORS as exc:
+            self._keep_for_retry(outcomes, exc)
+            raise
+        self._settle(outcomes, recorded)
+        self._hold(jobs)
+        if len(jobs) == want:
+            return self.settings.poll_min
+        self._next_queue = (self._next_queue + 1) % len(self.settings.queues)
+        if jobs or self._next_queue != 0:
+            return self.settings.poll_min  # the other queues may have some
+        self._wait_for_jobs(conn, idle)
+        return min(idle * 2, self.settings.poll_max)
+
+    def _hold(self, jobs: list[Job]) -> None:
+        expires = time.monotonic() + self.settings.lease.total_seconds()
+        with self._lock:
+            for job in jobs:
+                self._held[job.id] = _Held(job, expires)
+            self.stats.claimed += len(jobs)
+        for job in jobs:
+            self._handoff.put(job)
+
+    def _wait_for_outcomes(self, timeout: float) -> None:
+        with self._outbox_changed:
+            if not self._outbox and not self._stopping.is_set():
+                self._outbox_changed.wait(timeout)
+
+    def _wait_for_jobs(self, conn: Conn, idle: float) -> None:
+        """Until a notification, an outcome to record, stop, or ``idle`` seconds."""
         deadline = time.monotonic() + idle
-        while not self._stopping.is_set():
+        # While jobs are held, their outcomes must not wait for the whole poll.
+        step = 0.01 if self._held else 0.25
+        while not self._stopping.is_set() and not self._outbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            for _ in conn.notifies(timeout=min(remaining, 0.25), stop_after=1):
+            for _ in conn.notifies(timeout=min(remaining, step), stop_after=1):
                 return
 
     # -- handling -----------------------------------------------------------------
     def _handle_loop(self) -> None:
-        conn: Conn | None = None
         while True:
             try:
                 job = self._handoff.get(timeout=0.2)
             except queue_module.Empty:
                 if self._stopping.is_set():
-                    break
+                    return
                 continue
+            if not self._start(job):
+                continue
+            error = self._execute(job)
             with self._lock:
-                if job.id not in self._held:  # released during shutdown
-                    continue
+                self._running.pop(job.id, None)
+            self._post((job, error))
+
+    def _start(self, job: Job) -> bool:
+        """Mark ``job`` running, unless it was released or its lease ran out meanwhile."""
+        with self._lock:
+            held = self._held.get(job.id)
+            if held is None:  # released during shutdown
+                return False
+            if time.monotonic() < held.expires:
+                held.started = True
                 self._running[job.id] = job
-            try:
-                conn = self._finish(conn, job, self._execute(job))
-            finally:
-                with self._lock:
-                    self._running.pop(job.id, None)
-                    self._held.pop(job.id, None)
-                self._slot_freed.set()
-        if conn is not None:
-            conn.close()
+                return True
+            del self._held[job.id]
+        self._lost(job)
+        self._wake_dispatcher()  # a place came free
+        return False
 
     def _execute(self, job: Job) -> str | None:
         try:
@@ -204,29 +297,79 @@ class Worker:
             return f"{type(exc).__name__}: {exc}"[:2000]
         return None
 
-    def _finish(self, conn: Conn | None, job: Job, error: str | None) -> Conn | None:
-        try:
-            if conn is None or conn.closed or conn.broken:
-                conn = connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
-            if error is None:
-                if self.contract.complete(conn, job):
-                    self._count("completed")
-                else:
-                    self._lost(job)
-                return conn
-            outcome = self.contract.fail(conn, job, error, self.settings.retry_backoff)
-            if outcome == "refused":
+    # -- recording outcomes -------------------------------------------------------
+    def _post(self, outcome: Outcome) -> None:
+        with self._outbox_changed:
+            self._outbox.append(outcome)
+            waiting = len(self._outbox)
+            if waiting == 1 or waiting >= self.settings.flush_size or not self._running:
+                self._outbox_changed.notify()
+
+    def _wake_dispatcher(self) -> None:
+        with self._outbox_changed:
+            self._outbox_changed.notify()
+
+    def _take_outcomes(self) -> list[Outcome]:
+        """The outcomes to record now. While handlers still run, linger up to
+        flush_every for theirs, so that they share one statement."""
+        with self._outbox_changed:
+            linger_until = time.monotonic() + self.settings.flush_every
+            while (
+                self._outbox
+                and len(self._outbox) < self.settings.flush_size
+                and self._running
+                and not self._stopping.is_set()
+            ):
+                remaining = linger_until - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._outbox_changed.wait(remaining)
+            batch, self._outbox = self._outbox, []
+            return batch
+
+    def _send_record(self, conn: Conn, batch: list[Outcome]) -> _Recording:
+        """Send the outcomes' statements; read them back with .result()."""
+        done = [job for job, error in batch if error is None]
+        failures = [(job, error) for job, error in batch if error is not None]
+        backoff = self.settings.retry_backoff
+        return _Recording(
+            len(done),
+            self.contract.send_complete_many(conn, done) if done else None,
+            self.contract.send_fail_many(conn, failures, backoff) if failures else None,
+        )
+
+    def _settle(self, batch: list[Outcome], recorded: _Recorded) -> None:
+        """Once committed: count the outcomes, report lost leases, free the places."""
+        if not batch:
+            return
+        self._count("completed", recorded.done - len(recorded.refused))
+        self._count("failed", sum(1 for o in recorded.outcomes.values() if o == "failed"))
+        self._count("retried", sum(1 for o in recorded.outcomes.values() if o == "retry"))
+        for job, _ in batch:
+            if job.id in recorded.refused or recorded.outcomes.get(job.id) == "refused":
                 self._lost(job)
-            elif outcome == "failed":
-                self._count("failed")
-            else:
-                self._count("retried")
-        except DB_ERRORS as exc:
-            # The lease will run out and the reaper will hand the job on.
+        self._let_go(job for job, _ in batch)
+
+    def _keep_for_retry(self, batch: list[Outcome], exc: BaseException) -> None:
+        """Put back the outcomes whose lease still runs; the rest go to the reaper."""
+        now = time.monotonic()
+        with self._lock:
+            alive = {j.id for j, _ in batch if (h := self._held.get(j.id)) and h.expires > now}
+        keep = [outcome for outcome in batch if outcome[0].id in alive]
+        dropped = [job for job, _ in batch if job.id not in alive]
+        if batch:
             log.error(
-                "could not record a job's outcome", extra={"job": job.id, "err": first_line(exc)}
+                "could not record job outcomes; retrying those whose lease still runs",
+                extra={"jobs": len(batch), "dropped": len(dropped), "err": first_line(exc)},
             )
-        return conn
+        self._let_go(dropped)
+        with self._outbox_changed:
+            self._outbox[:0] = keep
+
+    def _let_go(self, jobs: Iterable[Job]) -> None:
+        with self._lock:
+            for job in jobs:
+                self._held.pop(job.id, None)
 
     def _count(self, what: str, n: int = 1) -> None:
         with self._lock:
@@ -240,31 +383,68 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         conn: Conn | None = None
         while not self._stopping.wait(self.settings.heartbeat_every):
-            with self._lock:
-                held = list(self._held.values())
-            if not held:
-                continue
             try:
                 if conn is None or conn.closed or conn.broken:
-                    conn = connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
-                for job in held:
-                    self.contract.heartbeat(conn, job, self.settings.lease)
+                    conn = self._connect()
+                self._beat(conn)
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed", extra={"err": first_line(exc)})
         if conn is not None:
             conn.close()
 
+    def _beat(self, conn: Conn) -> None:
+        with self._lock:
+            held = [h.job for h in self._held.values()]
+        if not held:
+            return
+        renewed = time.monotonic() + self.settings.lease.total_seconds()
+        refused = self.contract.heartbeat_many(conn, held, self.settings.lease)
+        lost_unstarted = []
+        with self._lock:
+            for job in held:
+                entry = self._held.get(job.id)
+                if entry is None:
+                    continue
+                if job.id not in refused:
+                    entry.expires = renewed
+                elif not entry.started:  # never run a job whose lease is gone
+                    del self._held[job.id]
+                    lost_unstarted.append(job)
+        # A started job's loss is counted when its outcome is refused.
+        for job in lost_unstarted:
+            self._lost(job)
+
     # -- shutdown -------------------------------------------------------------------
-    def _shut_down(self) -> None:
+    def _shut_down(self, handlers: list[threading.Thread]) -> None:
+        """Release what never started, let the running finish within the grace period,
+        record their outcomes, and release the rest."""
         deadline = time.monotonic() + self.settings.grace
         self._release(self._not_started())
-        while self._running and time.monotonic() < deadline:
-            time.sleep(0.02)
+        for thread in handlers:
+            thread.join(max(deadline - time.monotonic(), 0))
+        self._record_remaining()
         with self._lock:
             unfinished = list(self._running.values())
             for job in unfinished:
                 self._held.pop(job.id, None)
         self._release(unfinished)
+
+    def _record_remaining(self) -> None:
+        batch = self._take_outcomes()
+        if not batch:
+            return
+        try:
+            with self._connect() as conn:
+                with conn.pipeline():
+                    sent = self._send_record(conn, batch)
+                recorded = sent.result()
+        except DB_ERRORS as exc:
+            log.error(
+                "could not record job outcomes at shutdown; their leases will expire",
+                extra={"jobs": len(batch), "err": first_line(exc)},
+            )
+            return
+        self._settle(batch, recorded)
 
     def _not_started(self) -> list[Job]:
         jobs = []
@@ -282,7 +462,7 @@ class Worker:
         if not jobs:
             return
         try:
-            with connect(self.dsn, application_name=f"pgq-worker {self.settings.name}") as conn:
+            with self._connect() as conn:
                 for job in jobs:
                     if self.contract.release(conn, job):
                         self._count("released")

@@ -1,0 +1,128 @@
+"""Real queue libraries from PyPI, drained on the same server in the same run.
+
+PgQueuer (asyncpg, the driver its docs lead with) and Procrastinate (psycopg)
+each get a database of their own, their own schema installed by their own
+code, the same number of no-op jobs, and the same number of worker
+processes as the reference worker. The rate is jobs per second from the
+workers' start until the last job has left the ready state for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from bench.throughput import drain
+from tests.support import with_dbname
+
+PGQUEUER_LEFT = "SELECT count(*) FROM pgqueuer"
+PROCRASTINATE_LEFT = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
+
+
+def fresh_database(dsn: str, name: str) -> str:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+        conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    return with_dbname(dsn, name)
+
+
+# -- PgQueuer ----------------------------------------------------------------
+
+
+def _asyncpg_connect(dsn: str) -> Any:
+    """asyncpg takes no libpq key=value string: pass the parts instead."""
+    import asyncpg  # noqa: PLC0415
+
+    parts = conninfo_to_dict(dsn)
+    return asyncpg.connect(
+        host=parts.get("host"),
+        port=parts.get("port"),
+        user=parts.get("user"),
+        password=parts.get("password"),
+        database=parts.get("dbname"),
+    )
+
+
+def _pgqueuer_install_and_fill(dsn: str, jobs: int) -> None:
+    from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
+    from pgqueuer.queries import Queries  # noqa: PLC0415
+
+    async def main() -> None:
+        conn = await _asyncpg_connect(dsn)
+        queries = Queries(AsyncpgDriver(conn))
+        await queries.install()
+        for start in range(0, jobs, 1000):
+            n = min(1000, jobs - start)
+            await queries.enqueue(["bench"] * n, [None] * n, [0] * n)
+        await conn.execute("VACUUM ANALYZE")
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def _pgqueuer_worker(dsn: str, batch: int) -> None:
+    from pgqueuer import PgQueuer  # noqa: PLC0415
+    from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
+
+    async def main() -> None:
+        conn = await _asyncpg_connect(dsn)
+        pgq = PgQueuer(AsyncpgDriver(conn))
+
+        @pgq.entrypoint("bench")
+        async def handle(job: Any) -> None:
+            return None
+
+        await pgq.run(batch_size=batch)
+
+    asyncio.run(main())
+
+
+# -- Procrastinate -------------------------------------------------------------
+
+
+def _procrastinate_app(dsn: str) -> Any:
+    import procrastinate  # noqa: PLC0415
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+
+    @app.task(name="noop", queue="bench")
+    async def noop() -> None:
+        return None
+
+    return app
+
+
+def _procrastinate_install_and_fill(dsn: str, jobs: int) -> None:
+    app = _procrastinate_app(dsn)
+    with app.open():
+        app.schema_manager.apply_schema()
+        task = app.tasks["noop"]
+        for start in range(0, jobs, 1000):
+            task.batch_defer(*({} for _ in range(min(1000, jobs - start))))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE")
+
+
+def _procrastinate_worker(dsn: str, concurrency: int) -> None:
+    app = _procrastinate_app(dsn)
+    app.run_worker(queues=["bench"], concurrency=concurrency, wait=True)
+
+
+def run_competitors(dsn: str, *, jobs: int, workers: int, batch: int = 100,
+                    concurrency: int = 4) -> list[dict[str, Any]]:  # fmt: skip
+    """One drain of each library: PgQueuer at ``batch``, Procrastinate at ``concurrency``."""
+    rows = []
+    target = fresh_database(dsn, "bench_pgqueuer")
+    _pgqueuer_install_and_fill(target, jobs)
+    rate = drain(target, workers, jobs, PGQUEUER_LEFT, _pgqueuer_worker, batch)
+    rows.append({"variant": "PgQueuer 1.6 (asyncpg)", "batch": batch, "jobs_per_s": rate,
+                 "workers": workers})  # fmt: skip
+    target = fresh_database(dsn, "bench_procrastinate")
+    _procrastinate_install_and_fill(target, jobs)
+    rate = drain(target, workers, jobs, PROCRASTINATE_LEFT, _procrastinate_worker, concurrency)
+    rows.append({"variant": f"Procrastinate 3.10 ({concurrency} concurrent each)", "batch": 1,
+                 "jobs_per_s": rate, "workers": workers})  # fmt: skip
+    return rows
