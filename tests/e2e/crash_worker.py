@@ -1,7 +1,8 @@
 """A worker process for the crash test: the reference worker, with every outcome recorded.
 
-Each handler run writes an execution row; each complete() or fail() records
-its outcome in the same transaction, so a kill can never separate the two.
+Each handler run writes an execution row; each complete_many() or fail_many()
+records its jobs' outcomes in the same statement, so a kill can never
+separate the two.
 Run: python -m tests.e2e.crash_worker DSN SEED
 """
 
@@ -12,29 +13,60 @@ import random
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 
-from pgq_exporter.queue.contract import Conn, Contract, Job
+from pgq_exporter.queue.contract import Call, Conn, Contract, Job
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 
 RECORD = "INSERT INTO public.executions (job_id, token, pid, outcome) VALUES (%s, %s, %s, %s)"
 
 
-class RecordingContract(Contract):
-    def complete(self, conn: Conn, job: Job) -> bool:
-        with conn.transaction():
-            ok = super().complete(conn, job)
-            conn.execute(RECORD, (job.id, job.token, os.getpid(), "completed" if ok else "refused"))
-        return ok
+# Each batch call records every job's outcome in the same statement as the call itself.
+COMPLETE_MANY = """
+WITH refused AS (SELECT r FROM pgq.complete_many(%(ids)s, %(tokens)s) AS r),
+recorded AS (
+    INSERT INTO public.executions (job_id, token, pid, outcome)
+    SELECT g.id, g.token, %(pid)s,
+           CASE WHEN g.id IN (SELECT r FROM refused) THEN 'refused' ELSE 'completed' END
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS g(id, token)
+)
+SELECT r FROM refused
+"""
+FAIL_MANY = """
+WITH failed AS (SELECT * FROM pgq.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s)),
+recorded AS (
+    INSERT INTO public.executions (job_id, token, pid, outcome)
+    SELECT g.id, g.token, %(pid)s, f.outcome
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS g(id, token)
+    JOIN failed f ON f.id = g.id
+)
+SELECT id, outcome FROM failed
+"""
 
-    def fail(self, conn: Conn, job: Job, error: str, backoff: timedelta) -> str:
-        with conn.transaction():
-            outcome = super().fail(conn, job, error, backoff)
-            conn.execute(RECORD, (job.id, job.token, os.getpid(), outcome))
-        return outcome
+
+class RecordingContract(Contract):
+    def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
+        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs],
+                  "pid": os.getpid()}  # fmt: skip
+        cursor = conn.execute(COMPLETE_MANY, params)
+        return Call(cursor, lambda rows: {int(row[0]) for row in rows})
+
+    def send_fail_many(
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+    ) -> Call[dict[int, str]]:
+        params = {
+            "ids": [job.id for job, _ in failures],
+            "tokens": [job.token for job, _ in failures],
+            "errors": [error for _, error in failures],
+            "backoff": backoff,
+            "pid": os.getpid(),
+        }
+        cursor = conn.execute(FAIL_MANY, params)
+        return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 
 
 def main() -> None:
