@@ -145,3 +145,76 @@ def test_a_worker_that_lost_its_lease_never_overwrites_the_new_owner(db: Databas
         ).fetchone()
     assert new is not None and row == ("processing", new[0])
     assert worker.stats.completed == 0
+
+
+def _one_blocked_handler(block: threading.Event, seen: list[int]) -> Callable[[Job], None]:
+    """A handler that records each job and holds the first one until ``block`` is set."""
+
+    def handler(job: Job) -> None:
+        seen.append(job.id)
+        if len(seen) == 1:
+            block.wait(30)
+
+    return handler
+
+
+def test_worker_claims_ahead_up_to_its_batch_and_heartbeats_what_it_holds(db: Database) -> None:
+    with Producer(db.dsn) as producer:
+        producer.enqueue_many("ahead", [{} for _ in range(8)])
+    block, seen = threading.Event(), list[int]()
+    settings = WorkerSettings(queues=("ahead",), concurrency=1, batch=5, lease=timedelta(seconds=1))
+    worker = Worker(db.dsn, _one_blocked_handler(block, seen), settings)
+    with running(worker), db.connect(autocommit=True) as conn:
+        _wait(lambda: _statuses(db).get("processing") == 5)
+        first_leases = dict(
+            conn.execute("SELECT id, locked_until FROM jobs WHERE status = 'processing'").fetchall()
+        )
+        time.sleep(1.5)  # longer than the lease: only heartbeats keep the four queued jobs
+        assert conn.execute("SELECT * FROM reap()").fetchone() == (0, 0)
+        later = dict(
+            conn.execute("SELECT id, locked_until FROM jobs WHERE status = 'processing'").fetchall()
+        )
+        assert later.keys() == first_leases.keys() and len(seen) == 1
+        assert all(later[i] > first_leases[i] for i in later)
+        block.set()
+        _wait(lambda: _statuses(db) == {"done": 8})
+    assert worker.stats.completed == 8 and worker.stats.lost == 0
+
+
+def test_a_claimed_ahead_job_whose_lease_was_lost_is_never_run(db: Database) -> None:
+    with Producer(db.dsn) as producer:
+        first, second = producer.enqueue_many("lose", [{}, {}])
+    block, seen = threading.Event(), list[int]()
+    settings = WorkerSettings(queues=("lose",), concurrency=1, batch=2, lease=timedelta(seconds=1))
+    worker = Worker(db.dsn, _one_blocked_handler(block, seen), settings)
+    with running(worker), db.connect(autocommit=True) as conn:
+        _wait(lambda: seen == [first] and _statuses(db).get("processing") == 2)
+        conn.execute(
+            "UPDATE jobs SET locked_until = now() - interval '1 s' WHERE id = %s", (second,)
+        )
+        conn.execute("SELECT reap()")
+        thief = conn.execute(
+            "SELECT lease_token FROM claim('lose', 1, interval '1 hour')"
+        ).fetchone()
+        _wait(lambda: worker.stats.lost == 1)  # the next heartbeat was refused for it
+        block.set()
+        _wait(lambda: worker.stats.completed == 1)
+        row = conn.execute(
+            "SELECT status, lease_token FROM jobs WHERE id = %s", (second,)
+        ).fetchone()
+    assert seen == [first]
+    assert thief is not None and row == ("processing", thief[0])
+
+
+def test_completions_share_statements(db: Database) -> None:
+    with Producer(db.dsn) as producer:
+        producer.enqueue_many("many", [{} for _ in range(200)])
+    settings = WorkerSettings(queues=("many",), concurrency=4, batch=50)
+    worker = Worker(db.dsn, lambda job: None, settings)
+    with running(worker):
+        _wait(lambda: _statuses(db) == {"done": 200})
+    with db.connect() as conn:
+        row = conn.execute("SELECT count(DISTINCT finished_xid) FROM jobs").fetchone()
+    # One transaction per dispatcher round, each recording many outcomes.
+    assert row is not None and row[0] < 100
+    assert worker.stats.completed == 200 and worker.stats.claimed == 200
