@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any, Generic, TypeVar
 from uuid import UUID
@@ -31,6 +31,7 @@ class Job:
     attempts: int
     max_attempts: int
     token: UUID
+    scheduled_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +118,17 @@ class Contract:
     ) -> list[Job]:
         return self.send_claim(conn, queue, limit, lease, worker).result()
 
-    def send_claim(
-        self, conn: Conn, queue: str, limit: int, lease: timedelta, worker: str | None
+    def send_claim(  # noqa: PLR0917
+        self,
+        conn: Conn,
+        queue: str,
+        limit: int,
+        lease: timedelta,
+        worker: str | None,
+        after: datetime | None = None,
     ) -> Call[list[Job]]:
-        params = {"queue": queue, "limit": limit, "lease": lease, "worker": worker}
+        """Claim up to ``limit`` jobs; ``after`` starts the scan at that scheduled_at."""
+        params = {"queue": queue, "limit": limit, "lease": lease, "worker": worker, "after": after}
         cursor = conn.execute(_statement(self.schema, "claim"), params)
         return Call(cursor, lambda rows: [Job(*row) for row in rows])
 

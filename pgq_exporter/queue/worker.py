@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 
 import psycopg
@@ -48,6 +48,8 @@ Handler = Callable[[Job], None]
 DB_ERRORS = (psycopg.Error, DatabaseUnavailableError)
 # An outcome is a job and its error text, None when the handler succeeded.
 Outcome = tuple[Job, str | None]
+# How often a claim scans a queue from the front rather than from its mark.
+RESCAN_EVERY = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,9 @@ class Worker:
         self._outbox: list[Outcome] = []
         self._outbox_changed = threading.Condition()
         self._next_queue = 0
+        # Per queue, the newest scheduled_at claimed: the next claim starts there.
+        self._frontier: dict[str, datetime] = {}
+        self._rescan_at = 0.0
 
     # -- control --------------------------------------------------------------
     def stop(self) -> None:
@@ -207,13 +212,14 @@ class Worker:
             self._wait_for_outcomes(idle)
             return idle
         queue = self.settings.queues[self._next_queue]
+        after = self._scan_start(queue)
         try:
             # One round trip and one implicit transaction for everything sent.
             with conn.pipeline():
                 sent = self._send_record(conn, outcomes)
                 claim = (
                     self.contract.send_claim(
-                        conn, queue, want, self.settings.lease, self.settings.name
+                        conn, queue, want, self.settings.lease, self.settings.name, after
                     )
                     if want
                     else None
@@ -226,12 +232,29 @@ class Worker:
         self._settle(outcomes, recorded)
         self._hold(jobs)
         if len(jobs) == want:
+            self._advance(queue, jobs)
             return self.settings.poll_min
+        self._frontier.pop(queue, None)
+        if after is not None:
+            return self.settings.poll_min  # short from the mark: look from the front now
         self._next_queue = (self._next_queue + 1) % len(self.settings.queues)
         if jobs or self._next_queue != 0:
             return self.settings.poll_min  # the other queues may have some
         self._wait_for_jobs(conn, idle)
         return min(idle * 2, self.settings.poll_max)
+
+    def _scan_start(self, queue: str) -> datetime | None:
+        """Where the next claim starts: the mark, or the front at least once a second."""
+        now = time.monotonic()
+        if now >= self._rescan_at:
+            self._rescan_at = now + RESCAN_EVERY
+            return None
+        return self._frontier.get(queue)
+
+    def _advance(self, queue: str, jobs: list[Job]) -> None:
+        stamps = [job.scheduled_at for job in jobs if job.scheduled_at is not None]
+        if stamps:
+            self._frontier[queue] = max(stamps)
 
     def _hold(self, jobs: list[Job]) -> None:
         expires = time.monotonic() + self.settings.lease.total_seconds()

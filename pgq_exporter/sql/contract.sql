@@ -8,8 +8,8 @@ SELECT {schema}.enqueue(%(queue)s, %(payload)s, %(delay)s, %(max_attempts)s);
 SELECT {schema}.enqueue_batch(%(queue)s, %(payloads)s, %(delay)s, %(max_attempts)s);
 
 -- name: claim
-SELECT id, queue, payload, attempts, max_attempts, lease_token
-FROM {schema}.claim(%(queue)s, %(limit)s, %(lease)s, %(worker)s);
+SELECT id, queue, payload, attempts, max_attempts, lease_token, scheduled_at
+FROM {schema}.claim(%(queue)s, %(limit)s, %(lease)s, %(worker)s, %(after)s);
 
 -- name: complete
 SELECT {schema}.complete(%(id)s, %(token)s);

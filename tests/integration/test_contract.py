@@ -298,3 +298,14 @@ def test_notify_channel_of_a_long_schema_and_queue_stays_within_63_bytes(
         )
         assert [n.channel for n in conn.notifies(timeout=1, stop_after=2)] == [channel, channel]
     assert notify_channel("pgq", "email") == "pgq.email"
+
+
+def test_claim_from_a_mark_skips_older_ready_jobs(conn: Conn) -> None:
+    conn.execute("SELECT enqueue('default', '{\"n\": 1}', interval '-2 minutes')")
+    newer = _one(conn, "SELECT enqueue('default', '{\"n\": 2}', interval '-1 minute')")
+    mark = _one(conn, "SELECT scheduled_at FROM jobs WHERE id = %s", (newer,))
+    rows = conn.execute(
+        "SELECT id, scheduled_at FROM claim('default', 10, p_after => %s)", (mark,)
+    ).fetchall()
+    assert rows == [(newer, mark)]
+    assert [r[0] for r in _claim(conn, n=10)] != []  # from the front, the older one is there

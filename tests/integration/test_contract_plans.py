@@ -41,6 +41,7 @@ FROM generate_series(1, %(rows)s) AS n,
 CALLS = {
     "claim 1": "SELECT * FROM claim('big', 1)",
     "claim 100": "SELECT * FROM claim('big', 100)",
+    "claim 100 from a mark": "SELECT * FROM claim('big', 100, p_after => now() - interval '1 hour')",
     "complete": "SELECT complete({id}, '{token}')",
     "complete_many": "SELECT * FROM complete_many(ARRAY[{id}], ARRAY['{token}'::uuid])",
     "fail": "SELECT fail({id}, '{token}', 'boom')",

@@ -76,11 +76,21 @@ $$;
 
 -- Claim up to p_limit ready jobs, oldest first. The ids are picked from the
 -- pending index and locked with SKIP LOCKED, then updated by primary key.
-CREATE OR REPLACE FUNCTION claim(
+--
+-- p_after, when given, starts the scan at that scheduled_at instead of the
+-- front of the queue. Each claim leaves dead entries at the front of the
+-- pending index until vacuum removes them; through a long drain a scan from
+-- the front steps over more and more of them (a claim of 100 went from 3 ms
+-- to 7 ms over a 1M-job drain). A worker passes the newest scheduled_at it
+-- claimed last time, and claims from the front again whenever that comes up
+-- short, and at least every second, so nothing below its mark waits long.
+DROP FUNCTION claim(text, integer, interval, text);
+CREATE FUNCTION claim(
     p_queue  text,
-    p_limit  integer  DEFAULT 1,
-    p_lease  interval DEFAULT interval '5 minutes',
-    p_worker text     DEFAULT NULL
+    p_limit  integer     DEFAULT 1,
+    p_lease  interval    DEFAULT interval '5 minutes',
+    p_worker text        DEFAULT NULL,
+    p_after  timestamptz DEFAULT NULL
 ) RETURNS TABLE (
     id           bigint,
     queue        text,
@@ -88,7 +98,8 @@ CREATE OR REPLACE FUNCTION claim(
     attempts     integer,
     max_attempts integer,
     lease_token  uuid,
-    locked_until timestamptz
+    locked_until timestamptz,
+    scheduled_at timestamptz
 )
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
@@ -118,12 +129,13 @@ BEGIN
                 FROM jobs n
                 WHERE n.queue = p_queue
                   AND n.status = 'pending'
+                  AND n.scheduled_at >= coalesce(p_after, '-infinity')
                   AND n.scheduled_at <= now()
                 ORDER BY n.queue, n.scheduled_at
                 LIMIT p_limit
                 FOR UPDATE SKIP LOCKED))
         RETURNING j.id, j.queue, j.payload, j.attempts, j.max_attempts, j.lease_token,
-                  j.locked_until;
+                  j.locked_until, j.scheduled_at;
 END
 $$;
 
