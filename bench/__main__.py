@@ -1,7 +1,10 @@
-"""`make bench`: every benchmark on one embedded PostgreSQL (or $PGQ_BENCH_DSN), one table.
+"""`make bench`: every benchmark on one durable PostgreSQL 15 that it starts, one table.
 
+The server is Debian's PostgreSQL 15 with fsync and synchronous_commit on
+(bench/server.py); --dsn or $PGQ_BENCH_DSN points it at another one.
 Ratios are against baselines measured in the same run: the seed article's
-monitoring queries and its worker loop. The JSON goes to bench/results/.
+monitoring queries and worker loop, and the queue libraries PgQueuer and
+Procrastinate. The JSON goes to bench/results/.
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.collection import explain, measure
+from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
+from bench.server import durable_postgres, fresh_database
 from bench.serving import footprint, scrape_latency
 from bench.throughput import run_throughput
-from pgq_exporter.embedded import EmbeddedPostgres
 
 RESULTS = Path(__file__).parent / "results"
 SCALES = {"1M": 1_000_000, "10M": 10_000_000}
+# The contract's call latency is measured at 10M rows with 1M pending jobs.
+CONTRACT_ROWS = 10_000_000
+CONTRACT_UNFINISHED = 0.143  # 70% of the unfinished jobs are pending: 1M
+DRAIN_JOBS = 1_000_000
 
 
 def _size(n: int) -> str:
@@ -33,7 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("--scale", choices=tuple(SCALES), default="1M",
                         help="largest dataset (default 1M jobs; 10M takes a while)")  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per throughput run")
+    parser.add_argument("--jobs", type=int, default=50_000, help="jobs per throughput run")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--dsn", default=os.environ.get("PGQ_BENCH_DSN"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness")
@@ -47,13 +55,25 @@ def main() -> int:
                               "scale": _size(largest)}  # fmt: skip
 
     with ExitStack() as stack:
-        dsn = args.dsn or stack.enter_context(EmbeddedPostgres(prefix="pgq-bench-")).dsn
+        dsn = args.dsn or stack.enter_context(durable_postgres(15))
+        report["server"] = _server(dsn)
         if args.only_finished_x10:
             dataset = build(dsn, jobs=largest, finished_multiplier=10)
             figures = {"jobs": dataset.jobs, "unfinished": dataset.unfinished, **measure(dsn)}
             print(json.dumps(figures, indent=2))
             print("\n".join(explain(dsn, "expired_leases")))
             return 0
+        contract_rows = 20_000 if args.quick else CONTRACT_ROWS
+        build(dsn, jobs=contract_rows, unfinished_fraction=CONTRACT_UNFINISHED)
+        report["contract"] = {"rows": contract_rows, **measure_contract(
+            dsn, queue="q000", calls=50 if args.quick else 1000)}  # fmt: skip
+        print("contract calls measured", flush=True)
+        drain_dsn = fresh_database(dsn, "bench_drain")
+        drain_jobs = 5_000 if args.quick else DRAIN_JOBS
+        report["drain"] = {"jobs": drain_jobs, **{
+            name: claim_through_drain(drain_dsn, jobs=drain_jobs, from_mark=mark)
+            for name, mark in (("from_front", False), ("from_mark", True))}}  # fmt: skip
+        print("claim through a drain measured", flush=True)
         growth = []
         for jobs in sizes:
             dataset = build(dsn, jobs=jobs)
@@ -74,7 +94,8 @@ def main() -> int:
         build(dsn, jobs=max(largest // 10, 10_000), queues=100)
         report["footprint_100_queues"] = footprint(dsn, seconds=15 if args.quick else 60)
         report["throughput"] = run_throughput(dsn, jobs=2_000 if args.quick else args.jobs,
-                                              workers=args.workers)  # fmt: skip
+                                              workers=args.workers,
+                                              rounds=1 if args.quick else 5)  # fmt: skip
 
     print_report(report)
     RESULTS.mkdir(exist_ok=True)
@@ -88,7 +109,40 @@ def _ms(value: float | None) -> str:
     return f"{value:>8.2f} ms" if value is not None else "   (none)  "
 
 
+def _server(dsn: str) -> dict[str, str]:
+    import psycopg  # noqa: PLC0415
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name IN"
+            " ('server_version', 'fsync', 'synchronous_commit', 'shared_buffers')"
+        ).fetchall()
+    return dict(rows)
+
+
+def print_contract(report: dict[str, Any]) -> None:
+    contract = report["contract"]
+    server = report["server"]
+    print(f"\n== SQL contract call latency, {_size(contract['rows'])} rows, 1M pending "
+          f"(PostgreSQL {server['server_version']}, fsync {server['fsync']}, "
+          f"synchronous_commit {server['synchronous_commit']}) ==")  # fmt: skip
+    for name, figures in contract.items():
+        if name == "rows":
+            continue
+        for row in figures if isinstance(figures, list) else [figures]:
+            label = f"reap, {row['expired']} expired" if name == "reap" else name
+            print(f"{label:<28} p50 {_ms(row['p50_ms'])}  p99 {_ms(row['p99_ms'])}"
+                  f"  ({row['calls']} calls)")  # fmt: skip
+    drain = report["drain"]
+    print(f"\n== claim(100) through a drain of {_size(drain['jobs'])} jobs, per tenth ==")
+    print(f"{'tenth':>5} {'from the front p50':>19} {'p99':>9} {'from a mark p50':>16} {'p99':>9}")
+    for i, (front, mark) in enumerate(zip(drain["from_front"], drain["from_mark"], strict=True)):
+        print(f"{i + 1:>5} {front['p50_ms']:>16.2f} ms {front['p99_ms']:>6.2f} ms"
+              f" {mark['p50_ms']:>13.2f} ms {mark['p99_ms']:>6.2f} ms")  # fmt: skip
+
+
 def print_report(report: dict[str, Any]) -> None:
+    print_contract(report)
     print("\n== Collection cost per cycle (median of 5; database time on a local socket) ==")
     print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}")
     for row in report["collection"]:
@@ -115,9 +169,11 @@ def print_report(report: dict[str, Any]) -> None:
     for row in report["throughput"]:
         print(f"{row['variant']:<58} {row['workers']:>7} {row['batch']:>5} "
               f"{row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x")  # fmt: skip
+        if "vs_pgqueuer" in row:
+            print(f"{'':<58} {row['vs_pgqueuer']:.2f}x PgQueuer's rate at batch 100")
         if "overhead_percent" in row:
             print(f"{'':<58} alone {row['alone_jobs_per_s']:.0f} jobs/s: exporter overhead "
-                  f"{row['overhead_percent']:.1f}%")  # fmt: skip
+                  f"{row['overhead_percent']:.1f}% (median of {row['rounds']} rounds)")  # fmt: skip
 
 
 raise SystemExit(main())

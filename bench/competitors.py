@@ -15,18 +15,11 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from bench.server import fresh_database
 from bench.throughput import drain
-from tests.support import with_dbname
 
 PGQUEUER_LEFT = "SELECT count(*) FROM pgqueuer"
 PROCRASTINATE_LEFT = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
-
-
-def fresh_database(dsn: str, name: str) -> str:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
-        conn.execute(f'CREATE DATABASE "{name}"'.encode())
-    return with_dbname(dsn, name)
 
 
 # -- PgQueuer ----------------------------------------------------------------

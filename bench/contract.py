@@ -10,24 +10,33 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
 
 import psycopg
 
+from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Contract, Job
+from pgq_exporter.queue.schema import apply_schema
 
 LEASE = timedelta(minutes=5)
 EXPIRE = "UPDATE pgq.jobs SET locked_until = now() - interval '1 second' WHERE id = ANY(%s)"
 FAILED_IDS = "SELECT id FROM pgq.jobs WHERE queue = %s AND status = 'failed' LIMIT %s"
 RETRY_FAILED = "SELECT pgq.retry_failed(%s, %s)"
 REAP_AT = (0, 10, 100, 1000, 10_000)
+FILL_DRAIN = (
+    "INSERT INTO pgq.jobs (queue, scheduled_at)"
+    " SELECT 'drain', now() - interval '1 hour' + n * interval '1 ms'"
+    " FROM generate_series(1, %s) AS n"
+)
 T = TypeVar("T")
 
 
-def percentiles(samples: Sequence[float]) -> dict[str, float]:
+def percentiles(samples: Sequence[float]) -> dict[str, Any]:
     ordered = sorted(samples)
+    if not ordered:
+        return {"calls": 0, "p50_ms": None, "p99_ms": None}
     return {
         "calls": len(ordered),
         "p50_ms": 1000 * statistics.median(ordered),
@@ -52,7 +61,7 @@ class ContractBench:
     def claim(self, limit: int) -> list[Job]:
         return self.contract.claim(self.conn, self.queue, limit, LEASE, "bench")
 
-    def claims(self, calls: int, limit: int) -> dict[str, float]:
+    def claims(self, calls: int, limit: int) -> dict[str, Any]:
         """Time ``claim(queue, limit)``; what it claimed is completed, untimed."""
         samples = []
         for _ in range(calls):
@@ -62,20 +71,20 @@ class ContractBench:
             self.contract.complete_many(self.conn, jobs)
         return percentiles(samples)
 
-    def per_job(self, calls: int, call: Callable[[Job], object]) -> dict[str, float]:
+    def per_job(self, calls: int, call: Callable[[Job], object]) -> dict[str, Any]:
         """Claim ``calls`` jobs (untimed), then time ``call`` on each of them."""
         jobs = self.claim(calls)
         samples = [_timed(call, job) for job in jobs]
         self.contract.complete_many(self.conn, jobs)  # those still held; the rest are refused
         return percentiles(samples)
 
-    def complete_many(self, calls: int, size: int) -> dict[str, float]:
+    def complete_many(self, calls: int, size: int) -> dict[str, Any]:
         batches = [self.claim(size) for _ in range(calls)]
         return percentiles(
             [_timed(partial(self.contract.complete_many, self.conn), batch) for batch in batches]
         )
 
-    def retry_failed(self, calls: int, ids_per_call: int = 10) -> dict[str, float]:
+    def retry_failed(self, calls: int, ids_per_call: int = 10) -> dict[str, Any]:
         rows = self.conn.execute(FAILED_IDS, (self.queue, calls * ids_per_call)).fetchall()
         ids = [int(row[0]) for row in rows]
         chunks = [ids[i : i + ids_per_call] for i in range(0, len(ids), ids_per_call)]
@@ -84,7 +93,7 @@ class ContractBench:
     def _retry_failed(self, ids: list[int]) -> None:
         self.conn.execute(RETRY_FAILED, (self.queue, ids))
 
-    def reap(self, expired: int, rounds: int = 5) -> dict[str, float]:
+    def reap(self, expired: int, rounds: int = 5) -> dict[str, Any]:
         """Time reap() with ``expired`` leases run out, and no other."""
         samples = []
         for _ in range(rounds):
@@ -94,11 +103,47 @@ class ContractBench:
         return {"expired": expired, **percentiles(samples)}
 
 
+def claim_through_drain(dsn: str, *, jobs: int, batch: int = 100,
+                        from_mark: bool) -> list[dict[str, Any]]:  # fmt: skip
+    """claim(batch) latency, p50 and p99 per tenth of a drain of ``jobs`` ready jobs.
+
+    Each claim's jobs are completed (untimed) before the next claim, on one
+    connection. ``from_mark`` claims as the worker does: from the newest
+    scheduled_at claimed, and from the front when short or once a second.
+    """
+    contract = Contract("pgq")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS pgq CASCADE")
+        apply_schema(conn, "pgq")
+        add_queue(conn, "pgq", "drain")
+        conn.execute(FILL_DRAIN, (jobs,))
+        conn.execute("VACUUM ANALYZE pgq.jobs")
+        samples: list[float] = []
+        mark: datetime | None = None
+        rescan_at = 0.0
+        while True:
+            if not from_mark or time.monotonic() >= rescan_at:
+                mark, rescan_at = None, time.monotonic() + 1.0
+            started = time.perf_counter()
+            claimed = contract.send_claim(conn, "drain", batch, LEASE, "bench", mark).result()
+            samples.append(time.perf_counter() - started)
+            if claimed:
+                contract.complete_many(conn, claimed)
+            if len(claimed) == batch:
+                mark = max(job.scheduled_at for job in claimed if job.scheduled_at)
+            elif mark is None:
+                break
+            else:
+                mark = None
+    tenth = max(len(samples) // 10, 1)
+    return [percentiles(samples[i * tenth : (i + 1) * tenth]) for i in range(10)]
+
+
 def measure_contract(dsn: str, *, queue: str, calls: int = 1000) -> dict[str, Any]:
     """p50 and p99 of each contract call on ``queue`` of the ``pgq`` schema as it stands."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         bench = ContractBench(conn, queue)
-        contract, batches = bench.contract, max(calls // 10, 20)
+        contract, batches = bench.contract, max(calls // 10, 2)
         return {
             "claim_1": bench.claims(calls, 1),
             "claim_100": bench.claims(batches, 100),

@@ -18,6 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
 from pgq_exporter.ports import free_port
 
 # A small production-like setup: durable commits, room for the datasets in
@@ -74,3 +78,13 @@ def durable_postgres(version: int = 15) -> Iterator[str]:
             _run_as_owner([str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w",
                            "stop"], owner)  # fmt: skip
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def fresh_database(dsn: str, name: str) -> str:
+    """Drop and create database ``name`` on the server of ``dsn``; returns its DSN."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return make_conninfo(dsn, dbname=name)

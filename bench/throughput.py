@@ -108,9 +108,9 @@ def _drain(dsn: str, workers: int, jobs: int, target: Callable[..., None], *extr
     return drain(dsn, workers, jobs, LEFT, target, *extra)
 
 
-def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 3) -> dict[str, Any]:
+def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> dict[str, Any]:
     """Worker throughput alone and with the exporter collecting beside it at its default
-    15 s interval, alternating, median of each."""
+    15 s interval, in alternating rounds, median of each."""
     from bench.serving import exporter_process  # noqa: PLC0415
 
     alone, beside = [], []
@@ -128,10 +128,14 @@ def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 3) -> dict[str, A
         "workers": workers,
         "alone_jobs_per_s": a,
         "overhead_percent": 100 * (a - b) / a,
+        "rounds": rounds,
     }
 
 
-def run_throughput(dsn: str, *, jobs: int, workers: int) -> list[dict[str, Any]]:
+def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
+                   competitors: bool = True) -> list[dict[str, Any]]:  # fmt: skip
+    """Every drain and enqueue rate, with ratios against the seed loop and, at batch
+    100, against PgQueuer drained on the same server."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         apply_schema(conn, "pgq")
     small = max(jobs // 10, 100)
@@ -148,15 +152,16 @@ def run_throughput(dsn: str, *, jobs: int, workers: int) -> list[dict[str, Any]]
     for batch in (1, 10, 100):
         _fill(dsn, jobs)
         rate = _drain(dsn, workers, jobs, _reference_worker, batch)
-        rows.append(
-            {
-                "variant": f"reference worker: claim + complete ({CONCURRENCY} threads each)",
-                "batch": batch,
-                "jobs_per_s": rate,
-                "workers": workers,
-            }
-        )
-    rows.append(_overhead(dsn, jobs, workers))  # fmt: skip
+        rows.append({"variant": f"reference worker ({CONCURRENCY} threads each)",
+                     "batch": batch, "jobs_per_s": rate, "workers": workers})  # fmt: skip
+    if competitors:
+        from bench.competitors import run_competitors  # noqa: PLC0415
+
+        rows.extend(run_competitors(dsn, jobs=jobs, workers=workers, concurrency=CONCURRENCY))
+    rows.append(_overhead(dsn, jobs, workers, rounds))
+    pgqueuer = next((r["jobs_per_s"] for r in rows if r["variant"].startswith("PgQueuer")), None)
     for row in rows:
         row["ratio"] = row["jobs_per_s"] / baseline
+        if pgqueuer and row["variant"].startswith("reference worker") and row["batch"] == 100:
+            row["vs_pgqueuer"] = row["jobs_per_s"] / pgqueuer
     return rows

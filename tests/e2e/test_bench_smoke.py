@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from bench.collection import exporter_cycle_seconds, seed_cycle_seconds
+from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
@@ -46,7 +47,21 @@ def test_scrape_latency_harness(db: Database) -> None:
 
 
 def test_throughput_harness(db: Database) -> None:
-    rows = run_throughput(db.dsn, jobs=300, workers=1)
+    rows = run_throughput(db.dsn, jobs=300, workers=1, rounds=1)
     assert [r["batch"] for r in rows[:1]] == [1]
     assert all(r["jobs_per_s"] > 0 for r in rows)
     assert "overhead_percent" in rows[-1]
+    variants = [r["variant"] for r in rows]
+    assert any(v.startswith("PgQueuer") for v in variants)
+    assert any(v.startswith("Procrastinate") for v in variants)
+    assert "vs_pgqueuer" in next(r for r in rows if r["variant"].startswith("reference worker")
+                                 and r["batch"] == 100)  # fmt: skip
+
+
+def test_contract_and_drain_harness(db: Database) -> None:
+    build(db.dsn, jobs=20_000, unfinished_fraction=0.3)
+    figures = measure_contract(db.dsn, queue="q000", calls=20)
+    assert figures["claim_1"]["calls"] == 20 and figures["complete"]["calls"] == 20
+    assert [r["expired"] for r in figures["reap"]] == [0, 10, 100, 1000, 10_000]
+    tenths = claim_through_drain(db.dsn, jobs=3000, from_mark=True)
+    assert len(tenths) == 10 and all(t["p50_ms"] > 0 for t in tenths)

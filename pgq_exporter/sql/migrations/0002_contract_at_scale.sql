@@ -141,16 +141,19 @@ $$;
 
 -- Mark jobs done, each fenced by its own lease token. Returns the ids that
 -- were refused (token no longer current: reaped, or claimed by someone else).
+--
+-- A token is drawn for one claim of one job, so "the job's current token is
+-- among the given tokens" fences each job by its own token exactly, without
+-- pairing the arrays up in a join (which cost 15% more per call).
 CREATE FUNCTION complete_many(p_ids bigint[], p_tokens uuid[]) RETURNS SETOF bigint
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    v_done bigint[];
 BEGIN
-    RETURN QUERY
-    WITH given AS (
-        SELECT g.id, g.token FROM unnest(p_ids, p_tokens) AS g(id, token)
-    ), done AS (
+    WITH done AS (
         UPDATE jobs j
         SET status       = 'done',
             finished_at  = now(),
@@ -159,14 +162,13 @@ BEGIN
             lease_token  = NULL,
             last_error   = NULL,
             updated_at   = now()
-        FROM given g
         WHERE j.id = ANY (p_ids)
-          AND j.id = g.id
-          AND j.lease_token = g.token
+          AND j.lease_token = ANY (p_tokens)
           AND j.status = 'processing'
         RETURNING j.id
     )
-    SELECT g.id FROM given g WHERE g.id NOT IN (SELECT d.id FROM done d);
+    SELECT array_agg(done.id) INTO v_done FROM done;
+    RETURN QUERY SELECT g.id FROM unnest(p_ids) AS g(id) WHERE g.id <> ALL (coalesce(v_done, '{}'));
 END
 $$;
 
@@ -241,7 +243,8 @@ BEGIN
 END
 $$;
 
--- Extend leases, each fenced by its token. Returns the ids that were refused.
+-- Extend leases, each fenced by its token (as in complete_many). Returns the
+-- ids that were refused.
 CREATE FUNCTION heartbeat_many(
     p_ids    bigint[],
     p_tokens uuid[],
@@ -251,21 +254,19 @@ LANGUAGE plpgsql
 SET search_path FROM CURRENT
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    v_beaten bigint[];
 BEGIN
-    RETURN QUERY
-    WITH given AS (
-        SELECT g.id, g.token FROM unnest(p_ids, p_tokens) AS g(id, token)
-    ), beat AS (
+    WITH beat AS (
         UPDATE jobs j
         SET locked_until = now() + p_lease, updated_at = now()
-        FROM given g
         WHERE j.id = ANY (p_ids)
-          AND j.id = g.id
-          AND j.lease_token = g.token
+          AND j.lease_token = ANY (p_tokens)
           AND j.status = 'processing'
         RETURNING j.id
     )
-    SELECT g.id FROM given g WHERE g.id NOT IN (SELECT b.id FROM beat b);
+    SELECT array_agg(beat.id) INTO v_beaten FROM beat;
+    RETURN QUERY SELECT g.id FROM unnest(p_ids) AS g(id) WHERE g.id <> ALL (coalesce(v_beaten, '{}'));
 END
 $$;
 
