@@ -321,7 +321,9 @@ def _add_worker_commands(commands: Commands) -> None:
         help="module:function called with each job (default: the example handler)",
     )
     work.add_argument("--concurrency", type=int, default=4, help="handler threads (default 4)")
-    work.add_argument("--batch", type=int, default=10, help="jobs per claim (default 10)")
+    work.add_argument(
+        "--batch", type=int, default=10, help="jobs held at most, claimed ahead (default 10)"
+    )
     work.add_argument("--lease", default="30s", help="lease per claim (default 30s)")
     work.add_argument("--grace", default="10s", help="time to finish jobs on SIGTERM (default 10s)")
     work.add_argument(
