@@ -451,6 +451,8 @@ class Worker:
             for job in unfinished:
                 self._held.pop(job.id, None)
         self._release(unfinished)
+        # A handler that finished between the two steps above posted its outcome late.
+        self._record_remaining()
 
     def _record_remaining(self) -> None:
         batch = self._take_outcomes()
