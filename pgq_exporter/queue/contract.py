@@ -60,6 +60,17 @@ def _statement(schema: str, name: str) -> sql.Composed:
     return sql.SQL(query("contract.sql", name)).format(schema=sql.Identifier(schema))
 
 
+def leases(jobs: Sequence[Job]) -> dict[str, Any]:
+    """The ids and tokens parameters of the batch calls."""
+    return {"ids": [job.id for job in jobs], "tokens": [job.token for job in jobs]}
+
+
+def failure_params(failures: Sequence[tuple[Job, str]], backoff: timedelta) -> dict[str, Any]:
+    """The parameters of fail_many."""
+    jobs = [job for job, _ in failures]
+    return {**leases(jobs), "errors": [error for _, error in failures], "backoff": backoff}
+
+
 def to_payload(payload: Any, where: str = "payload") -> Jsonb:
     """Check that a payload is JSON before it reaches the database."""
     try:
@@ -149,7 +160,7 @@ class Contract:
         return self.send_complete_many(conn, jobs).result()
 
     def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
-        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs]}
+        params = leases(jobs)
         cursor = conn.execute(_statement(self.schema, "complete_many"), params)
         return Call(cursor, lambda rows: {int(row[0]) for row in rows})
 
@@ -162,18 +173,13 @@ class Contract:
     def send_fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
     ) -> Call[dict[int, str]]:
-        params = {
-            "ids": [job.id for job, _ in failures],
-            "tokens": [job.token for job, _ in failures],
-            "errors": [error for _, error in failures],
-            "backoff": backoff,
-        }
+        params = failure_params(failures, backoff)
         cursor = conn.execute(_statement(self.schema, "fail_many"), params)
         return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 
     def heartbeat_many(self, conn: Conn, jobs: Sequence[Job], lease: timedelta) -> set[int]:
         """Extend the leases of ``jobs``; returns the ids whose lease was lost."""
-        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs], "lease": lease}
+        params = {**leases(jobs), "lease": lease}
         rows = conn.execute(_statement(self.schema, "heartbeat_many"), params).fetchall()
         return {int(row[0]) for row in rows}
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from pgq_exporter.queue.contract import Call, Conn, Contract, Job
+from pgq_exporter.queue.contract import Call, Conn, Contract, Job, failure_params, leases
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 
 RECORD = "INSERT INTO public.executions (job_id, token, pid, outcome) VALUES (%s, %s, %s, %s)"
@@ -50,21 +50,13 @@ SELECT id, outcome FROM failed
 
 class RecordingContract(Contract):
     def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
-        params = {"ids": [j.id for j in jobs], "tokens": [j.token for j in jobs],
-                  "pid": os.getpid()}  # fmt: skip
-        cursor = conn.execute(COMPLETE_MANY, params)
+        cursor = conn.execute(COMPLETE_MANY, {**leases(jobs), "pid": os.getpid()})
         return Call(cursor, lambda rows: {int(row[0]) for row in rows})
 
     def send_fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
     ) -> Call[dict[int, str]]:
-        params = {
-            "ids": [job.id for job, _ in failures],
-            "tokens": [job.token for job, _ in failures],
-            "errors": [error for _, error in failures],
-            "backoff": backoff,
-            "pid": os.getpid(),
-        }
+        params = {**failure_params(failures, backoff), "pid": os.getpid()}
         cursor = conn.execute(FAIL_MANY, params)
         return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 
