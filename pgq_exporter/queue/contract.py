@@ -56,8 +56,11 @@ class Call(Generic[T]):
 
 
 @cache
-def _statement(schema: str, name: str) -> sql.Composed:
-    return sql.SQL(query("contract.sql", name)).format(schema=sql.Identifier(schema))
+def _statement(schema: str, name: str) -> bytes:
+    # Rendered once: psycopg then caches the parsed form of the same bytes, so a
+    # worker's calls skip composing and parsing the query each time.
+    composed = sql.SQL(query("contract.sql", name)).format(schema=sql.Identifier(schema))
+    return composed.as_bytes(None)
 
 
 def leases(jobs: Sequence[Job]) -> dict[str, Any]:
