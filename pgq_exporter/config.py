@@ -121,7 +121,7 @@ class Config:
 
 def parse_duration(text: str) -> float:
     """Seconds in a Prometheus-style duration such as "15s", "1m30s" or "500ms"."""
-    if not _DURATION.match(text):
+    if not _DURATION.fullmatch(text):
         raise ValueError(text)
     return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
 
@@ -175,7 +175,7 @@ class _Reader:
         value = self.get(path)
         if not isinstance(value, str) or not value:
             raise self.fail(path, f"expected a non-empty string, got {_kind(value)}")
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             raise self.fail(path, f"invalid {what or 'value'} {value!r}")
         return value
 

@@ -15,7 +15,7 @@ CHANNEL_MAX = 63
 
 
 def check_queue_name(name: str, *, where: str = "queue") -> str:
-    if not QUEUE_NAME.match(name):
+    if not QUEUE_NAME.fullmatch(name):
         raise UsageError(
             f"{where}: invalid queue name {name!r}: use 1 to 48 letters, digits, '_', '.' or '-',"
             " starting with a letter or digit"

@@ -127,6 +127,44 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "custom_collectors[0].metrics[0].name",
         "invalid metric name 'pgq-x'",
     ),
+    # A name may not end in a newline: it would split the # TYPE line of the exposition.
+    (
+        "metric-name-ends-in-newline",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        '    metrics: [{name: "pgq_y\\n", help: X., value: n}]\n',
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "invalid metric name 'pgq_y\\n'",
+    ),
+    (
+        "label-name-ends-in-newline",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n, 'a' AS l\n"
+        '    metrics: [{name: pgq_y, help: X., value: n, labels: ["l\\n"]}]\n',
+        7,
+        "custom_collectors[0].metrics[0].labels[0]",
+        "invalid label name 'l\\n'",
+    ),
+    (
+        "database-name-ends-in-newline",
+        'databases:\n  - name: "main\\n"\n    dsn: postgresql:///app\n',
+        2,
+        "databases[0].name",
+        "invalid database name 'main\\n'",
+    ),
+    (
+        "queue-name-ends-in-newline",
+        DB + '    queues: ["email\\n"]\n',
+        4,
+        "databases[0].queues[0]",
+        "invalid queue name 'email\\n'",
+    ),
+    (
+        "duration-ends-in-newline",
+        DB + 'window: "5m\\n"\n',
+        4,
+        "window",
+        "expected a duration",
+    ),
     (
         "duplicate-metric-builtin",
         DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"

@@ -16,7 +16,8 @@ def test_good_queue_names(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", "-lead", "_lead", "has space", "semi;colon", "quo'te", "q" * 49, "é"]
+    "name",
+    ["", "-lead", "_lead", "has space", "semi;colon", "quo'te", "q" * 49, "é", "email\n"],
 )
 def test_bad_queue_names(name: str) -> None:
     with pytest.raises(UsageError, match="invalid queue name"):
