@@ -19,7 +19,12 @@ from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import families, render_text
-from pgq_exporter.scheduler import ConnectionSource, ConnectionUnavailableError, Scheduler
+from pgq_exporter.scheduler import (
+    ConnectionSource,
+    ConnectionUnavailableError,
+    Scheduler,
+    set_transaction_timeouts,
+)
 from pgq_exporter.yamlpos import ConfigError
 
 log = logging.getLogger("pgq_exporter")
@@ -49,7 +54,8 @@ def metric_specs(config: Config) -> dict[str, MetricSpec]:
 def check_custom_sql(config: Config, wait: float = 5.0) -> None:
     """Each custom query, described on each reachable database: its columns must exist.
 
-    An unreachable database is not an error here: the collector reports it.
+    An unreachable database is not an error here, nor a lock or a slow server
+    that outlasts ``wait``: the collector reports them.
     """
     for custom in config.custom:
         collector = CustomSQL(custom)
@@ -60,8 +66,15 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
             try:
                 with source.connection(wait, wait) as conn, conn.transaction():
                     conn.execute("SET TRANSACTION READ ONLY")
+                    set_transaction_timeouts(conn, wait)
                     missing = collector.missing_columns(collector.columns(conn))
             except ConnectionUnavailableError:
+                continue
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                log.warning(
+                    "custom query not checked at start",
+                    extra={"collector": custom.name, "database": db.name, "err": first_line(exc)},
+                )
                 continue
             except psycopg.Error as exc:
                 raise ConfigError(

@@ -24,6 +24,7 @@ from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
+from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.scheduler")
 
@@ -153,12 +154,7 @@ class DatabaseRuntime:
                 self.up = True
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    timeout_ms = str(int(settings.timeout * 1000))
-                    conn.execute(
-                        "SELECT set_config('statement_timeout', %s, true),"
-                        " set_config('lock_timeout', %s, true)",
-                        (timeout_ms, timeout_ms),
-                    )
+                    set_transaction_timeouts(conn, settings.timeout)
                     return collector.collect(conn, self.context)
         except ConnectionUnavailableError:
             self.up = False
@@ -167,6 +163,11 @@ class DatabaseRuntime:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 self.up = False
             raise
+
+
+def set_transaction_timeouts(conn: psycopg.Connection[Any], seconds: float) -> None:
+    """Bound every statement, and every lock wait, of the current transaction."""
+    conn.execute(query("session.sql", "transaction_timeouts"), {"ms": str(int(seconds * 1000))})
 
 
 class Scheduler:

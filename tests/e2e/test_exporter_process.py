@@ -255,3 +255,27 @@ def test_xmin_horizon_names_slots_and_prepared_transactions(own_server: Embedded
     assert (
         value(samples, "pgq_xmin_horizon_age_transactions", database="main", source="standby") == 0
     )
+
+
+def test_start_is_not_held_by_a_lock_on_a_custom_querys_table(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.locked (n int)")
+    config = basic_config(db.dsn) + (
+        "custom_collectors:\n  - name: locked\n    sql: SELECT count(*) AS n FROM public.locked\n"
+        "    metrics: [{name: pgq_test_locked_rows, help: Rows., value: n}]\n"
+    )
+    with db.connect() as holder:
+        holder.execute("LOCK TABLE public.locked IN ACCESS EXCLUSIVE MODE")
+        # The startup check gives up on the lock after its 5 s bound and serves.
+        with ExporterProcess(config) as exporter:
+            # Collectors that do not read the locked table carry on.
+            exporter.wait_until(
+                lambda s: (
+                    value(s, "pgq_collector_success", collector="activity", database="main") == 1
+                )
+            )
+            holder.rollback()
+            samples = exporter.wait_until(lambda s: "pgq_test_locked_rows" in s)
+            logs = exporter.logs()
+    assert value(samples, "pgq_test_locked_rows", database="main") == 0
+    assert "custom query not checked at start" in logs
