@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import partial
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ import psycopg
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Contract, Job
 from pgq_exporter.queue.schema import apply_schema
+from pgq_exporter.queue.worker import ClaimMarks
 
 LEASE = timedelta(minutes=5)
 EXPIRE = "UPDATE pgq.jobs SET locked_until = now() - interval '1 second' WHERE id = ANY(%s)"
@@ -119,22 +120,17 @@ def claim_through_drain(dsn: str, *, jobs: int, batch: int = 100,
         conn.execute(FILL_DRAIN, (jobs,))
         conn.execute("VACUUM ANALYZE pgq.jobs")
         samples: list[float] = []
-        mark: datetime | None = None
-        rescan_at = 0.0
+        marks = ClaimMarks()
         while True:
-            if not from_mark or time.monotonic() >= rescan_at:
-                mark, rescan_at = None, time.monotonic() + 1.0
+            mark = marks.start("drain") if from_mark else None
             started = time.perf_counter()
             claimed = contract.send_claim(conn, "drain", batch, LEASE, "bench", mark).result()
             samples.append(time.perf_counter() - started)
             if claimed:
                 contract.complete_many(conn, claimed)
-            if len(claimed) == batch:
-                mark = max(job.scheduled_at for job in claimed if job.scheduled_at)
-            elif mark is None:
+            marks.claimed("drain", claimed, batch)
+            if len(claimed) < batch and mark is None:
                 break
-            else:
-                mark = None
     tenth = max(len(samples) // 10, 1)
     return [percentiles(samples[i * tenth : (i + 1) * tenth]) for i in range(10)]
 

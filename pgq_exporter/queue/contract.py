@@ -63,6 +63,10 @@ def _statement(schema: str, name: str) -> bytes:
     return composed.as_bytes(None)
 
 
+def _ids(rows: list[Any]) -> set[int]:
+    return {int(row[0]) for row in rows}
+
+
 def leases(jobs: Sequence[Job]) -> dict[str, Any]:
     """The ids and tokens parameters of the batch calls."""
     return {"ids": [job.id for job in jobs], "tokens": [job.token for job in jobs]}
@@ -165,7 +169,7 @@ class Contract:
     def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
         params = leases(jobs)
         cursor = conn.execute(_statement(self.schema, "complete_many"), params)
-        return Call(cursor, lambda rows: {int(row[0]) for row in rows})
+        return Call(cursor, _ids)
 
     def fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
@@ -183,8 +187,7 @@ class Contract:
     def heartbeat_many(self, conn: Conn, jobs: Sequence[Job], lease: timedelta) -> set[int]:
         """Extend the leases of ``jobs``; returns the ids whose lease was lost."""
         params = {**leases(jobs), "lease": lease}
-        rows = conn.execute(_statement(self.schema, "heartbeat_many"), params).fetchall()
-        return {int(row[0]) for row in rows}
+        return _ids(conn.execute(_statement(self.schema, "heartbeat_many"), params).fetchall())
 
     def release(self, conn: Conn, job: Job) -> bool:
         return bool(self._one(conn, "release", {"id": job.id, "token": job.token}))

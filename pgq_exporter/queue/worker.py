@@ -52,6 +52,35 @@ Outcome = tuple[Job, str | None]
 RESCAN_EVERY = 1.0
 
 
+class ClaimMarks:
+    """Where each queue's next claim starts.
+
+    After a full claim, at the newest scheduled_at it took (claim's ``after``),
+    so that a long drain does not step over its own dead index entries again;
+    from the front after a short claim, and at least every ``rescan_every``
+    seconds, so that nothing below a mark waits long.
+    """
+
+    def __init__(self, rescan_every: float = RESCAN_EVERY) -> None:
+        self._rescan_every = rescan_every
+        self._marks: dict[str, datetime] = {}
+        self._rescan_at = 0.0
+
+    def start(self, queue: str) -> datetime | None:
+        now = time.monotonic()
+        if now >= self._rescan_at:
+            self._rescan_at = now + self._rescan_every
+            return None
+        return self._marks.get(queue)
+
+    def claimed(self, queue: str, jobs: list[Job], wanted: int) -> None:
+        stamps = [job.scheduled_at for job in jobs if job.scheduled_at is not None]
+        if len(jobs) == wanted and stamps:
+            self._marks[queue] = max(stamps)
+        else:
+            self._marks.pop(queue, None)
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     queues: tuple[str, ...]
@@ -140,9 +169,7 @@ class Worker:
         self._outbox: list[Outcome] = []
         self._outbox_changed = threading.Condition()
         self._next_queue = 0
-        # Per queue, the newest scheduled_at claimed: the next claim starts there.
-        self._frontier: dict[str, datetime] = {}
-        self._rescan_at = 0.0
+        self._marks = ClaimMarks()
 
     # -- control --------------------------------------------------------------
     def stop(self) -> None:
@@ -212,7 +239,7 @@ class Worker:
             self._wait_for_outcomes(idle)
             return idle
         queue = self.settings.queues[self._next_queue]
-        after = self._scan_start(queue)
+        after = self._marks.start(queue)
         try:
             # One round trip and one implicit transaction for everything sent.
             with conn.pipeline():
@@ -231,10 +258,10 @@ class Worker:
             raise
         self._settle(outcomes, recorded)
         self._hold(jobs)
+        if want:
+            self._marks.claimed(queue, jobs, want)
         if len(jobs) == want:
-            self._advance(queue, jobs)
             return self.settings.poll_min
-        self._frontier.pop(queue, None)
         if after is not None:
             return self.settings.poll_min  # short from the mark: look from the front now
         self._next_queue = (self._next_queue + 1) % len(self.settings.queues)
@@ -242,19 +269,6 @@ class Worker:
             return self.settings.poll_min  # the other queues may have some
         self._wait_for_jobs(conn, idle)
         return min(idle * 2, self.settings.poll_max)
-
-    def _scan_start(self, queue: str) -> datetime | None:
-        """Where the next claim starts: the mark, or the front at least once a second."""
-        now = time.monotonic()
-        if now >= self._rescan_at:
-            self._rescan_at = now + RESCAN_EVERY
-            return None
-        return self._frontier.get(queue)
-
-    def _advance(self, queue: str, jobs: list[Job]) -> None:
-        stamps = [job.scheduled_at for job in jobs if job.scheduled_at is not None]
-        if stamps:
-            self._frontier[queue] = max(stamps)
 
     def _hold(self, jobs: list[Job]) -> None:
         expires = time.monotonic() + self.settings.lease.total_seconds()
