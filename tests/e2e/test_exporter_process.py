@@ -238,9 +238,15 @@ def test_xmin_horizon_names_slots_and_prepared_transactions(own_server: Embedded
     own_server.resume()
     with psycopg.connect(own_server.dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_create_logical_replication_slot('pgq_test_slot', 'test_decoding')")
-        conn.execute("BEGIN")
-        conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('email')")  # enqueue() NOTIFYs
-        conn.execute("PREPARE TRANSACTION 'pgq_test_prepared'")
+        # Prepared by a session of its own, which ends: a session must not write
+        # jobs while its own prepared transaction holds its count row.
+        with psycopg.connect(own_server.dsn, autocommit=True) as preparing:
+            preparing.execute("BEGIN")
+            preparing.execute("INSERT INTO pgq.jobs (queue) VALUES ('email')")  # no NOTIFY
+            preparing.execute("PREPARE TRANSACTION 'pgq_test_prepared'")
+        # Folding the ended session's counts skips the row the prepared one holds.
+        conn.execute("SET statement_timeout = '5s'")
+        conn.execute("SELECT pgq.reap()")
         for _ in range(3):
             conn.execute("SELECT pgq.enqueue('email')")
         try:

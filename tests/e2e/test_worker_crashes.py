@@ -11,6 +11,7 @@ import time
 
 from pgq_exporter.queue.reaper import reap_once
 from tests.conftest import Database
+from tests.counts_support import assert_counts_exact
 from tests.support import run_cli
 
 JOBS = 30_000
@@ -127,6 +128,7 @@ def test_crashing_workers_lose_nothing_and_complete_nothing_twice(db: Database) 
             " public.executions e WHERE e.job_id = j.id AND e.outcome = 'completed')"
         ).fetchone()
         assert unrecorded == (0,)
+        assert_counts_exact(conn)  # through kill -9, reaping and retries
         # One row per handler run: its start, and the outcome it recorded (if it lived).
         runs = conn.execute(
             "SELECT s.job_id, s.seq, o.outcome FROM public.executions s"

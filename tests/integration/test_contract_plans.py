@@ -20,6 +20,9 @@ from tests.conftest import Database
 
 ROWS = 300_000
 SEQ_SCAN = re.compile(r"Seq Scan on (\S+)")
+# Its rows are the writing sessions times the queues, whatever the jobs: folding
+# them (reap calls fold_counts) reads them all by design.
+BOUNDED_BY_SESSIONS = frozenset({"queue_counts"})
 
 FILL = """
 INSERT INTO pgq.jobs (queue, status, attempts, scheduled_at, started_at, finished_at,
@@ -114,5 +117,8 @@ def test_contract_function_runs_no_sequential_scan(explaining: Explaining, call:
         plans = explaining.plans(statement)
     bodies = [p.split("\n", 2)[-1] for p in plans]  # without the Query Text line
     assert any("jobs" in body for body in bodies), plans  # the function's statements were seen
-    scans = [m.group(1) for p in plans for m in SEQ_SCAN.finditer(p)]
+    scans = [
+        m.group(1) for p in plans for m in SEQ_SCAN.finditer(p)
+        if m.group(1) not in BOUNDED_BY_SESSIONS
+    ]  # fmt: skip
     assert scans == [], "\n\n".join(plans)
