@@ -65,31 +65,45 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
-               "Jobs by queue and status. Exact up to exact_count_limit (default 1000) per queue "
-               "and status; above it, the planner's estimate (refreshed at most once a "
-               "minute), never below the limit + 1. "
-               + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
+               "Jobs by queue and status. On the reference schema, exact at any size (its "
+               "queue_counts table); elsewhere exact up to exact_count_limit (default "
+               "1,000,000) per queue and status, and above it an estimate from a sample of the "
+               "table as it is now, never below the limit + 1: see "
+               "pgq_queue_count_approximate. The done and failed totals leave the table with "
+               "archiving. " + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
                "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "
-               "exact_count_limit, an estimate above it.",
+               "exact_count_limit; see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_delayed_jobs", G,
-               "Pending jobs scheduled in the future (delayed or backing off): pending - ready, "
-               "so an estimate when either is.",
+               "Pending jobs scheduled in the future (delayed or backing off). Exact up to "
+               "exact_count_limit; see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
+    MetricSpec("pgq_queue_count_approximate", G,
+               "1 when the queue's count for this status (pending, ready, delayed, processing, "
+               "done, failed) is an estimate because it passed exact_count_limit, 0 when it "
+               "is exact.", (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
                "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",
                DBQ, QUEUE_LATENCY, "seconds"),
     MetricSpec("pgq_queue_stuck_jobs", G,
                "Processing jobs past locked_until that still have attempts left: the reaper "
-               "will return them to pending.", DBQ, QUEUE_LEASES),
+               "will return them to pending. Exact up to exact_count_limit; see "
+               "pgq_queue_lease_count_approximate.", DBQ, QUEUE_LEASES),
     MetricSpec("pgq_queue_exhausted_jobs", G,
                "Processing jobs past locked_until with no attempts left: the reaper will mark "
-               "them failed. A growing number means the reaper is not running.",
+               "them failed. A growing number means the reaper is not running. Exact up to "
+               "exact_count_limit.",
                DBQ, QUEUE_LEASES),
+    MetricSpec("pgq_queue_lease_count_approximate", G,
+               "1 when the queue's stuck or exhausted count (status label) is an estimate "
+               "because it passed exact_count_limit, 0 when it is exact.",
+               (*DBQ, "status"), QUEUE_LEASES),
     MetricSpec("pgq_queue_window_finished_jobs", G,
                "Jobs finished (status done or failed) during the trailing window given by the "
-               "window label, in seconds.", (*DBQ, "status", "window"), QUEUE_WINDOW),
+               "window label, in seconds. Counted from the finished jobs this exporter process "
+               "has read (the window before its start is read once, at its first run).",
+               (*DBQ, "status", "window"), QUEUE_WINDOW),
     MetricSpec("pgq_queue_window_failure_ratio", G,
                "Failed / finished jobs during the trailing window (window label, seconds); 0 "
                "when none finished.", (*DBQ, "window"), QUEUE_WINDOW, "ratio"),
@@ -139,7 +153,12 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "1 when the last connection attempt to the database succeeded, else 0.",
                DB, EXPORTER),
     MetricSpec("pgq_collector_duration_seconds", G,
-               "Duration of the collector's last run.", (*DB, "collector"), EXPORTER, "seconds"),
+               "Duration of the collector's last run: its own queries and work, not the wait "
+               "for a connection.", (*DB, "collector"), EXPORTER, "seconds"),
+    MetricSpec("pgq_collector_connection_wait_seconds", G,
+               "Time the collector's last run waited for a connection from the pool (opening "
+               "one included) before its queries started.",
+               (*DB, "collector"), EXPORTER, "seconds"),
     MetricSpec("pgq_collector_success", G,
                "1 when the collector's last run succeeded, else 0.", (*DB, "collector"), EXPORTER),
     MetricSpec("pgq_collector_last_success_timestamp_seconds", G,

@@ -24,7 +24,7 @@ Path_ = tuple[str | int, ...]
 DEFAULT_INTERVAL = 15.0
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WINDOW = 300.0
-DEFAULT_EXACT_COUNT_LIMIT = 1_000
+DEFAULT_EXACT_COUNT_LIMIT = 1_000_000
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0
 
@@ -54,6 +54,11 @@ class SchemaMapping:
     table: str = "jobs"
     columns: dict[str, str] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
     statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
+
+    @property
+    def is_reference(self) -> bool:
+        """The reference queue's layout, whose schema keeps exact counts from version 3 on."""
+        return self == SchemaMapping(schema=self.schema)
 
 
 @dataclass(frozen=True, slots=True)

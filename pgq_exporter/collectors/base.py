@@ -7,7 +7,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -15,9 +15,14 @@ from psycopg import sql
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.sqlfiles import query
 
+if TYPE_CHECKING:
+    from pgq_exporter.collectors.finished_feed import FinishedFeed
+
 Row = tuple[Any, ...]
 Conn = psycopg.Connection[Any]
 DISCOVERY_GAP = 5.0
+# The reference schema's table of exact counts (schema version 3 on).
+COUNTS_TABLE = "queue_counts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,7 @@ class Context:
     config: Config
     database: DatabaseConfig
     queues: KnownQueues
+    feed: FinishedFeed
 
     @property
     def mapping(self) -> SchemaMapping:
@@ -106,6 +112,8 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
     parts: dict[str, sql.Composable] = {
         "jobs": sql.Identifier(mapping.schema, mapping.table),
         "jobs_name": sql.Literal(sql.Identifier(mapping.schema, mapping.table).as_string()),
+        "counts": sql.Identifier(mapping.schema, COUNTS_TABLE),
+        "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
     }
     parts.update({f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items()})
     parts.update({f"s_{key}": sql.Literal(value) for key, value in mapping.statuses.items()})

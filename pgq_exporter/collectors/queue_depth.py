@@ -1,75 +1,59 @@
 """Jobs by queue and status, zero-filled for every known queue.
 
-Every count is exact up to exact_count_limit, read from the partial indexes;
-above it, the planner's estimate (never below limit + 1, so an alert threshold
-at or below the limit stays exact), refreshed at most once a minute. So the cost of a
-cycle is bounded whatever the size of the table.
+On the reference schema (version 3 on), pending, processing, done and failed
+come from its queue_counts table, which the schema's triggers keep exact in
+every snapshot: the cost does not depend on the number of jobs. Elsewhere,
+and for the delayed jobs everywhere, each count is exact up to
+exact_count_limit, read from the partial indexes, and estimated from a sample
+of the table above it (see counting.py). ``pgq_queue_count_approximate``
+says which values are estimates.
 """
 
 from __future__ import annotations
 
-import json
-import time
-
-from psycopg import sql
-
 from pgq_exporter.catalogue import QUEUE_DEPTH
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch, render
+from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.counting import Count, SampledCounts, exact
 
-COUNTED = ("pending", "ready", "processing", "done", "failed")
-
-
-ESTIMATE_TTL = 60.0
+# The columns of capped_counts and kept_counts, after the queue.
+COUNTED = ("pending", "delayed", "processing", "done", "failed")
+KEPT = frozenset({"pending", "processing", "done", "failed"})
+STATUSES = ("pending", "processing", "done", "failed")
 
 
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
-    def __init__(self) -> None:
-        # Planner estimates change only after ANALYZE: reuse them for a minute.
-        self._estimates: dict[tuple[str, str], tuple[float, float]] = {}
-
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
-        limit = ctx.config.exact_count_limit
-        rows = fetch(conn, "capped_counts", ctx, {"cap": limit + 1, "queues": queues})
+        kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
+        params = {"cap": ctx.config.exact_count_limit + 1, "queues": queues}
+        rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
+        sampled = SampledCounts(conn, ctx)
         samples: list[AnySample] = []
-        for queue, *counts in rows:
-            # Above the limit the count is known to be at least limit + 1.
-            values = {
-                what: float(n)
-                if n <= limit
-                else max(limit + 1.0, self._estimate(conn, ctx, queue, what))
-                for what, n in zip(COUNTED, counts, strict=True)
+        for queue, *numbers in rows:
+            counts = {
+                what: exact(n) if kept and what in KEPT else sampled.bounded(queue, what, n)
+                for what, n in zip(COUNTED, numbers, strict=True)
             }
-            for status in ("pending", "processing", "done", "failed"):
-                samples.append(Sample("pgq_queue_jobs", (queue, status), values[status]))
-            ready = min(values["ready"], values["pending"])
-            samples.append(Sample("pgq_queue_ready_jobs", (queue,), ready))
-            samples.append(Sample("pgq_queue_delayed_jobs", (queue,), values["pending"] - ready))
+            samples += _samples(queue, counts)
         return samples
 
-    def _estimate(self, conn: Conn, ctx: Context, queue: str, what: str) -> float:
-        now = time.monotonic()
-        cached = self._estimates.get((queue, what))
-        if cached is None or now - cached[1] > ESTIMATE_TTL:
-            cached = (_planner_estimate(conn, ctx, queue, what), now)
-            self._estimates[(queue, what)] = cached
-        return cached[0]
 
-
-def _planner_estimate(conn: Conn, ctx: Context, queue: str, what: str) -> float:
-    status = "pending" if what == "ready" else what
-    ready = sql.SQL("AND {} <= now()").format(sql.Identifier(ctx.mapping.columns["scheduled_at"]))
-    statement = render(
-        "estimate_rows",
-        ctx.mapping,
-        queue=sql.Literal(queue),
-        status=sql.Literal(ctx.mapping.statuses[status]),
-        and_ready=ready if what == "ready" else sql.SQL(""),
-    )
-    row = conn.execute(statement).fetchone()
-    plan = row[0] if row else None
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return float(plan[0]["Plan"]["Plan Rows"]) if plan else 0.0
+def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
+    pending, delayed = counts["pending"], counts["delayed"]
+    delayed = Count(min(delayed.value, pending.value), delayed.approximate)
+    ready = Count(pending.value - delayed.value, pending.approximate or delayed.approximate)
+    samples: list[AnySample] = [
+        Sample("pgq_queue_jobs", (queue, status), counts[status].value) for status in STATUSES
+    ]
+    samples += [
+        Sample("pgq_queue_ready_jobs", (queue,), ready.value),
+        Sample("pgq_queue_delayed_jobs", (queue,), delayed.value),
+    ]
+    marked = {**counts, "ready": ready, "delayed": delayed}
+    samples += [
+        Sample("pgq_queue_count_approximate", (queue, status), float(marked[status].approximate))
+        for status in ("pending", "ready", "delayed", "processing", "done", "failed")
+    ]
+    return samples

@@ -1,9 +1,14 @@
-"""Processing jobs past their lease: stuck (attempts left) and exhausted (none left)."""
+"""Processing jobs past their lease: stuck (attempts left) and exhausted (none left).
+
+Exact up to exact_count_limit expired leases per queue; above it, both are
+estimated from a sample of the table (see counting.py) and marked so.
+"""
 
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.counting import Count, SampledCounts, exact
 
 
 class QueueLeases(Collector):
@@ -11,8 +16,25 @@ class QueueLeases(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
+        limit = ctx.config.exact_count_limit
+        sampled = SampledCounts(conn, ctx)
         samples: list[AnySample] = []
-        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, {"queues": queues}):
-            samples.append(Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)))
-            samples.append(Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)))
+        params = {"queues": queues, "cap": limit + 1}
+        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, params):
+            counted = {"stuck": stuck, "exhausted": exhausted}
+            if stuck + exhausted <= limit:
+                counts = {what: exact(n) for what, n in counted.items()}
+            else:  # the scan stopped at the bound: neither count is complete
+                counts = {
+                    what: Count(max(float(n), sampled.estimate(queue, what)), True)
+                    for what, n in counted.items()
+                }
+            samples += [
+                Sample("pgq_queue_stuck_jobs", (queue,), counts["stuck"].value),
+                Sample("pgq_queue_exhausted_jobs", (queue,), counts["exhausted"].value),
+            ]
+            samples += [
+                Sample("pgq_queue_lease_count_approximate", (queue, what), float(c.approximate))
+                for what, c in counts.items()
+            ]
         return samples

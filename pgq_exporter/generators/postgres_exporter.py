@@ -8,7 +8,7 @@ from psycopg import sql
 
 from pgq_exporter.catalogue import MetricSpec, metric
 from pgq_exporter.collectors.base import mapping_parts
-from pgq_exporter.config import DEFAULT_EXACT_COUNT_LIMIT, DEFAULT_WINDOW, SchemaMapping
+from pgq_exporter.config import DEFAULT_WINDOW, SchemaMapping
 from pgq_exporter.sqlfiles import named_queries
 
 _FILE = "postgres_exporter.sql"
@@ -40,6 +40,9 @@ QUERIES: dict[str, tuple[str, ...]] = {
 
 SUPPORTED: frozenset[str] = frozenset(name for names in QUERIES.values() for name in names)
 
+# postgres_exporter runs these on every scrape and cannot estimate: the done
+# and failed counts stop here, not at pgq-exporter's exact_count_limit.
+CAP = 1000
 _CAPPED_NOTE = (
     " With postgres_exporter, done and failed are capped at {cap} per queue (no estimate)."
 )
@@ -84,7 +87,7 @@ def _without_comments(text: str) -> str:
 def queries_yaml(
     mapping: SchemaMapping | None = None,
     *,
-    cap: int = DEFAULT_EXACT_COUNT_LIMIT,
+    cap: int = CAP,
     window: float = DEFAULT_WINDOW,
     cache_seconds: int = 15,
 ) -> dict[str, Any]:
@@ -114,9 +117,12 @@ def queries_yaml(
 
 
 def _help(spec: MetricSpec, cap: int) -> str:
-    text = spec.help.split(" Collected in the background")[0]
+    # postgres_exporter counts these exactly on every scrape: no bound, no estimate,
+    # and the window is a query over the table, not a feed.
+    text = spec.help.split(" Collected in the background")[0].split(" Exact up to")[0]
+    text = text.split(" Counted from the finished jobs")[0]
     if spec.name == "pgq_queue_jobs":
-        text = text.split(" Exact up to")[0] + _CAPPED_NOTE.format(cap=cap)
+        text = text.split(".")[0] + "." + _CAPPED_NOTE.format(cap=cap)
     return text
 
 

@@ -39,8 +39,8 @@ SELECT q.queue,
             LIMIT %(cap)s) AS c) AS pending,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
-              AND j.{c_scheduled_at} <= now()
-            LIMIT %(cap)s) AS c) AS ready,
+              AND j.{c_scheduled_at} > now()
+            LIMIT %(cap)s) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
             LIMIT %(cap)s) AS c) AS processing,
@@ -52,10 +52,49 @@ SELECT q.queue,
             LIMIT %(cap)s) AS c) AS failed
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
--- name: estimate_rows
--- The planner's row estimate for one queue and status, above the cap.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status} {and_ready};
+-- name: has_counts
+-- Whether the reference schema keeps exact counts (version 3 and later).
+SELECT to_regclass({counts_name}) IS NOT NULL AS present;
+
+-- name: kept_counts
+-- The reference schema's exact counts, summed over the writers' slots, and
+-- the delayed jobs counted through the pending index up to %(cap)s.
+SELECT q.queue,
+       coalesce(k.pending, 0) AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+              AND j.{c_scheduled_at} > now()
+            LIMIT %(cap)s) AS c) AS delayed,
+       coalesce(k.processing, 0) AS processing,
+       coalesce(k.done, 0) AS done,
+       coalesce(k.failed, 0) AS failed
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS processing,
+                  sum(c.done) AS done, sum(c.failed) AS failed
+           FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
+
+-- name: table_pages
+-- Pages of the queue table (all partitions) as it is now, not as last analysed.
+SELECT coalesce(sum(pg_relation_size(t.relid)), 0) / current_setting('block_size')::bigint
+FROM (SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
+      UNION
+      SELECT oid FROM pg_class WHERE oid = to_regclass({jobs_name}) AND relkind = 'r') AS t(relid);
+
+-- name: sampled_counts
+-- One queue's counts from a sample of %(percent)s%% of the table's pages, as it
+-- is now: the caller scales them up. Used only above the exact bound.
+SELECT count(*) FILTER (WHERE j.{c_status} = {s_pending}) AS pending,
+       count(*) FILTER (WHERE j.{c_status} = {s_pending} AND j.{c_scheduled_at} > now())
+           AS delayed,
+       count(*) FILTER (WHERE j.{c_status} = {s_processing}) AS processing,
+       count(*) FILTER (WHERE j.{c_status} = {s_done}) AS done,
+       count(*) FILTER (WHERE j.{c_status} = {s_failed}) AS failed,
+       count(*) FILTER (WHERE j.{c_status} = {s_processing} AND j.{c_locked_until} < now()
+                          AND j.{c_attempts} < j.{c_max_attempts}) AS stuck,
+       count(*) FILTER (WHERE j.{c_status} = {s_processing} AND j.{c_locked_until} < now()
+                          AND j.{c_attempts} >= j.{c_max_attempts}) AS exhausted
+FROM {jobs} j TABLESAMPLE SYSTEM (%(percent)s)
+WHERE j.{c_queue} = %(queue)s;
 
 -- name: oldest_ready
 -- One index probe per queue: min() over (queue, scheduled_at) of the pending index.
@@ -68,39 +107,24 @@ FROM unnest(%(queues)s::text[]) AS q(queue);
 
 -- name: expired_leases
 -- Per queue, one range scan of the processing index up to now() (attempts
--- and max_attempts are included in it): the cost follows the expired leases.
+-- and max_attempts are included in it), stopped at %(cap)s rows: the cost
+-- follows the expired leases, up to the bound.
 SELECT q.queue, l.stuck, l.exhausted
 FROM unnest(%(queues)s::text[]) AS q(queue)
 CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE j.{c_attempts} < j.{c_max_attempts}) AS stuck,
-           count(*) FILTER (WHERE j.{c_attempts} >= j.{c_max_attempts}) AS exhausted
-    FROM {jobs} j
-    WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
-      AND j.{c_locked_until} < now()
+    SELECT count(*) FILTER (WHERE e.attempts < e.max_attempts) AS stuck,
+           count(*) FILTER (WHERE e.attempts >= e.max_attempts) AS exhausted
+    FROM (SELECT j.{c_attempts} AS attempts, j.{c_max_attempts} AS max_attempts
+          FROM {jobs} j
+          WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
+            AND j.{c_locked_until} < now()
+          LIMIT %(cap)s) AS e
 ) AS l;
-
--- name: finished_window
--- Per known queue, the jobs finished in the trailing window: a range scan of
--- the finished index, so the cost follows the window, not the table.
-SELECT q.queue,
-       w.done, w.failed,
-       coalesce(w.p[1], 0) AS p50, coalesce(w.p[2], 0) AS p95, coalesce(w.p[3], 0) AS p99
-FROM unnest(%(queues)s::text[]) AS q(queue)
-CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE j.{c_status} = {s_done}) AS done,
-           count(*) FILTER (WHERE j.{c_status} = {s_failed}) AS failed,
-           percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-               ORDER BY extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8
-           ) FILTER (WHERE j.{c_started_at} IS NOT NULL) AS p
-    FROM {jobs} j
-    WHERE j.{c_queue} = q.queue
-      AND j.{c_status} IN ({s_done}, {s_failed})
-      AND j.{c_finished_at} > now() - make_interval(secs => %(window)s)
-) AS w;
 
 -- name: snapshot_horizon
 -- Every transaction below this xmin has ended: its finished jobs are visible now.
-SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon;
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
+       extract(epoch FROM now())::float8 AS now;
 
 -- name: finished_since
 -- Finished jobs whose finishing transaction is at or above the last horizon,
@@ -108,7 +132,8 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon;
 SELECT j.{c_id} AS id, j.{c_queue} AS queue, j.{c_status} = {s_done} AS done,
        j.{c_finished_xid}::text AS xid,
        extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8 AS processing,
-       extract(epoch FROM j.{c_started_at} - j.{c_scheduled_at})::float8 AS wait
+       extract(epoch FROM j.{c_started_at} - j.{c_scheduled_at})::float8 AS wait,
+       extract(epoch FROM j.{c_finished_at})::float8 AS finished
 FROM {jobs} j
 WHERE j.{c_finished_xid} >= %(since)s::xid8
    OR (%(backfill)s AND j.{c_status} IN ({s_done}, {s_failed})

@@ -1,0 +1,63 @@
+"""Counts that are exact up to a bound, and estimated from the table as it is now above it.
+
+An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
+count that reaches the bound is replaced by an estimate from a sample of the
+table's pages (TABLESAMPLE SYSTEM), read in the same snapshot: unlike the
+planner's statistics, it follows the rows that arrived since the last ANALYZE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pgq_exporter.collectors.base import Conn, Context, fetch
+
+# Pages a sample reads: enough that a count of a million rows spread over
+# tens of thousands of pages is known within a few percent.
+SAMPLE_PAGES = 10_000
+SAMPLED = ("pending", "delayed", "processing", "done", "failed", "stuck", "exhausted")
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    value: float
+    approximate: bool
+
+
+def exact(n: int) -> Count:
+    return Count(float(n), False)
+
+
+class SampledCounts:
+    """One run's estimates, per queue: one sample of the table per queue, read on demand."""
+
+    def __init__(self, conn: Conn, ctx: Context) -> None:
+        self._conn = conn
+        self._ctx = ctx
+        self._percent: float | None = None
+        self._queues: dict[str, dict[str, float]] = {}
+
+    def bounded(self, queue: str, what: str, counted: int) -> Count:
+        """``counted`` (a count stopped at limit + 1) if within the limit, else an estimate
+        that is never below what was counted."""
+        limit = self._ctx.config.exact_count_limit
+        if counted <= limit:
+            return exact(counted)
+        return Count(max(float(counted), self.estimate(queue, what)), True)
+
+    def estimate(self, queue: str, what: str) -> float:
+        if queue not in self._queues:
+            percent = self._sample_percent()
+            rows = fetch(self._conn, "sampled_counts", self._ctx,
+                         {"percent": percent, "queue": queue})  # fmt: skip
+            scale = 100.0 / percent
+            self._queues[queue] = {
+                name: float(n) * scale for name, n in zip(SAMPLED, rows[0], strict=True)
+            }
+        return self._queues[queue][what]
+
+    def _sample_percent(self) -> float:
+        if self._percent is None:
+            pages = int(fetch(self._conn, "table_pages", self._ctx)[0][0] or 0)
+            self._percent = min(100.0, 100.0 * SAMPLE_PAGES / pages) if pages else 100.0
+        return self._percent

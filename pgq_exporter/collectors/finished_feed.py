@@ -1,0 +1,157 @@
+"""The feed of finished jobs: each one read once, whatever order transactions commit in.
+
+complete() and fail() stamp each finished job with its transaction id
+(finished_xid). Every read takes, in the collector's REPEATABLE READ
+snapshot, the snapshot's xmin (the horizon: all transactions below it have
+ended) and the jobs whose finished_xid is at or above the previous horizon.
+Those not yet observed are observed; then the horizon advances and
+observations below it are forgotten. A job finished by a transaction that
+commits late sits above the horizon until it commits, so it is still read,
+once. The horizon never moves back, so a collector whose snapshot is older
+than the last read's cannot make the next read count a job twice.
+
+What a job's finishing feeds: its queue's histograms and totals (read by the
+job_histograms collector) and the trailing window of finished jobs (read by
+queue_window), kept in memory for the window's length. So the cost of a read
+follows the jobs finished since the last one, not the jobs in the table.
+
+Bound: per read, the rows read and the ids remembered are the jobs finished
+since the oldest transaction still open when the previous read started. A
+job whose row leaves the table (archived, or sent back by retry_failed)
+before a read sees it is not observed. The first read also observes the
+jobs finished within the window, so a new process starts from the recent past.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgq_exporter.catalogue import DURATION_BUCKETS
+from pgq_exporter.collectors.base import Conn, Context, fetch
+
+
+@dataclass
+class Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(DURATION_BUCKETS, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> tuple[tuple[str, float], ...]:
+        running = 0
+        result = []
+        for bound, count in zip([*map(_le, DURATION_BUCKETS), "+Inf"], self.counts, strict=True):
+            running += count
+            result.append((bound, float(running)))
+        return tuple(result)
+
+
+@dataclass
+class QueueStats:
+    processing: Histogram = field(default_factory=Histogram)
+    wait: Histogram = field(default_factory=Histogram)
+    completed: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One job's finishing, as the window keeps it."""
+
+    at: float  # finished_at, seconds since the epoch
+    done: bool
+    processing: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    done: int
+    failed: int
+    percentiles: tuple[float, ...]
+
+
+class FinishedFeed:
+    """Shared by the collectors of one database; each read is serialised."""
+
+    def __init__(self) -> None:
+        self.horizon: int | None = None
+        self.observed: dict[tuple[int, int], None] = {}
+        self.stats: dict[str, QueueStats] = {}
+        self.now = 0.0  # the database's now() at the last read
+        self._recent: dict[str, deque[Finished]] = {}
+        self._lock = threading.Lock()
+
+    def read(self, conn: Conn, ctx: Context) -> None:
+        """Observe the jobs finished since the last read."""
+        with self._lock:
+            horizon_text, now = fetch(conn, "snapshot_horizon", ctx)[0]
+            horizon = int(horizon_text)
+            first = self.horizon is None
+            since = horizon if self.horizon is None else self.horizon
+            params = {"since": str(since), "backfill": first, "window": ctx.config.window}
+            rows = fetch(conn, "finished_since", ctx, params)
+            for row in rows:
+                self._take(row, horizon)
+            self.horizon = max(horizon, since)
+            self.observed = {key: None for key in self.observed if key[1] >= self.horizon}
+            self.now = max(self.now, float(now))
+            self._forget_before(self.now - ctx.config.window)
+        ctx.queues.saw({row[1] for row in rows})
+
+    def _take(self, row: tuple[Any, ...], horizon: int) -> None:
+        job_id, queue, done, xid, processing, wait, finished = row
+        key = (int(job_id), int(xid) if xid is not None else -1)
+        if key in self.observed:
+            return
+        if key[1] >= horizon:
+            self.observed[key] = None
+        stats = self.stats.setdefault(queue, QueueStats())
+        if done:
+            stats.completed += 1
+        else:
+            stats.failed += 1
+        if processing is not None:
+            stats.processing.observe(max(processing, 0.0))
+        if wait is not None:
+            stats.wait.observe(max(wait, 0.0))
+        if finished is not None:
+            self._recent.setdefault(queue, deque()).append(
+                Finished(float(finished), bool(done), processing)
+            )
+
+    def _forget_before(self, cutoff: float) -> None:
+        for recent in self._recent.values():
+            while recent and recent[0].at <= cutoff:
+                recent.popleft()
+
+    def window(self, queue: str, seconds: float, quantiles: tuple[float, ...]) -> WindowFigures:
+        """The jobs of ``queue`` finished in the ``seconds`` before the last read."""
+        with self._lock:
+            cutoff = self.now - seconds
+            # Arrival order is commit order: a late commit may sit behind newer jobs.
+            recent = [f for f in self._recent.get(queue, ()) if f.at > cutoff]
+        done = sum(1 for f in recent if f.done)
+        durations = sorted(f.processing for f in recent if f.processing is not None)
+        return WindowFigures(
+            done, len(recent) - done, tuple(_percentile(durations, q) for q in quantiles)
+        )
+
+
+def _percentile(ordered: list[float], fraction: float) -> float:
+    """Linear interpolation between the closest ranks, as percentile_cont does; 0 if empty."""
+    if not ordered:
+        return 0.0
+    position = fraction * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def _le(bound: float) -> str:
+    return f"{bound:g}" if bound != int(bound) else f"{bound:.1f}"

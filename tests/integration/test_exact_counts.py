@@ -1,0 +1,262 @@
+"""Counts that stay exact while the table changes, and say so when they cannot."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
+from pgq_exporter.queue.admin import add_queue
+from tests.conftest import Database
+from tests.counts_support import assert_counts_exact, kept_counts
+from tests.exporter_support import basic_config, collect_once, parse_samples, value
+
+Conn = psycopg.Connection[Any]
+MAIN = {"database": "main"}
+
+# A queue table of another layout, without the reference schema's counts.
+OTHER_TABLE = (
+    "CREATE SCHEMA app;"
+    "CREATE TABLE app.tasks (task_id bigserial PRIMARY KEY, kind text NOT NULL,"
+    " state text NOT NULL, tries int NOT NULL DEFAULT 0, max_tries int NOT NULL DEFAULT 5,"
+    " run_at timestamptz NOT NULL DEFAULT now(), lease_until timestamptz,"
+    " begun_at timestamptz, ended_at timestamptz, ended_xid xid8)"
+    " WITH (autovacuum_enabled = off);"
+    "CREATE INDEX ON app.tasks (kind, run_at) WHERE state = 'queued';"
+)
+OTHER_MAPPING = (
+    "mapping:\n  schema: app\n  table: tasks\n"
+    "  columns: {id: task_id, queue: kind, status: state, attempts: tries,"
+    " max_attempts: max_tries, scheduled_at: run_at, locked_until: lease_until,"
+    " started_at: begun_at, finished_at: ended_at, finished_xid: ended_xid}\n"
+    "  statuses: {pending: queued, processing: running, done: ok, failed: error}\n"
+)
+
+
+def _enqueue(conn: Conn, queue: str, n: int, delay: str = "0") -> None:
+    conn.execute(
+        "SELECT count(*) FROM enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]), %s::interval)",
+        (queue, n, delay),
+    )
+
+
+def test_kept_counts_follow_every_kind_of_write(db: Database) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as admin:
+        add_queue(admin, "pgq", "mail")
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", 30)
+        _enqueue(conn, "misc", 5, "1 hour")
+        claimed = conn.execute("SELECT id, lease_token FROM claim('mail', 10)").fetchall()
+        conn.execute("SELECT * FROM complete_many(%s, %s)",
+                     ([c[0] for c in claimed[:6]], [c[1] for c in claimed[:6]]))  # fmt: skip
+        conn.execute("SELECT fail(%s, %s, 'boom')", claimed[6])
+        conn.execute("SELECT heartbeat(%s, %s)", claimed[7])
+        assert_counts_exact(conn)
+        # Writes that bypass the contract are counted too.
+        conn.execute("INSERT INTO jobs (queue, status, finished_at)"
+                     " VALUES ('misc', 'done', now()), ('new', 'failed', now())")  # fmt: skip
+        conn.execute("UPDATE jobs SET status = 'failed' WHERE queue = 'misc' AND status = 'done'")
+        conn.execute("DELETE FROM jobs WHERE queue = 'mail' AND status = 'done'")
+        with conn.transaction():
+            _enqueue(conn, "mail", 100)
+            conn.execute("SELECT count(*) FROM claim('mail', 50)")
+        assert_counts_exact(conn)
+        with pytest.raises(psycopg.errors.RaiseException), conn.transaction():
+            _enqueue(conn, "mail", 7)
+            conn.execute("DO $$ BEGIN RAISE EXCEPTION 'rolled back'; END $$")
+        assert_counts_exact(conn)
+        conn.execute("SELECT reap()")
+        assert_counts_exact(conn)
+        conn.execute("TRUNCATE jobs")
+        assert kept_counts(conn) == {}
+        _enqueue(conn, "mail", 3)
+        assert_counts_exact(conn)
+
+
+def test_fold_moves_ended_sessions_into_slot_zero_and_keeps_the_sums(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        for _ in range(3):
+            with db.connect(autocommit=True) as writer:
+                _enqueue(writer, "mail", 4)
+                writer.execute("SELECT count(*) FROM claim('mail', 1)")
+        _enqueue(conn, "mail", 2)  # this session stays: its slot is not folded
+        slots = {r[0] for r in conn.execute("SELECT slot FROM queue_counts").fetchall()}
+        assert len(slots) == 4
+        before = kept_counts(conn)
+        conn.execute("SELECT fold_counts()")
+        slots = {r[0] for r in conn.execute("SELECT slot FROM queue_counts").fetchall()}
+        assert slots == {0, conn.info.backend_pid}
+        assert kept_counts(conn) == before
+        assert_counts_exact(conn)
+
+
+def test_recount_repairs_counts_after_writes_to_a_partition_directly(db: Database) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as admin:
+        add_queue(admin, "pgq", "mail")
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", 5)
+        conn.execute("INSERT INTO jobs_mail (queue) VALUES ('mail')")  # bypasses the parent
+        conn.execute("SELECT recount()")
+        assert_counts_exact(conn)
+
+
+def _without_autovacuum(conn: Conn, table: str) -> None:
+    leaves = conn.execute(
+        "SELECT relid::regclass::text FROM pg_partition_tree(%s::regclass) WHERE isleaf",
+        (table,),
+    ).fetchall()
+    for (leaf,) in leaves:
+        conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)".encode())
+
+
+def test_backlog_growth_is_exact_at_the_next_collection(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _without_autovacuum(conn, "jobs")
+        _enqueue(conn, "surge", 1_000)
+        conn.execute("ANALYZE jobs")
+        exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
+        try:
+            parse_samples(exporter.collect_once().decode())
+            _enqueue(conn, "surge", 20_000)
+            _enqueue(conn, "surge", 3_000, "1 hour")
+            samples = parse_samples(exporter.collect_once().decode())
+        finally:
+            exporter.stop()
+    surge = {**MAIN, "queue": "surge"}
+    assert value(samples, "pgq_queue_jobs", status="pending", **surge) == 24_000
+    assert value(samples, "pgq_queue_ready_jobs", **surge) == 21_000
+    assert value(samples, "pgq_queue_delayed_jobs", **surge) == 3_000
+    for status in ("pending", "ready", "delayed", "processing"):
+        assert value(samples, "pgq_queue_count_approximate", status=status, **surge) == 0
+
+
+def test_backlog_growth_without_kept_counts_is_exact_up_to_the_bound(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute(OTHER_TABLE)
+        conn.execute("INSERT INTO app.tasks (kind, state) SELECT 'mail', 'queued' FROM"
+                     " generate_series(1, 500)")  # fmt: skip
+        conn.execute("ANALYZE app.tasks")
+        exporter = Exporter(
+            parse_config(basic_config(db.dsn, extra=OTHER_MAPPING), "test.yaml", os.environ)
+        )
+        try:
+            parse_samples(exporter.collect_once().decode())
+            conn.execute("INSERT INTO app.tasks (kind, state) SELECT 'mail', 'queued' FROM"
+                         " generate_series(1, 30000)")  # fmt: skip
+            samples = parse_samples(exporter.collect_once().decode())
+        finally:
+            exporter.stop()
+    mail = {**MAIN, "queue": "mail"}
+    assert value(samples, "pgq_queue_jobs", status="pending", **mail) == 30_500
+    assert value(samples, "pgq_queue_ready_jobs", **mail) == 30_500
+    assert value(samples, "pgq_queue_count_approximate", status="pending", **mail) == 0
+
+
+def test_counts_above_the_bound_are_estimates_marked_approximate(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute(OTHER_TABLE)
+        conn.execute(
+            "INSERT INTO app.tasks (kind, state, run_at) SELECT 'mail', 'queued',"
+            " now() + CASE WHEN n % 4 = 0 THEN interval '1 hour' ELSE interval '0' END"
+            " FROM generate_series(1, 4000) n"
+        )
+        conn.execute(
+            "INSERT INTO app.tasks (kind, state, tries, max_tries, lease_until) SELECT 'mail',"
+            " 'running', 1, 5, now() - interval '1 minute' FROM generate_series(1, 1500)"
+        )
+        conn.execute("INSERT INTO app.tasks (kind, state, ended_at) VALUES ('mail', 'ok', now())")
+    config = basic_config(db.dsn, extra=OTHER_MAPPING + "exact_count_limit: 1000\n")
+    samples = collect_once(config)
+    mail = {**MAIN, "queue": "mail"}
+    truth = {"pending": 4000, "ready": 3000, "delayed": 1000, "processing": 1500, "done": 1}
+    approximate = {"pending": 1, "ready": 1, "delayed": 0, "processing": 1, "done": 0}
+    for status, expected in truth.items():
+        marked = value(samples, "pgq_queue_count_approximate", status=status, **mail)
+        assert marked == approximate[status], status
+        metric = {"ready": "pgq_queue_ready_jobs", "delayed": "pgq_queue_delayed_jobs"}.get(status)
+        exported = (
+            value(samples, metric, **mail)
+            if metric
+            else value(samples, "pgq_queue_jobs", status=status, **mail)
+        )
+        assert exported == pytest.approx(expected, rel=0.05), status
+        if approximate[status] and status != "ready":
+            assert exported >= 1001, status
+    stuck = value(samples, "pgq_queue_stuck_jobs", **mail)
+    assert stuck == pytest.approx(1500, rel=0.05) and stuck >= 1001
+    assert value(samples, "pgq_queue_lease_count_approximate", status="stuck", **mail) == 1
+
+
+def test_delayed_jobs_above_the_bound_are_marked_on_the_reference_schema(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "later", 300, "1 hour")
+        _enqueue(conn, "later", 50)
+    samples = collect_once(basic_config(db.dsn, extra="exact_count_limit: 100\n"))
+    later = {**MAIN, "queue": "later"}
+    assert value(samples, "pgq_queue_jobs", status="pending", **later) == 350
+    assert value(samples, "pgq_queue_count_approximate", status="pending", **later) == 0
+    assert value(samples, "pgq_queue_count_approximate", status="delayed", **later) == 1
+    assert value(samples, "pgq_queue_count_approximate", status="ready", **later) == 1
+    assert value(samples, "pgq_queue_delayed_jobs", **later) == pytest.approx(300, rel=0.05)
+
+
+def _window_truth(conn: Conn, window: int) -> dict[str, tuple[int, int, float]]:
+    rows = conn.execute(
+        "SELECT queue, count(*) FILTER (WHERE status = 'done'),"
+        " count(*) FILTER (WHERE status = 'failed'),"
+        " percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at -"
+        " started_at)::float8) FROM jobs WHERE status IN ('done', 'failed')"
+        " AND finished_at > now() - make_interval(secs => %s) GROUP BY queue",
+        (window,),
+    ).fetchall()
+    return {q: (done, failed, p95) for q, done, failed, p95 in rows}
+
+
+def _finish_some(conn: Conn, queue: str, done: int, failed: int) -> None:
+    jobs = conn.execute(
+        "SELECT id, lease_token FROM claim(%s, %s)", (queue, done + failed)
+    ).fetchall()
+    conn.execute(  # spread the processing times, so that the percentiles mean something
+        "UPDATE jobs SET started_at = now() - (id %% 37) * interval '100 ms' WHERE id = ANY(%s)",
+        ([j[0] for j in jobs],),
+    )
+    conn.execute("SELECT * FROM complete_many(%s, %s)",
+                 ([j[0] for j in jobs[:done]], [j[1] for j in jobs[:done]]))  # fmt: skip
+    for job_id, token in jobs[done:]:
+        conn.execute("UPDATE jobs SET max_attempts = attempts WHERE id = %s", (job_id,))
+        conn.execute("SELECT fail(%s, %s, 'boom')", (job_id, token))
+
+
+def test_window_from_the_feed_agrees_with_sql_over_the_same_window(db: Database) -> None:
+    window = 300
+    with db.connect(autocommit=True) as conn:
+        for queue in ("email", "pdf"):
+            _enqueue(conn, queue, 400)
+        _finish_some(conn, "email", 40, 5)
+        # Finished long ago: outside the window for both.
+        conn.execute("UPDATE jobs SET finished_at = now() - interval '2 days'"
+                     " WHERE id IN (SELECT id FROM jobs WHERE status = 'done' LIMIT 10)")  # fmt: skip
+        exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
+        try:
+            runs = []
+            for done, failed in ((30, 3), (0, 0), (55, 11)):
+                _finish_some(conn, "email", done, failed)
+                _finish_some(conn, "pdf", done // 2, failed)
+                samples = parse_samples(exporter.collect_once().decode())
+                runs.append((samples, _window_truth(conn, window)))
+        finally:
+            exporter.stop()
+    for samples, truth in runs:
+        for queue, (done, failed, p95) in truth.items():
+            w = {**MAIN, "queue": queue, "window": str(window)}
+            assert value(samples, "pgq_queue_window_finished_jobs", status="done", **w) == done
+            assert value(samples, "pgq_queue_window_finished_jobs", status="failed", **w) == failed
+            assert value(samples, "pgq_queue_window_failure_ratio", **w) == pytest.approx(
+                failed / (done + failed)
+            )
+            exported = value(samples, "pgq_queue_window_processing_seconds", percentile="95", **w)
+            assert exported == pytest.approx(p95, abs=1e-6)
