@@ -18,7 +18,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench.collection import explain, measure
+from bench.collection import backlog_growth, measure
 from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
 from bench.server import durable_postgres, fresh_database
@@ -26,7 +26,10 @@ from bench.serving import footprint, scrape_latency
 from bench.throughput import run_throughput
 
 RESULTS = Path(__file__).parent / "results"
-SCALES = {"1M": 1_000_000, "10M": 10_000_000}
+# Datasets of the collection cycle: (jobs, unfinished fraction). The finished
+# rows x10 case grows the first one's finished rows at the same finishing rate.
+COLLECTION = ((1_000_000, 0.1), (10_000_000, 0.01), (10_000_000, 0.1))
+QUICK_COLLECTION = ((2_000, 0.1), (20_000, 0.01), (20_000, 0.1))
 # The contract's call latency is measured at 10M rows with 1M pending jobs.
 CONTRACT_ROWS = 10_000_000
 CONTRACT_UNFINISHED = 0.143  # 70% of the unfinished jobs are pending: 1M
@@ -37,72 +40,75 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
 
 
+PARTS = ("contract", "collection", "throughput")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("--scale", choices=tuple(SCALES), default="1M",
-                        help="largest dataset (default 1M jobs; 10M takes a while)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=50_000, help="jobs per throughput run")
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--dsn", default=os.environ.get("PGQ_BENCH_DSN"))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness")
-    parser.add_argument(
-        "--only-finished-x10", action="store_true", help="only the largest size, finished x10"
-    )
+    parser.add_argument("--only", choices=PARTS, action="append",
+                        help="run only this part (repeatable); default: all")  # fmt: skip
     args = parser.parse_args()
-    largest = 20_000 if args.quick else SCALES[args.scale]
-    sizes = sorted({max(largest // 100, 1000), largest // 10, largest})
-    report: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count(),
-                              "scale": _size(largest)}  # fmt: skip
-
+    parts = args.only or PARTS
+    report: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count()}
     with ExitStack() as stack:
         dsn = args.dsn or stack.enter_context(durable_postgres(15))
         report["server"] = _server(dsn)
-        if args.only_finished_x10:
-            dataset = build(dsn, jobs=largest, finished_multiplier=10)
-            figures = {"jobs": dataset.jobs, "unfinished": dataset.unfinished, **measure(dsn)}
-            print(json.dumps(figures, indent=2))
-            print("\n".join(explain(dsn, "expired_leases")))
-            return 0
-        contract_rows = 20_000 if args.quick else CONTRACT_ROWS
-        build(dsn, jobs=contract_rows, unfinished_fraction=CONTRACT_UNFINISHED)
-        report["contract"] = {"rows": contract_rows, **measure_contract(
-            dsn, queue="q000", calls=50 if args.quick else 1000)}  # fmt: skip
-        print("contract calls measured", flush=True)
-        drain_dsn = fresh_database(dsn, "bench_drain")
-        drain_jobs = 5_000 if args.quick else DRAIN_JOBS
-        report["drain"] = {"jobs": drain_jobs, **{
-            name: claim_through_drain(drain_dsn, jobs=drain_jobs, from_mark=mark)
-            for name, mark in (("from_front", False), ("from_mark", True))}}  # fmt: skip
-        print("claim through a drain measured", flush=True)
-        growth = []
-        for jobs in sizes:
-            dataset = build(dsn, jobs=jobs)
-            figures = measure(dsn)
-            growth.append({"jobs": jobs, "unfinished": dataset.unfinished,
-                           "build_s": round(dataset.seconds, 1), **figures})  # fmt: skip
-            print(
-                f"{_size(jobs)} jobs: seed {figures['seed_ms']:.1f} ms, "
-                f"exporter {figures['exporter_ms']:.1f} ms",
-                flush=True,
-            )
-            if jobs == sizes[-1]:
-                report["scrape_latency"] = scrape_latency(dsn, seconds=5 if args.quick else 20)
-        report["collection"] = growth
-        dataset = build(dsn, jobs=largest, finished_multiplier=10)
-        report["finished_x10"] = {"jobs": dataset.jobs, "unfinished": dataset.unfinished,
-                                  **measure(dsn)}  # fmt: skip
-        build(dsn, jobs=max(largest // 10, 10_000), queues=100)
-        report["footprint_100_queues"] = footprint(dsn, seconds=15 if args.quick else 60)
-        report["throughput"] = run_throughput(dsn, jobs=2_000 if args.quick else args.jobs,
-                                              workers=args.workers,
-                                              rounds=1 if args.quick else 5)  # fmt: skip
-
+        if "contract" in parts:
+            _contract(dsn, args.quick, report)
+        if "collection" in parts:
+            _collection(dsn, args.quick, report)
+        if "throughput" in parts:
+            build(dsn, jobs=20_000 if args.quick else 100_000, queues=100)
+            report["footprint_100_queues"] = footprint(dsn, seconds=15 if args.quick else 60)
+            report["throughput"] = run_throughput(dsn, jobs=2_000 if args.quick else args.jobs,
+                                                  workers=args.workers,
+                                                  rounds=1 if args.quick else 5)  # fmt: skip
     print_report(report)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(report, indent=2, sort_keys=True))
     print(f"\nwritten to {out}")
     return 0
+
+
+def _contract(dsn: str, quick: bool, report: dict[str, Any]) -> None:
+    contract_rows = 20_000 if quick else CONTRACT_ROWS
+    build(dsn, jobs=contract_rows, unfinished_fraction=CONTRACT_UNFINISHED)
+    report["contract"] = {"rows": contract_rows, **measure_contract(
+        dsn, queue="q000", calls=50 if quick else 1000)}  # fmt: skip
+    print("contract calls measured", flush=True)
+    drain_dsn = fresh_database(dsn, "bench_drain")
+    drain_jobs = 5_000 if quick else DRAIN_JOBS
+    report["drain"] = {"jobs": drain_jobs, **{
+        name: claim_through_drain(drain_dsn, jobs=drain_jobs, from_mark=mark)
+        for name, mark in (("from_front", False), ("from_mark", True))}}  # fmt: skip
+    print("claim through a drain measured", flush=True)
+
+
+def _collection(dsn: str, quick: bool, report: dict[str, Any]) -> None:
+    growth = []
+    collection = QUICK_COLLECTION if quick else COLLECTION
+    for jobs, unfinished in collection:
+        dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished)
+        figures = measure(dsn)
+        growth.append({"jobs": jobs, "unfinished": dataset.unfinished,
+                       "build_s": round(dataset.seconds, 1), **figures})  # fmt: skip
+        print(
+            f"{_size(jobs)} jobs, {dataset.unfinished:,} unfinished: seed "
+            f"{figures['seed_ms']:.1f} ms, exporter {figures['exporter_ms']:.1f} ms",
+            flush=True,
+        )
+    report["collection"] = growth
+    report["backlog_growth"] = backlog_growth(dsn, jobs=10_000 if quick else 150_000)
+    report["scrape_latency"] = scrape_latency(dsn, seconds=5 if quick else 20)
+    jobs, unfinished = collection[0]
+    dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished, finished_multiplier=10)
+    report["finished_x10"] = {"jobs": dataset.jobs, "unfinished": dataset.unfinished,
+                              **measure(dsn)}  # fmt: skip
 
 
 def _ms(value: float | None) -> str:
@@ -142,15 +148,33 @@ def print_contract(report: dict[str, Any]) -> None:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print_contract(report)
-    print("\n== Collection cost per cycle (median of 5; database time on a local socket) ==")
-    print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}")
-    for row in report["collection"]:
+    if "contract" in report:
+        print_contract(report)
+    if "collection" in report:
+        print_collection(report)
+    if "throughput" in report:
+        print_throughput(report)
+
+
+def print_collection(report: dict[str, Any]) -> None:
+    print("\n== Collection cost per serial cycle (median of 5; database time, local socket) ==")
+    print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}"
+          f" {'index counting':>15}")  # fmt: skip
+    rows = [*report["collection"], {**report["finished_x10"], "note": "(finished rows x10)"}]
+    for row in rows:
         print(f"{_size(row['jobs']):>8} {row['unfinished']:>10,} {row['seed_ms']:>10.1f} ms "
-              f"{row['exporter_ms']:>6.1f} ms {row['ratio']:>6.1f}x")  # fmt: skip
-    x10 = report["finished_x10"]
-    print(f"{_size(x10['jobs']):>8} {x10['unfinished']:>10,} {x10['seed_ms']:>10.1f} ms "
-          f"{x10['exporter_ms']:>6.1f} ms {x10['ratio']:>6.1f}x   (finished rows x10)")  # fmt: skip
+              f"{row['exporter_ms']:>6.1f} ms {row['ratio']:>6.1f}x "
+              f"{row['index_counting_ms']:>12.1f} ms {row.get('note', '')}")  # fmt: skip
+    print("\nper collector, ms (kept counts / index counting):")
+    for row in rows:
+        per, indexed = row["per_collector_ms"], row["index_counting_per_collector_ms"]
+        cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
+        print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {cells}")
+    print("\n== A surge of jobs into one queue, no ANALYZE in between ==")
+    for row in report["backlog_growth"]:
+        print(f"{row['way']:<28} ready: true {row['true_ready']:>9,}  reported "
+              f"{row['reported_ready']:>11,.0f}  ({row['error_percent']:+.2f}%, approximate "
+              f"{row['reported_approximate']:.0f})")  # fmt: skip
     print("\n== Scrape latency while the database is stalled ==")
     print("paced: 50 unsynchronised scrapers, one scrape each every 100 ms (500/s)")
     print("wrk:   50 connections, closed loop (saturation; latency = queue / throughput)")
@@ -161,6 +185,9 @@ def print_report(report: dict[str, Any]) -> None:
             p50, p99 = _ms(figures["p50_ms"]), _ms(figures["p99_ms"])
             print(f"{name:<18} {mode:<6} p50 {p50}  p99 {p99}  "
                   f"{figures['requests']:>7} answered, {failed} failed or timed out")  # fmt: skip
+
+
+def print_throughput(report: dict[str, Any]) -> None:
     fp = report["footprint_100_queues"]
     print(f"\n== Footprint, 100 queues, 15 s interval ==\nRSS {fp['rss_mb']:.1f} MB, "
           f"CPU {fp['cpu_percent_of_core']:.2f}% of a core over {fp['seconds']:.0f} s")  # fmt: skip
@@ -172,8 +199,9 @@ def print_report(report: dict[str, Any]) -> None:
         if "vs_pgqueuer" in row:
             print(f"{'':<58} {row['vs_pgqueuer']:.2f}x PgQueuer's rate at batch 100")
         if "overhead_percent" in row:
-            print(f"{'':<58} alone {row['alone_jobs_per_s']:.0f} jobs/s: exporter overhead "
-                  f"{row['overhead_percent']:.1f}% (median of {row['rounds']} rounds)")  # fmt: skip
+            print(f"{'':<58} alone {row['alone_jobs_per_s']:.0f} jobs/s: "
+                  f"{row['cost_of']} {row['overhead_percent']:.1f}% "
+                  f"(median of {row['rounds']} rounds)")  # fmt: skip
 
 
 raise SystemExit(main())

@@ -1,14 +1,23 @@
-"""Collection cost: the seed article's monitoring queries beside the exporter's full cycle."""
+"""Collection cost: the seed article's monitoring queries beside the exporter's full cycle.
+
+The exporter's cycle is measured twice on the reference schema: with its kept
+counts (queue_counts), and counting through the indexes as it does on a table
+without them, so that the choice between the two rests on figures.
+"""
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 
 from pgq_exporter.app import Exporter
+from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import Config, DatabaseConfig
 
 # The seed article's three monitoring queries, as published (schema-qualified).
@@ -41,9 +50,39 @@ def seed_cycle_seconds(dsn: str, runs: int = RUNS) -> float:
     return statistics.median(timings[1:])  # the first run warms the cache
 
 
+@contextmanager
+def without_kept_counts(dsn: str) -> Iterator[None]:
+    """The reference schema as the exporter sees a table without kept counts."""
+    with counting_paused(dsn):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE pgq.queue_counts RENAME TO queue_counts_hidden")
+        try:
+            yield
+        finally:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("ALTER TABLE pgq.queue_counts_hidden RENAME TO queue_counts")
+
+
+@contextmanager
+def counting_paused(dsn: str) -> Iterator[None]:
+    """The triggers that keep the counts off meanwhile; the counts redone after."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE pgq.jobs DISABLE TRIGGER USER")
+    try:
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("ALTER TABLE pgq.jobs ENABLE TRIGGER USER")
+            conn.execute("SELECT pgq.recount()")
+
+
+def _config(dsn: str, **changes: Any) -> Config:
+    return replace(Config(databases=(DatabaseConfig("bench", dsn),)), **changes)
+
+
 def exporter_cycle_seconds(dsn: str, runs: int = RUNS) -> tuple[float, dict[str, float]]:
     """Median time of one full cycle of every built-in collector, and per collector."""
-    exporter = Exporter(Config(databases=(DatabaseConfig("bench", dsn),)))
+    exporter = Exporter(_config(dsn))
     runtime = exporter.scheduler.databases["bench"]
     cycles: list[float] = []
     per: dict[str, list[float]] = {name: [] for name in runtime.collectors}
@@ -68,8 +107,75 @@ def exporter_cycle_seconds(dsn: str, runs: int = RUNS) -> tuple[float, dict[str,
 def measure(dsn: str) -> dict[str, Any]:
     seed = seed_cycle_seconds(dsn)
     cycle, per = exporter_cycle_seconds(dsn)
-    return {"seed_ms": seed * 1000, "exporter_ms": cycle * 1000, "ratio": seed / cycle,
-            "per_collector_ms": {k: v * 1000 for k, v in per.items()}}  # fmt: skip
+    with without_kept_counts(dsn):
+        indexed, indexed_per = exporter_cycle_seconds(dsn)
+    return {
+        "seed_ms": seed * 1000,
+        "exporter_ms": cycle * 1000,
+        "ratio": seed / cycle,
+        "per_collector_ms": {k: v * 1000 for k, v in per.items()},
+        "index_counting_ms": indexed * 1000,
+        "index_counting_per_collector_ms": {k: v * 1000 for k, v in indexed_per.items()},
+    }
+
+
+_Hiding = Callable[[str], AbstractContextManager[None]] | None
+READY = (
+    "SELECT count(*) FILTER (WHERE scheduled_at <= now()), count(*) FROM pgq.jobs"
+    " WHERE queue = %s AND status = 'pending'"
+)
+
+
+def _reported(exporter: Exporter, queue: str) -> dict[str, float]:
+    exporter.collect_once()
+    samples = exporter.scheduler.databases["bench"].states["queue_depth"].samples
+    found = {}
+    for sample in samples:
+        if isinstance(sample, Sample) and sample.labels[0] == queue:
+            if sample.metric == "pgq_queue_ready_jobs":
+                found["ready"] = sample.value
+            elif sample.metric == "pgq_queue_jobs" and sample.labels[1] == "pending":
+                found["pending"] = sample.value
+            elif sample.metric == "pgq_queue_count_approximate" and sample.labels[1] == "ready":
+                found["approximate"] = sample.value
+    return found
+
+
+def backlog_growth(dsn: str, *, queue: str = "q000", jobs: int = 150_000) -> list[dict[str, Any]]:
+    """A surge into one queue with no ANALYZE in between: the truth beside what the
+    exporter reports at its next collection, with kept counts, counting through the
+    indexes, and above a lowered bound (sampled estimate)."""
+    lowered = {"exact_count_limit": 100_000}
+    ways: tuple[tuple[str, _Hiding, dict[str, Any]], ...] = (("kept counts", None, {}),
+            ("index counting", without_kept_counts, {}),
+            ("index counting, bound 100k", without_kept_counts, lowered))  # fmt: skip
+    rows = []
+    for name, hiding, changes in ways:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DELETE FROM pgq.jobs WHERE payload @> '{\"surge\": true}'")
+            conn.execute("ANALYZE pgq.jobs")
+        with hiding(dsn) if hiding else _nothing():
+            exporter = Exporter(_config(dsn, **changes))
+            try:
+                _reported(exporter, queue)
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    for _ in range(jobs // 10_000):
+                        conn.execute("SELECT count(*) FROM pgq.enqueue_batch(%s,"
+                                     " array_fill('{\"surge\": true}'::jsonb, ARRAY[10000]))",
+                                     (queue,))  # fmt: skip
+                    ready, pending = conn.execute(READY, (queue,)).fetchone() or (0, 0)
+                reported = _reported(exporter, queue)
+            finally:
+                exporter.stop()
+        rows.append({"way": name, "true_pending": pending, "true_ready": ready,
+                     **{f"reported_{k}": v for k, v in reported.items()},
+                     "error_percent": 100 * (reported["ready"] - ready) / ready})  # fmt: skip
+    return rows
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
 
 
 def explain(dsn: str, name: str) -> list[str]:

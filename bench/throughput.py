@@ -11,6 +11,7 @@ import signal
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -108,28 +109,42 @@ def _drain(dsn: str, workers: int, jobs: int, target: Callable[..., None], *extr
     return drain(dsn, workers, jobs, LEFT, target, *extra)
 
 
-def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> dict[str, Any]:
-    """Worker throughput alone and with the exporter collecting beside it at its default
-    15 s interval, in alternating rounds, median of each."""
-    from bench.serving import exporter_process  # noqa: PLC0415
+Changed = Callable[[], AbstractContextManager[Any]]
 
-    alone, beside = [], []
+
+def _alternating(
+    dsn: str, jobs: int, workers: int, rounds: int, changed: Changed
+) -> tuple[float, float]:
+    """Batch-10 drains as they are and inside ``changed()``, in alternating rounds;
+    the median rate of each."""
+    plain, inside = [], []
     for _ in range(rounds):
         _fill(dsn, jobs)
-        alone.append(_drain(dsn, workers, jobs, _reference_worker, 10))
+        plain.append(_drain(dsn, workers, jobs, _reference_worker, 10))
         _fill(dsn, jobs)
-        with exporter_process(dsn):
-            beside.append(_drain(dsn, workers, jobs, _reference_worker, 10))
-    a, b = statistics.median(alone), statistics.median(beside)
-    return {
-        "variant": "reference worker beside the exporter (15 s interval)",
-        "batch": 10,
-        "jobs_per_s": b,
-        "workers": workers,
-        "alone_jobs_per_s": a,
-        "overhead_percent": 100 * (a - b) / a,
-        "rounds": rounds,
-    }
+        with changed():
+            inside.append(_drain(dsn, workers, jobs, _reference_worker, 10))
+    return statistics.median(plain), statistics.median(inside)
+
+
+def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> list[dict[str, Any]]:
+    """What the exporter collecting beside the workers (at its default 15 s interval)
+    costs them, and what keeping exact counts costs them."""
+    from bench.collection import counting_paused  # noqa: PLC0415
+    from bench.serving import exporter_process  # noqa: PLC0415
+
+    alone, beside = _alternating(dsn, jobs, workers, rounds, lambda: exporter_process(dsn))
+    counted, uncounted = _alternating(dsn, jobs, workers, rounds,
+                                      lambda: counting_paused(dsn))  # fmt: skip
+    row = {"batch": 10, "workers": workers, "rounds": rounds}
+    return [
+        {**row, "variant": "reference worker beside the exporter (15 s interval)",
+         "jobs_per_s": beside, "alone_jobs_per_s": alone, "cost_of": "exporter overhead",
+         "overhead_percent": 100 * (alone - beside) / alone},
+        {**row, "variant": "reference worker, schema keeping exact counts",
+         "jobs_per_s": counted, "alone_jobs_per_s": uncounted, "cost_of": "cost of the counts",
+         "overhead_percent": 100 * (uncounted - counted) / uncounted},
+    ]  # fmt: skip
 
 
 def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
@@ -158,7 +173,7 @@ def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
         from bench.competitors import run_competitors  # noqa: PLC0415
 
         rows.extend(run_competitors(dsn, jobs=jobs, workers=workers, concurrency=CONCURRENCY))
-    rows.append(_overhead(dsn, jobs, workers, rounds))
+    rows.extend(_overhead(dsn, jobs, workers, rounds))
     pgqueuer = next((r["jobs_per_s"] for r in rows if r["variant"].startswith("PgQueuer")), None)
     for row in rows:
         row["ratio"] = row["jobs_per_s"] / baseline

@@ -186,6 +186,10 @@ class Exporter:
                 yield from ((name, sample) for sample in state.samples)
                 labels = (collector,)
                 yield name, Sample("pgq_collector_duration_seconds", labels, state.duration)
+                yield (
+                    name,
+                    Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait),
+                )
                 yield name, Sample("pgq_collector_success", labels, float(state.success))
                 yield (
                     name,

@@ -20,6 +20,7 @@ import psycopg
 from pgq_exporter.collectors import BUILTIN
 from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
 from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
@@ -37,7 +38,8 @@ class ConnectionUnavailableError(Exception):
 class CollectorState:
     samples: list[AnySample] = field(default_factory=list)
     success: bool = False
-    duration: float = 0.0
+    duration: float = 0.0  # the run's own work, after it had a connection
+    connection_wait: float = 0.0
     last_success: float = 0.0
     error: str = "not run yet"
 
@@ -112,7 +114,9 @@ class DatabaseRuntime:
         self.queues: KnownQueues = reuse.queues if reuse else KnownQueues()
         self.queues.configured = database.queues
         self.queues.memory = config.queue_memory
-        self.context = Context(config=config, database=database, queues=self.queues)
+        # Finished jobs already observed stay observed across a reload.
+        self.feed: FinishedFeed = reuse.feed if reuse else FinishedFeed()
+        self.context = Context(config=config, database=database, queues=self.queues, feed=self.feed)
         self.up = False
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
         for name, factory in BUILTIN.items():
@@ -132,9 +136,9 @@ class DatabaseRuntime:
     def run(self, name: str) -> None:
         collector, settings = self.collectors[name]
         state = self.states[name]
-        started = time.monotonic()
+        clock = _RunClock()
         try:
-            samples = self._collect(collector, settings)
+            samples = self._collect(collector, settings, clock)
         except Exception as exc:  # a failing collector never stops the others
             state.samples, state.success, state.error = [], False, _describe(exc)
             log.warning(
@@ -144,13 +148,16 @@ class DatabaseRuntime:
         else:
             state.samples, state.success, state.error = samples, True, ""
             state.last_success = time.time()
-        state.duration = time.monotonic() - started
+        state.connection_wait, state.duration = clock.split()
 
-    def _collect(self, collector: Collector, settings: CollectorSettings) -> list[AnySample]:
+    def _collect(
+        self, collector: Collector, settings: CollectorSettings, clock: _RunClock
+    ) -> list[AnySample]:
         try:
             # A collector may wait for the pool up to its own interval: a slow
             # neighbour delays it, but does not make it fail.
             with self.source.connection(settings.interval, settings.timeout) as conn:
+                clock.connected()
                 self.up = True
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -163,6 +170,23 @@ class DatabaseRuntime:
             if not isinstance(exc, psycopg.errors.QueryCanceled):
                 self.up = False
             raise
+
+
+class _RunClock:
+    """A run's time, split at the moment it had a connection."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        self._connected: float | None = None
+
+    def connected(self) -> None:
+        self._connected = time.monotonic()
+
+    def split(self) -> tuple[float, float]:
+        """(waiting for a connection, working); a run that never had one only waited."""
+        ended = time.monotonic()
+        connected = ended if self._connected is None else self._connected
+        return connected - self._started, ended - connected
 
 
 def set_transaction_timeouts(conn: psycopg.Connection[Any], seconds: float) -> None:

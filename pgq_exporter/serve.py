@@ -52,15 +52,19 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
         server = ExporterServer((host, port), exporter, web)
     except OSError as exc:
         raise PgqError(f"cannot listen on {config.web.listen_address}: {exc.strerror}") from None
-    stop = threading.Event()
+    # Signals only set flags and wake the main loop, which clears the wake-up
+    # before it reads them: a signal that arrives meanwhile wakes it again.
+    wake = threading.Event()
+    stopping = threading.Event()
     reload_requested = threading.Event()
 
     def on_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        stopping.set()
+        wake.set()
 
     def on_hup(signum: int, frame: FrameType | None) -> None:
         reload_requested.set()
-        stop.set()
+        wake.set()
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
@@ -75,14 +79,12 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
             "databases": len(config.databases),
         },
     )
-    while True:
-        stop.wait()
-        if reload_requested.is_set():
+    while not stopping.is_set():
+        wake.wait()
+        wake.clear()
+        if reload_requested.is_set() and not stopping.is_set():
             reload_requested.clear()
-            stop.clear()
             exporter.reload()
-            continue
-        break
     log.info("shutting down")
     server.shutdown()
     exporter.stop()

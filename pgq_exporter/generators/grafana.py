@@ -330,12 +330,18 @@ def exporter_health(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Collector duration",
-                "Duration of each collector's last run.",
+                "Duration of each collector's last run (its own work), and the time it waited "
+                "for a pooled connection first.",
                 "s",
                 (
                     Target(
                         f"max by (database, collector) ({t('pgq_collector_duration_seconds')})",
                         "{{database}} {{collector}}",
+                    ),
+                    Target(
+                        "max by (database, collector) "
+                        f"({t('pgq_collector_connection_wait_seconds')})",
+                        "{{database}} {{collector}} waiting",
                     ),
                 ),
             ),
