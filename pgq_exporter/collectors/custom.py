@@ -1,4 +1,9 @@
-"""A user's own SQL, with the metrics it yields declared in the config."""
+"""A user's own SQL, with the metrics it yields declared in the config.
+
+It always runs as a prepared statement (the extended protocol), whose parse
+step accepts a single statement: ``SELECT 1; COMMIT; DELETE ...`` is refused
+by the server instead of ending the read-only transaction it runs in.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ class CustomSQL(Collector):
         """The statement's result columns, found without fetching a row."""
         body = self.spec.sql.strip().rstrip(";")
         probe = sql.SQL("SELECT * FROM ({}) AS probe LIMIT 0").format(sql.SQL(body))
-        cur = conn.execute(probe)
+        cur = conn.execute(probe, prepare=True)
         return [col.name for col in cur.description or []]
 
     def missing_columns(self, columns: list[str]) -> list[str]:
@@ -30,7 +35,7 @@ class CustomSQL(Collector):
         return sorted(wanted - set(columns))
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        cur = conn.execute(sql.SQL(self.spec.sql))
+        cur = conn.execute(sql.SQL(self.spec.sql), prepare=True)
         names = [col.name for col in cur.description or []]
         missing = self.missing_columns(names)
         if missing:

@@ -285,3 +285,26 @@ def test_start_is_not_held_by_a_lock_on_a_custom_querys_table(db: Database) -> N
             logs = exporter.logs()
     assert value(samples, "pgq_test_locked_rows", database="main") == 0
     assert "custom query not checked at start" in logs
+
+
+def test_custom_sql_cannot_escape_its_read_only_transaction(own_server: EmbeddedPostgres) -> None:
+    with psycopg.connect(own_server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.victims AS SELECT generate_series(1, 5) AS n")
+    config = basic_config(own_server.dsn) + (
+        "custom_collectors:\n  - name: escape\n    interval: 1s\n"
+        '    sql: "SELECT 1 AS n; COMMIT; DELETE FROM public.victims; SELECT 1 AS n"\n'
+        "    metrics: [{name: pgq_test_escape, help: Escape., value: n}]\n"
+    )
+    own_server.pause()  # down at start: the startup check of the query cannot run
+    with ExporterProcess(config) as exporter:
+        own_server.resume()
+        samples = exporter.wait_until(
+            lambda s: _all_collectors_ok(s)
+            and (
+                "multiple commands" in exporter.logs()
+                or value(s, "pgq_collector_success", database="main", collector="escape") == 1
+            )
+        )
+    assert value(samples, "pgq_collector_success", database="main", collector="escape") == 0
+    with psycopg.connect(own_server.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM public.victims").fetchone() == (5,)
