@@ -299,10 +299,12 @@ def test_custom_sql_cannot_escape_its_read_only_transaction(own_server: Embedded
     with ExporterProcess(config) as exporter:
         own_server.resume()
         samples = exporter.wait_until(
-            lambda s: _all_collectors_ok(s)
-            and (
-                "multiple commands" in exporter.logs()
-                or value(s, "pgq_collector_success", database="main", collector="escape") == 1
+            lambda s: (
+                _all_collectors_ok(s)
+                and (
+                    "multiple commands" in exporter.logs()
+                    or value(s, "pgq_collector_success", database="main", collector="escape") == 1
+                )
             )
         )
     assert value(samples, "pgq_collector_success", database="main", collector="escape") == 0
