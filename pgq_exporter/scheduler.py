@@ -34,6 +34,10 @@ class ConnectionUnavailableError(Exception):
     """No connection could be had: the database is down or the pool is busy."""
 
 
+class PoolBusyError(ConnectionUnavailableError):
+    """Every connection of the pool stayed in use: the database may be up."""
+
+
 @dataclass
 class CollectorState:
     samples: list[AnySample] = field(default_factory=list)
@@ -57,7 +61,7 @@ class ConnectionSource:
     def connection(self, wait: float, connect_timeout: float) -> Iterator[psycopg.Connection[Any]]:
         """A connection, waiting up to ``wait`` seconds for a free one."""
         if not self._slots.acquire(timeout=wait):
-            raise ConnectionUnavailableError("every connection of the pool is busy")
+            raise PoolBusyError("every connection of the pool is busy")
         try:
             conn = self._take() or self._open(connect_timeout)
             try:
@@ -110,7 +114,13 @@ class DatabaseRuntime:
         self, config: Config, database: DatabaseConfig, reuse: DatabaseRuntime | None
     ) -> None:
         self.database = database
-        self.source = ConnectionSource(database.dsn, database.pool_size)
+        # Queue collectors share pool_size connections; the collectors that read
+        # only catalogs and statistics have one of their own, so that a lock on a
+        # queue table (the incident they report) never starves them.
+        self.sources = {
+            True: ConnectionSource(database.dsn, database.pool_size),
+            False: ConnectionSource(database.dsn, 1),
+        }
         self.queues: KnownQueues = reuse.queues if reuse else KnownQueues()
         self.queues.configured = database.queues
         self.queues.memory = config.queue_memory
@@ -153,23 +163,54 @@ class DatabaseRuntime:
     def _collect(
         self, collector: Collector, settings: CollectorSettings, clock: _RunClock
     ) -> list[AnySample]:
+        """One run; a connection found dead (killed while idle, a restart) is replaced
+        and the run tried once more before it counts as a failure."""
+        try:
+            return self._collect_once(collector, settings, clock)
+        except psycopg.OperationalError as exc:
+            if not _lost_connection(exc):
+                raise
+            log.info(
+                "connection lost; retrying once on a new one",
+                extra={"database": self.database.name, "collector": collector.name,
+                       "err": first_line(exc)},
+            )  # fmt: skip
+        return self._collect_once(collector, settings, clock)
+
+    def _collect_once(
+        self, collector: Collector, settings: CollectorSettings, clock: _RunClock
+    ) -> list[AnySample]:
         try:
             # A collector may wait for the pool up to its own interval: a slow
             # neighbour delays it, but does not make it fail.
-            with self.source.connection(settings.interval, settings.timeout) as conn:
+            source = self.sources[collector.reads_queue_tables]
+            with source.connection(settings.interval, settings.timeout) as conn:
                 clock.connected()
                 self.up = True
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     set_transaction_timeouts(conn, settings.timeout)
                     return collector.collect(conn, self.context)
+        except PoolBusyError:
+            raise  # says nothing about the database: pgq_up means "can connect"
         except ConnectionUnavailableError:
             self.up = False
             raise
         except psycopg.OperationalError as exc:
-            if not isinstance(exc, psycopg.errors.QueryCanceled):
+            # A timeout, a lock not granted or a query error leave the database up.
+            if _lost_connection(exc):
                 self.up = False
             raise
+
+
+# Server states that end a session: admin, crash or startup shutdown.
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _lost_connection(exc: psycopg.OperationalError) -> bool:
+    """The connection is gone (no SQLSTATE: the socket closed), not the query."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SESSION_ENDED
 
 
 class _RunClock:
@@ -231,7 +272,8 @@ class Scheduler:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         for runtime in self.databases.values():
-            runtime.source.close()
+            for source in runtime.sources.values():
+                source.close()
 
     def run_all_once(self) -> None:
         """Every collector once, in the calling thread."""

@@ -8,6 +8,7 @@ from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sa
 
 class Activity(Collector):
     name = ACTIVITY
+    reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         [(longest,)] = fetch(conn, "longest_transaction", ctx)

@@ -102,6 +102,9 @@ class Collector(ABC):
     """Runs its SQL on an interval (the scheduler calls ``collect``) and returns fresh samples."""
 
     name: str
+    # Collectors that read only the catalogs and statistics views run on a
+    # connection of their own, so a lock on a queue table never holds them up.
+    reads_queue_tables: bool = True
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...

@@ -8,6 +8,7 @@ from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sa
 
 class TableHealth(Collector):
     name = TABLE_HEALTH
+    reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         samples: list[AnySample] = []

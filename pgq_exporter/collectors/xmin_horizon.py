@@ -8,6 +8,7 @@ from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sa
 
 class XminHorizon(Collector):
     name = XMIN_HORIZON
+    reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         return [

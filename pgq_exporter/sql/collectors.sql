@@ -142,10 +142,14 @@ WHERE j.{c_finished_xid} >= %(since)s::xid8
 -- name: table_health
 -- Every queue table or partition: tuples, vacuum age, and whether the dead
 -- rows have passed autovacuum's trigger point (per-table settings honoured).
-WITH tables AS (
-    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
-    UNION  -- a table that is not partitioned has no tree
-    SELECT oid FROM pg_class WHERE oid = to_regclass({jobs_name}) AND relkind = 'r'
+-- The partitions are found in pg_inherits, which takes no lock: a lock held
+-- on the queue table does not stop this query (pg_partition_tree would wait).
+WITH RECURSIVE tree(relid) AS (
+    SELECT to_regclass({jobs_name})::oid
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.relid
+), tables AS (
+    SELECT t.relid FROM tree t JOIN pg_class c ON c.oid = t.relid WHERE c.relkind = 'r'
 ), settings AS (
     SELECT c.oid,
            coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
@@ -193,10 +197,11 @@ SELECT pg_notification_queue_usage()::float8 AS usage;
 -- name: lock_waits
 -- Backends that are waiting for a lock while holding or requesting one on
 -- each queue table, partition or the parent: row-lock waiters included.
-WITH tables AS (
-    SELECT relid FROM pg_partition_tree(to_regclass({jobs_name}))
-    UNION
-    SELECT to_regclass({jobs_name})
+-- Partitions from pg_inherits, which takes no lock (see table_health).
+WITH RECURSIVE tables(relid) AS (
+    SELECT to_regclass({jobs_name})::oid
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits i JOIN tables t ON i.inhparent = t.relid
 )
 SELECT c.relname AS table_name,
        count(DISTINCT a.pid) AS waiting

@@ -1,0 +1,77 @@
+"""The exporter sees through the incidents it exists to report."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+
+Samples = dict[str, dict[Labels, float]]
+CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")
+QUEUE_COLLECTORS = ("queue_depth", "queue_latency", "queue_leases", "queue_window")
+
+
+def _collector(samples: Samples, metric: str, name: str) -> float:
+    return value(samples, metric, database="main", collector=name)
+
+
+def _lock_seen(samples: Samples) -> bool:
+    waits = samples.get("pgq_lock_waits", {})
+    return any(v >= 1 and ("table", "jobs") in labels for labels, v in waits.items()) and all(
+        _collector(samples, "pgq_collector_success", c) == 1 for c in CATALOG_COLLECTORS
+    )
+
+
+def test_a_lock_on_the_queue_table_starves_no_catalog_collector(db: Database) -> None:
+    with db.connect() as holder, db.connect(autocommit=True) as waiter:
+        holder.execute("LOCK TABLE pgq.jobs IN ACCESS EXCLUSIVE MODE")
+        blocked = threading.Thread(
+            target=lambda: waiter.execute("SELECT count(*) FROM pgq.jobs"), daemon=True
+        )
+        blocked.start()
+        config = basic_config(db.dsn, interval="1s", timeout="1s")
+        try:
+            with ExporterProcess(config) as exporter:
+                # Reported while the lock is held, by collectors the lock cannot reach.
+                samples = exporter.wait_until(
+                    lambda s: (
+                        _lock_seen(s)
+                        and all(
+                            _collector(s, "pgq_collector_success", c) == 0 for c in QUEUE_COLLECTORS
+                        )
+                    )
+                )
+        finally:
+            holder.rollback()  # before the waiter's connection closes under its thread
+            blocked.join(10)
+    assert value(samples, "pgq_up", database="main") == 1  # the database is up
+    for name in QUEUE_COLLECTORS:
+        # Each gives up within its own timeout (1 s), on the lock, not on a wait.
+        assert _collector(samples, "pgq_collector_duration_seconds", name) < 1.5, name
+
+
+def _terminate_idle(admin: psycopg.Connection[tuple[int]]) -> int:
+    killed = admin.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE application_name = 'pgq-exporter' AND state = 'idle'"
+    ).fetchone()
+    return killed[0] if killed else 0
+
+
+def test_a_connection_killed_while_idle_is_replaced_within_the_run(db: Database) -> None:
+    config = basic_config(db.dsn, interval="1s", timeout="1s")
+    with ExporterProcess(config) as exporter, db.connect(autocommit=True) as admin:
+        exporter.wait_until(
+            lambda s: all(_collector(s, "pgq_collector_success", c) == 1 for c in QUEUE_COLLECTORS)
+        )
+        for kill in range(1, 4):
+            # Until an idle one is caught between runs.
+            exporter.wait_until(lambda s: _terminate_idle(admin) >= 1)
+            exporter.wait_until(lambda s, n=kill: exporter.logs().count("retrying once") >= n)
+        samples = exporter.scrape()
+        logs = exporter.logs()
+    assert "collector failed" not in logs, logs
+    assert value(samples, "pgq_up", database="main") == 1
