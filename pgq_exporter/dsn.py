@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.errors import UsageError, first_line
 
 SECRET_KEYS = frozenset({"password", "sslpassword"})
+# libpq quotes the part of a connection string it could not read, and that
+# part may be the password, or the whole URI with it.
+_QUOTED = re.compile(r'"[^"]*"')
 
 
 def parse_dsn(dsn: str, *, where: str = "--dsn") -> dict[str, str]:
@@ -15,7 +21,8 @@ def parse_dsn(dsn: str, *, where: str = "--dsn") -> dict[str, str]:
     try:
         return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError as exc:
-        message = f"{where}: not a valid PostgreSQL connection string: {first_line(exc)}"
+        reason = scrubbed(exc, dsn, quoted=True)
+        message = f"{where}: not a valid PostgreSQL connection string: {reason}"
         raise UsageError(message) from None
 
 
@@ -31,4 +38,20 @@ def redact(dsn: str) -> str:
 
 def describe_connect_error(dsn: str, exc: BaseException) -> str:
     """One line explaining a failed connection, without the password."""
-    return f"cannot connect to PostgreSQL ({redact(dsn)}): {first_line(exc)}"
+    return f"cannot connect to PostgreSQL ({redact(dsn)}): {scrubbed(exc, dsn)}"
+
+
+def scrubbed(exc: BaseException, dsn: str, *, quoted: bool = False) -> str:
+    """libpq's first line about ``dsn``, without the string itself or any secret parsed
+    from it; with ``quoted``, without anything libpq quoted from the string either (a
+    malformed string's message quotes the part it could not read)."""
+    text = first_line(exc)
+    if quoted:
+        text = _QUOTED.sub('"…"', text)
+    secrets = [dsn]
+    with contextlib.suppress(psycopg.ProgrammingError):
+        secrets += [str(v) for k, v in conninfo_to_dict(dsn).items() if k in SECRET_KEYS and v]
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "****")
+    return text
