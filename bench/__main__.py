@@ -172,8 +172,10 @@ def print_collection(report: dict[str, Any]) -> None:
         print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {cells}")
     print("\n== A surge of jobs into one queue, no ANALYZE in between ==")
     for row in report["backlog_growth"]:
-        print(f"{row['way']:<28} ready: true {row['true_ready']:>9,}  reported "
-              f"{row['reported_ready']:>11,.0f}  ({row['error_percent']:+.2f}%, approximate "
+        print(f"{row['way']:<28} pending: true {row['true_pending']:>9,}  reported "
+              f"{row['reported_pending']:>11,.0f} ({row['pending_error_percent']:+.2f}%);"
+              f"  ready: true {row['true_ready']:>9,}  reported {row['reported_ready']:>11,.0f}"
+              f" ({row['ready_error_percent']:+.2f}%, approximate "
               f"{row['reported_approximate']:.0f})")  # fmt: skip
     print("\n== Scrape latency while the database is stalled ==")
     print("paced: 50 unsynchronised scrapers, one scrape each every 100 ms (500/s)")

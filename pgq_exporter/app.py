@@ -18,7 +18,7 @@ from pgq_exporter.collectors.base import AnySample, Sample
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
-from pgq_exporter.exposition import families, render_text
+from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.scheduler import (
     ConnectionSource,
     ConnectionUnavailableError,
@@ -90,12 +90,38 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
                 )
 
 
+def check_connections(config: Config) -> None:
+    """Connect to every database and run every collector once, as ``serve`` would, in
+    a read-only transaction; the first failure is a ConfigError naming it."""
+    check_custom_sql(config)
+    scheduler = Scheduler(config, lambda: None)
+    quiet = logging.getLogger("pgq_exporter.scheduler")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
+    try:
+        for name, runtime in scheduler.databases.items():
+            for collector in runtime.collectors:
+                runtime.run(collector)
+                state = runtime.states[collector]
+                if not runtime.up:
+                    raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
+                if not state.success:
+                    raise ConfigError(
+                        f"{config.source}: database {name!r}: collector {collector} fails: "
+                        f"{state.error}"
+                    )
+    finally:
+        quiet.setLevel(level)
+        scheduler.stop(wait=0)
+
+
 class Exporter:
     def __init__(self, config: Config, config_path: str | None = None) -> None:
         self.config = config
         self.config_path = config_path
         self._lock = threading.Lock()
-        self._text = b""
+        self._reloading = threading.Lock()
+        self._snapshot = Snapshot([])
         self.reload_ok = True
         self.reload_time = time.time()
         self._changed = threading.Event()
@@ -120,7 +146,7 @@ class Exporter:
         """Every collector once, in this thread, then the snapshot (check-config, tests)."""
         self.scheduler.run_all_once()
         self.refresh()
-        return self._text
+        return self._snapshot.text
 
     def _render_loop(self) -> None:
         # Collectors finish in bursts; rendering once per burst, at most every
@@ -135,7 +161,11 @@ class Exporter:
 
     @property
     def metrics_text(self) -> bytes:
-        return self._text
+        return self._snapshot.text
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
 
     @property
     def ready(self) -> bool:
@@ -152,7 +182,12 @@ class Exporter:
         return {name: rt.up for name, rt in self.scheduler.databases.items()}
 
     def reload(self) -> tuple[bool, str]:
-        """Load the config file again; a bad one is rejected and the running one kept."""
+        """Load the config file again; a bad one is rejected and the running one kept.
+        One reload at a time: a second caller waits for the first."""
+        with self._reloading:
+            return self._reload()
+
+    def _reload(self) -> tuple[bool, str]:
         if self.config_path is None:
             return False, "no config file to reload"
         try:
@@ -163,10 +198,14 @@ class Exporter:
             self.refresh()
             log.error("config reload rejected", extra={"err": str(exc)})
             return False, str(exc)
+        # The old scheduler's threads end, and its connections close, before the
+        # new one starts; the snapshot served meanwhile is the old one, and the new
+        # scheduler starts from the same samples.
         old = self.scheduler
+        old.stop(wait=old.longest_run)
         new = Scheduler(config, self._changed.set, previous=old)
-        old.stop(wait=1.0)
-        self.config, self.scheduler = config, new
+        with self._lock:
+            self.config, self.scheduler = config, new
         self.reload_ok, self.reload_time = True, time.time()
         new.start()
         self.refresh()
@@ -177,11 +216,16 @@ class Exporter:
         """Render the snapshot served on /metrics from every collector's last samples."""
         with self._lock:
             specs = metric_specs(self.config)
-            self._text = render_text(families(specs, self._samples()))
+            self._snapshot = Snapshot(families(specs, self._samples()))
 
     def _samples(self) -> Iterator[tuple[str, AnySample]]:
         for name, runtime in self.scheduler.databases.items():
             yield name, Sample("pgq_up", (), 1.0 if runtime.up else 0.0)
+            yield name, Sample("pgq_queues_dropped", (), float(runtime.queues.dropped))
+            for custom_name, (custom, _) in runtime.collectors.items():
+                if isinstance(custom, CustomSQL):
+                    dropped = float(custom.dropped)
+                    yield name, Sample("pgq_collector_rows_dropped", (custom_name,), dropped)
             for collector, state in runtime.states.items():
                 yield from ((name, sample) for sample in state.samples)
                 labels = (collector,)

@@ -164,6 +164,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_collector_last_success_timestamp_seconds", G,
                "Unix time of the collector's last successful run; 0 if never.",
                (*DB, "collector"), EXPORTER, "seconds"),
+    MetricSpec("pgq_queues_dropped", G,
+               "Known queues left out of every per-queue metric because there are more than "
+               "max_queues (default 2,000); the last ones in name order are dropped.",
+               DB, EXPORTER),
+    MetricSpec("pgq_collector_rows_dropped", G,
+               "Rows of a custom collector's last run beyond its max_rows (default 10,000), "
+               "which are not served.", (*DB, "collector"), EXPORTER),
     MetricSpec("pgq_config_last_reload_successful", G,
                "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
                "and the previous configuration kept running.", (), EXPORTER),
@@ -184,3 +191,19 @@ def metric(name: str) -> MetricSpec:
 
 def names() -> frozenset[str]:
     return frozenset(_BY_NAME)
+
+
+def series_names(name: str, kind: MetricType) -> frozenset[str]:
+    """Every name a metric of this kind puts in the exposition: a histogram's
+    _bucket, _sum and _count, a counter's family name without _total."""
+    if kind is MetricType.HISTOGRAM:
+        return frozenset({name, *(f"{name}_{s}" for s in ("bucket", "sum", "count", "created"))})
+    if kind is MetricType.COUNTER:
+        base = name.removesuffix("_total")
+        return frozenset({base, f"{base}_total", f"{base}_created"})
+    return frozenset({name})
+
+
+def taken_series() -> set[str]:
+    """The exposition names the catalogue's metrics use."""
+    return {series for spec in CATALOGUE for series in series_names(spec.name, spec.type)}

@@ -100,12 +100,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from pgq_exporter.app import check_custom_sql  # noqa: PLC0415
+    from pgq_exporter.app import check_connections  # noqa: PLC0415
     from pgq_exporter.config import load_config  # noqa: PLC0415
 
     config = load_config(args.file)
     if args.connect:
-        check_custom_sql(config)
+        check_connections(config)
     custom = sum(len(c.metrics) for c in config.custom)
     print(
         f"{args.file}: ok ({len(config.databases)} database(s), "
@@ -286,6 +286,12 @@ def _add_exporter_commands(commands: Commands) -> None:
     serve.add_argument("--web.listen-address", dest="listen_address", help='default ":9188"')
     serve.add_argument(
         "--web.config.file", dest="web_config_file", help="exporter-toolkit web config (TLS, auth)"
+    )
+    serve.add_argument(
+        "--web.enable-lifecycle",
+        dest="enable_lifecycle",
+        action="store_true",
+        help="accept POST /-/reload (off by default, as in Prometheus)",
     )
     serve.add_argument("--log.format", dest="log_format", choices=("logfmt", "json"))
     serve.add_argument(

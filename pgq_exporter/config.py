@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.catalogue import BUILTIN_COLLECTORS, MetricType, names
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS, MetricType, series_names, taken_series
 from pgq_exporter.dsn import parse_dsn
 from pgq_exporter.errors import UsageError
 from pgq_exporter.queue.names import QUEUE_NAME
@@ -25,6 +25,21 @@ DEFAULT_INTERVAL = 15.0
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WINDOW = 300.0
 DEFAULT_EXACT_COUNT_LIMIT = 1_000_000
+# Counts run as SQL bigint, and LIMIT takes limit + 1: stay well inside it.
+MAX_EXACT_COUNT_LIMIT = 1_000_000_000_000
+# Series caps: a runaway number of queues, or a custom query returning a
+# table, must not make /metrics huge. What a cap drops is counted and logged.
+DEFAULT_MAX_QUEUES = 2_000
+DEFAULT_MAX_ROWS = 10_000
+MAX_INTEGER = 2**31 - 1
+# Documented ranges of the durations, in seconds. A statement_timeout is whole
+# milliseconds below 24.8 days; a window is kept in memory, job by job.
+RANGES = {
+    "interval": (0.1, 86_400.0),
+    "timeout": (0.01, 3_600.0),
+    "window": (1.0, 86_400.0),
+    "queue_memory": (1.0, 30 * 86_400.0),
+}
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0
 
@@ -34,7 +49,7 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DATABASE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _RESERVED_LABELS = frozenset({"le", "quantile", "type", "database"})
 _LOG_FORMATS = ("logfmt", "json")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -85,6 +100,7 @@ class CustomCollector:
     settings: CollectorSettings
     databases: tuple[str, ...]  # empty: every database
     line: int
+    max_rows: int = DEFAULT_MAX_ROWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +131,7 @@ class Config:
     custom: tuple[CustomCollector, ...] = ()
     window: float = DEFAULT_WINDOW
     exact_count_limit: int = DEFAULT_EXACT_COUNT_LIMIT
+    max_queues: int = DEFAULT_MAX_QUEUES
     queue_memory: float = DEFAULT_QUEUE_MEMORY
     web: WebSettings = field(default_factory=WebSettings)
     log: LogSettings = field(default_factory=LogSettings)
@@ -185,6 +202,7 @@ class _Reader:
         return value
 
     def duration(self, path: Path_) -> float:
+        """A duration within the range of its key (RANGES, by the path's last part)."""
         value = self.get(path)
         try:
             if not isinstance(value, str):
@@ -192,16 +210,21 @@ class _Reader:
             seconds = parse_duration(value)
         except ValueError:
             raise self.fail(path, f'expected a duration like "15s", got {value!r}') from None
-        if seconds <= 0:
-            raise self.fail(path, f"must be longer than 0, got {value!r}")
+        low, high = RANGES[str(path[-1])]
+        if not low <= seconds <= high:
+            raise self.fail(
+                path, f"must be between {_human(low)} and {_human(high)}, got {value!r}"
+            )
         return seconds
 
-    def integer(self, path: Path_, minimum: int) -> int:
+    def integer(self, path: Path_, minimum: int, maximum: int = MAX_INTEGER) -> int:
         value = self.get(path)
         if not isinstance(value, int) or isinstance(value, bool):
             raise self.fail(path, f"expected an integer, got {_kind(value)}")
         if value < minimum:
             raise self.fail(path, f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise self.fail(path, f"must be at most {maximum:,}, got {value:,}")
         return value
 
     def boolean(self, path: Path_) -> bool:
@@ -229,7 +252,7 @@ class _Reader:
         top = self.mapping(
             (),
             ("databases", "mapping", "collectors", "custom_collectors", "window",
-             "exact_count_limit", "queue_memory", "web", "log"),
+             "exact_count_limit", "max_queues", "queue_memory", "web", "log"),
             ("databases",),
         )  # fmt: skip
         databases = self.databases()
@@ -241,9 +264,12 @@ class _Reader:
             custom=custom,
             window=self.duration(("window",)) if "window" in top else DEFAULT_WINDOW,
             exact_count_limit=(
-                self.integer(("exact_count_limit",), 1)
+                self.integer(("exact_count_limit",), 1, MAX_EXACT_COUNT_LIMIT)
                 if "exact_count_limit" in top
                 else DEFAULT_EXACT_COUNT_LIMIT
+            ),
+            max_queues=(
+                self.integer(("max_queues",), 1) if "max_queues" in top else DEFAULT_MAX_QUEUES
             ),
             queue_memory=(
                 self.duration(("queue_memory",)) if "queue_memory" in top else DEFAULT_QUEUE_MEMORY
@@ -271,7 +297,7 @@ class _Reader:
                 if "queues" in entry
                 else ()
             )
-            pool = self.integer((*path, "pool_size"), 1) if "pool_size" in entry else 1
+            pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
             result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool))
         return tuple(result)
 
@@ -298,17 +324,22 @@ class _Reader:
             file = self.string((*path, "dsn_file"))
             try:
                 dsn = Path(file).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise self.fail(
-                    (*path, "dsn_file"), f"cannot read {file}: {exc.strerror}"
-                ) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise self.fail((*path, "dsn_file"), f"cannot read {file}: {reason}") from None
+            if not dsn:
+                raise self.fail((*path, "dsn_file"), f"{file} is empty")
         key: Path_ = (*path, given[0] if given else "name")
         parse_dsn(dsn, where=f"{self.doc.source}:{self.doc.line_of(key)}: {format_path(path)}.dsn")
         return dsn
 
     def expand(self, path: Path_, text: str) -> str:
         def replace(match: re.Match[str]) -> str:
-            var = match.group(1)
+            var, default = match.group(1), match.group(2)
+            if self.env.get(var):
+                return str(self.env[var])
+            if default is not None:  # ${VAR:-default}: unset or empty
+                return default
             if var not in self.env:
                 raise self.fail(path, f"environment variable {var} is not set")
             return str(self.env[var])
@@ -335,12 +366,17 @@ class _Reader:
             statuses=statuses,
         )
 
-    def settings(self, path: Path_, entry: dict[str, Any]) -> CollectorSettings:
-        interval = self.duration((*path, "interval")) if "interval" in entry else DEFAULT_INTERVAL
+    def settings(
+        self, path: Path_, entry: dict[str, Any], inherited: CollectorSettings | None = None
+    ) -> CollectorSettings:
+        """An entry's settings; what it leaves out comes from ``inherited`` (the
+        defaults section), and its timeout is checked against the interval in effect."""
+        base = inherited or CollectorSettings()
+        interval = self.duration((*path, "interval")) if "interval" in entry else base.interval
         timeout = (
             self.duration((*path, "timeout"))
             if "timeout" in entry
-            else min(DEFAULT_TIMEOUT, interval)
+            else min(base.timeout if inherited else DEFAULT_TIMEOUT, interval)
         )
         if timeout > interval:
             raise self.fail((*path, "timeout"), "timeout must not be longer than interval")
@@ -358,15 +394,7 @@ class _Reader:
             if name != "defaults":
                 path = ("collectors", name)
                 entry = self.mapping(path, ("interval", "timeout", "enabled"))
-                merged = {"interval": defaults.interval, "timeout": defaults.timeout}
-                settings = self.settings(path, entry)
-                result[name] = CollectorSettings(
-                    settings.interval if "interval" in entry else merged["interval"],
-                    settings.timeout
-                    if "timeout" in entry
-                    else min(merged["timeout"], settings.interval),
-                    settings.enabled,
-                )
+                result[name] = self.settings(path, entry, defaults)
         return result
 
     def custom_collectors(
@@ -374,11 +402,11 @@ class _Reader:
     ) -> tuple[CustomCollector, ...]:
         items = self.sequence(("custom_collectors",))
         known_db = {db.name for db in databases}
-        taken_metrics = set(names())
+        taken_metrics = taken_series()
         result: list[CustomCollector] = []
         for i in range(len(items)):
             path: Path_ = ("custom_collectors", i)
-            allowed = ("name", "sql", "metrics", "interval", "timeout", "databases")
+            allowed = ("name", "sql", "metrics", "interval", "timeout", "databases", "max_rows")
             entry = self.mapping(path, allowed, ("name", "sql", "metrics"))
             name = self.string((*path, "name"), _LABEL_NAME, "collector name")
             if name in BUILTIN_COLLECTORS or any(c.name == name for c in result):
@@ -393,8 +421,11 @@ class _Reader:
                 if db not in known_db:
                     raise self.fail((*path, "databases", j), f"unknown database {db!r}")
             metrics = self.custom_metrics((*path, "metrics"), taken_metrics)
+            max_rows = (
+                self.integer((*path, "max_rows"), 1) if "max_rows" in entry else DEFAULT_MAX_ROWS
+            )
             result.append(CustomCollector(name, statement, metrics, self.settings(path, entry), dbs,
-                                          self.doc.line_of(path)))  # fmt: skip
+                                          self.doc.line_of(path), max_rows))  # fmt: skip
         return tuple(result)
 
     def custom_metrics(self, path: Path_, taken: set[str]) -> tuple[CustomMetric, ...]:
@@ -408,13 +439,18 @@ class _Reader:
                 mpath, ("name", "type", "help", "labels", "value"), ("name", "help", "value")
             )
             name = self.string((*mpath, "name"), _METRIC_NAME, "metric name")
-            if name in taken:
-                raise self.fail((*mpath, "name"), f"duplicate metric name {name!r}")
             kind = (
                 MetricType(self.choice((*mpath, "type"), ("gauge", "counter")))
                 if "type" in entry
                 else MetricType.GAUGE
             )
+            clash = sorted(series_names(name, kind) & taken)
+            if clash:
+                raise self.fail(
+                    (*mpath, "name"),
+                    f"metric name {name!r} collides with a series already exported ({clash[0]})",
+                )
+            taken |= series_names(name, kind)
             if kind is MetricType.COUNTER and not name.endswith("_total"):
                 raise self.fail((*mpath, "name"), "a counter's name must end in _total")
             labels = (
@@ -428,7 +464,6 @@ class _Reader:
             value = self.string((*mpath, "value"), _LABEL_NAME, "column name")
             if value in labels:
                 raise self.fail((*mpath, "value"), f"column {value!r} is already a label")
-            taken.add(name)
             result.append(CustomMetric(name, kind, self.string((*mpath, "help")), labels, value))
         return tuple(result)
 
@@ -442,6 +477,8 @@ class _Reader:
             except ValueError as exc:
                 raise self.fail(("web", "listen_address"), str(exc)) from None
         config_file = self.string(("web", "config_file")) if "config_file" in entry else None
+        if config_file is not None and not Path(config_file).is_file():
+            raise self.fail(("web", "config_file"), f"no such file: {config_file}")
         return WebSettings(address, config_file)
 
     def log(self) -> LogSettings:
@@ -450,6 +487,13 @@ class _Reader:
             format=self.choice(("log", "format"), _LOG_FORMATS) if "format" in entry else "logfmt",
             level=self.choice(("log", "level"), _LOG_LEVELS) if "level" in entry else "info",
         )
+
+
+def _human(seconds: float) -> str:
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds * 1000:g}ms"
 
 
 def split_address(address: str) -> tuple[str, int]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import logging
+import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import (
@@ -12,11 +15,16 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import generate_latest
+from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
+from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
 from pgq_exporter.collectors.base import AnySample, HistogramSample
 
 Family = GaugeMetricFamily | CounterMetricFamily | HistogramMetricFamily
+log = logging.getLogger("pgq_exporter.exposition")
+# Metrics already warned about: a render runs after every collection.
+_warned: set[str] = set()
 
 
 def families(
@@ -24,6 +32,7 @@ def families(
 ) -> list[Metric]:
     """One family per metric name; ``samples`` pairs each sample with its database."""
     built: dict[str, Family] = {}
+    seen: set[tuple[str, tuple[str, ...]]] = set()
     for database, sample in samples:
         spec = specs[sample.metric]
         family = built.get(spec.name)
@@ -32,6 +41,11 @@ def families(
         labels = (
             [database, *sample.labels] if spec.labels[:1] == ("database",) else [*sample.labels]
         )
+        key = (spec.name, tuple(labels))
+        if key in seen:  # Prometheus would keep one of them, silently
+            _warn_duplicate(spec.name)
+            continue
+        seen.add(key)
         if isinstance(sample, HistogramSample):
             assert isinstance(family, HistogramMetricFamily)
             family.add_metric(labels, list(sample.buckets), sample.sum)
@@ -39,6 +53,12 @@ def families(
             assert not isinstance(family, HistogramMetricFamily)
             family.add_metric(labels, sample.value)
     return [built[name] for name in sorted(built)]
+
+
+def _warn_duplicate(name: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        log.warning("duplicate label set; only the first sample is served", extra={"metric": name})
 
 
 def _new_family(spec: MetricSpec) -> Family:
@@ -58,6 +78,40 @@ class _Fixed:
 
 
 def render_text(metrics: list[Metric]) -> bytes:
+    return generate_latest(_registry(metrics))
+
+
+def _registry(metrics: list[Metric]) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(metrics))
-    return generate_latest(registry)
+    return registry
+
+
+TEXT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Snapshot:
+    """One rendering of the samples, in each form a scraper may ask for: the text
+    format or OpenMetrics, plain or gzipped. Each form is made once, when first asked."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self._metrics = metrics
+        self.text = render_text(metrics)
+        self._forms: dict[tuple[bool, bool], bytes] = {(False, False): self.text}
+        self._lock = threading.Lock()
+
+    def body(self, *, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
+        """The body and its content type."""
+        key = (openmetrics, gzipped)
+        with self._lock:
+            if key not in self._forms:
+                plain = self._plain(openmetrics)
+                self._forms[key] = gzip.compress(plain, compresslevel=6) if gzipped else plain
+            return self._forms[key], OPENMETRICS if openmetrics else TEXT
+
+    def _plain(self, openmetrics: bool) -> bytes:
+        key = (openmetrics, False)
+        if key not in self._forms:
+            text: bytes = generate_openmetrics(_registry(self._metrics))  # type: ignore[no-untyped-call]
+            self._forms[key] = text
+        return self._forms[key]

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -56,6 +56,7 @@ class ConnectionSource:
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     @contextmanager
     def connection(self, wait: float, connect_timeout: float) -> Iterator[psycopg.Connection[Any]]:
@@ -75,7 +76,9 @@ class ConnectionSource:
             self._slots.release()
 
     def close(self) -> None:
+        """Close the idle connections now, and each busy one when it comes back."""
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
@@ -104,7 +107,10 @@ class ConnectionSource:
             conn.close()
             return
         with self._lock:
-            self._idle.append(conn)
+            if not self._closed:
+                self._idle.append(conn)
+                return
+        conn.close()
 
 
 class DatabaseRuntime:
@@ -124,20 +130,31 @@ class DatabaseRuntime:
         self.queues: KnownQueues = reuse.queues if reuse else KnownQueues()
         self.queues.configured = database.queues
         self.queues.memory = config.queue_memory
+        self.queues.limit = config.max_queues
         # Finished jobs already observed stay observed across a reload.
         self.feed: FinishedFeed = reuse.feed if reuse else FinishedFeed()
         self.context = Context(config=config, database=database, queues=self.queues, feed=self.feed)
-        self.up = False
+        self.up: bool = reuse.up if reuse else False
+        # Collectors whose run outlived the previous scheduler's stop are not reused:
+        # one collector object is never run by two threads at once.
+        self.still_running: set[str] = set()
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
         for name, factory in BUILTIN.items():
             settings = config.collector(name)
             if settings.enabled:
                 kept = reuse.collectors.get(name) if reuse else None
+                if kept and reuse and name in reuse.still_running:
+                    kept = None
                 self.collectors[name] = (kept[0] if kept else factory(), settings)
         for custom in config.custom:
             if not custom.databases or database.name in custom.databases:
                 self.collectors[custom.name] = (CustomSQL(custom), custom.settings)
-        self.states = {name: CollectorState() for name in self.collectors}
+        # The last samples keep being served until each collector has run again.
+        previous = reuse.states if reuse else {}
+        self.states: dict[str, CollectorState] = {
+            name: replace(previous[name]) if name in previous else CollectorState()
+            for name in self.collectors
+        }
 
     @property
     def ready(self) -> bool:
@@ -247,7 +264,7 @@ class Scheduler:
         self.config = config
         self._on_change = on_change
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[tuple[DatabaseRuntime, str, threading.Thread]] = []
         old = previous.databases if previous else {}
         self.databases: dict[str, DatabaseRuntime] = {
             db.name: DatabaseRuntime(config, db, _reusable(old.get(db.name), db, config))
@@ -264,16 +281,30 @@ class Scheduler:
                     daemon=True,
                 )
                 thread.start()
-                self._threads.append(thread)
+                self._threads.append((runtime, name, thread))
 
     def stop(self, wait: float = 5.0) -> None:
+        """Stop every collector thread, waiting up to ``wait`` seconds for the runs in
+        progress; then close the connections (a busy one when its run ends)."""
         self._stop.set()
         deadline = time.monotonic() + wait
-        for thread in self._threads:
+        for runtime, name, thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                runtime.still_running.add(name)
         for runtime in self.databases.values():
             for source in runtime.sources.values():
                 source.close()
+
+    @property
+    def longest_run(self) -> float:
+        """The longest a run in progress can take: its SQL timeout, a connect, a margin."""
+        timeouts = [
+            settings.timeout
+            for runtime in self.databases.values()
+            for _, settings in runtime.collectors.values()
+        ]
+        return max(timeouts, default=0.0) * 2 + 2.0
 
     def run_all_once(self) -> None:
         """Every collector once, in the calling thread."""

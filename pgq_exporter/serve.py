@@ -49,7 +49,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
     exporter = Exporter(config, config_path=args.config)
     host, port = split_address(config.web.listen_address)
     try:
-        server = ExporterServer((host, port), exporter, web)
+        server = ExporterServer((host, port), exporter, web, lifecycle=args.enable_lifecycle)
     except OSError as exc:
         raise PgqError(f"cannot listen on {config.web.listen_address}: {exc.strerror}") from None
     # Signals only set flags and wake the main loop, which clears the wake-up

@@ -18,7 +18,6 @@ from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter.http")
 
-CONTENT_TYPE_METRICS = "text/plain; version=0.0.4; charset=utf-8"
 HANDSHAKE_TIMEOUT = 10.0
 
 
@@ -28,10 +27,18 @@ class ExporterServer(ThreadingHTTPServer):
     # Many scrapers at once must not overflow the listen backlog (the default is 5).
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], exporter: Exporter, web: WebConfigFile) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        exporter: Exporter,
+        web: WebConfigFile,
+        *,
+        lifecycle: bool = False,
+    ) -> None:
         super().__init__(address, Handler)
         self.exporter = exporter
         self.web = web
+        self.lifecycle = lifecycle
         context = web.current().ssl_context()
         if context is not None:
             # The handshake happens in each request's thread (Handler.setup), so a
@@ -69,7 +76,7 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         exporter = self.server.exporter
         if path == "/metrics":
-            self._send(HTTPStatus.OK, exporter.metrics_text, CONTENT_TYPE_METRICS)
+            self._send_metrics(exporter)
         elif path == "/healthz":
             self._send(HTTPStatus.OK, b"ok\n")
         elif path == "/readyz":
@@ -82,11 +89,29 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n")
 
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def _send_metrics(self, exporter: Exporter) -> None:
+        accept = self.headers.get("Accept", "")
+        gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
+        body, content_type = exporter.snapshot.body(
+            openmetrics="application/openmetrics-text" in accept, gzipped=gzipped
+        )
+        extra = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"} if gzipped else None
+        self._send(HTTPStatus.OK, body, content_type, extra)
+
     def do_POST(self) -> None:
         if not self._authorised():
             return
         if self.path.split("?", 1)[0] != "/-/reload":
             self._send(HTTPStatus.NOT_FOUND, b"not found\n")
+            return
+        if not self.server.lifecycle:
+            self._send(
+                HTTPStatus.FORBIDDEN,
+                b"the lifecycle API is off; start with --web.enable-lifecycle\n",
+            )
             return
         ok, message = self.server.exporter.reload()
         status = HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -18,6 +19,7 @@ from pgq_exporter.sqlfiles import query
 if TYPE_CHECKING:
     from pgq_exporter.collectors.finished_feed import FinishedFeed
 
+log = logging.getLogger("pgq_exporter.collectors")
 Row = tuple[Any, ...]
 Conn = psycopg.Connection[Any]
 DISCOVERY_GAP = 5.0
@@ -56,6 +58,8 @@ class KnownQueues:
 
     configured: tuple[str, ...] = ()
     memory: float = 3600.0
+    limit: int = 2_000  # queues served at most (max_queues), the first in name order
+    dropped: int = 0  # known queues left out by the limit at the last look
     _seen: dict[str, float] = field(default_factory=dict)
     _discovered: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -72,7 +76,15 @@ class KnownQueues:
             for queue, seen in list(self._seen.items()):
                 if stamp - seen > self.memory:
                     del self._seen[queue]
-            return sorted(set(self.configured) | set(self._seen))
+            known = sorted(set(self.configured) | set(self._seen))
+            dropped = max(len(known) - self.limit, 0)
+            if dropped and dropped != self.dropped:
+                log.warning(
+                    "too many queues; the last ones by name are not served",
+                    extra={"queues": len(known), "max_queues": self.limit, "dropped": dropped},
+                )
+            self.dropped = dropped
+            return known[: self.limit]
 
     def discover(self, conn: Conn, mapping: SchemaMapping) -> list[str]:
         """Refresh from the database (partitions, and queues with jobs), then the known list."""

@@ -7,19 +7,24 @@ by the server instead of ending the read-only transaction it runs in.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Any
 
-from psycopg import sql
+from psycopg import Column, sql
 
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample
 from pgq_exporter.config import CustomCollector
 from pgq_exporter.errors import PgqError
+
+log = logging.getLogger("pgq_exporter.collectors")
 
 
 class CustomSQL(Collector):
     def __init__(self, spec: CustomCollector) -> None:
         self.spec = spec
         self.name = spec.name
+        self.dropped = 0  # rows of the last run beyond max_rows, not served
 
     def columns(self, conn: Conn) -> list[str]:
         """The statement's result columns, found without fetching a row."""
@@ -27,6 +32,14 @@ class CustomSQL(Collector):
         probe = sql.SQL("SELECT * FROM ({}) AS probe LIMIT 0").format(sql.SQL(body))
         cur = conn.execute(probe, prepare=True)
         return [col.name for col in cur.description or []]
+
+    def _check_numeric(self, conn: Conn, description: Sequence[Column]) -> None:
+        types = {col.name: conn.adapters.types.get(col.type_code) for col in description}
+        for metric in self.spec.metrics:
+            info = types.get(metric.value)
+            name = info.name if info else "an unknown type"
+            if name not in NUMERIC_TYPES:
+                raise PgqError(f"column {metric.value} is {name}, not a number")
 
     def missing_columns(self, columns: list[str]) -> list[str]:
         wanted = {m.value for m in self.spec.metrics} | {
@@ -40,8 +53,18 @@ class CustomSQL(Collector):
         missing = self.missing_columns(names)
         if missing:
             raise PgqError(f"the query returns no column {', '.join(missing)}")
+        self._check_numeric(conn, cur.description or [])
         samples: list[AnySample] = []
-        for row in cur.fetchall():
+        rows = cur.fetchmany(self.spec.max_rows)
+        dropped = sum(1 for _ in cur)
+        if dropped and dropped != self.dropped:
+            log.warning(
+                "custom query returned more rows than max_rows; the rest are not served",
+                extra={"collector": self.name, "max_rows": self.spec.max_rows,
+                       "dropped": dropped},
+            )  # fmt: skip
+        self.dropped = dropped
+        for row in rows:
             record = dict(zip(names, row, strict=True))
             for metric in self.spec.metrics:
                 value = _number(record[metric.value], metric.value)
@@ -50,6 +73,13 @@ class CustomSQL(Collector):
                 )
                 samples.append(Sample(metric.name, labels, value))
         return samples
+
+
+# Types whose values are numbers, by name: checked on the result's columns,
+# so that a text value column fails even when the query returns no row.
+NUMERIC_TYPES = frozenset(
+    {"int2", "int4", "int8", "float4", "float8", "numeric", "oid", "bool", "money"}
+)
 
 
 def _number(value: Any, column: str) -> float:

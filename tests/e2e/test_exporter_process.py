@@ -100,7 +100,7 @@ def test_a_slow_query_fails_alone_and_others_keep_their_schedule(db: Database) -
 
 def test_reload_adds_a_collector_and_rejects_a_bad_config(db: Database) -> None:
     good = basic_config(db.dsn)
-    with ExporterProcess(good) as exporter:
+    with ExporterProcess(good, args=("--web.enable-lifecycle",)) as exporter:
         exporter.wait_until(_all_collectors_ok)
         added = good + (
             "custom_collectors:\n  - name: answer\n    sql: SELECT 42 AS n\n    interval: 1s\n"
@@ -310,3 +310,36 @@ def test_custom_sql_cannot_escape_its_read_only_transaction(own_server: Embedded
     assert value(samples, "pgq_collector_success", database="main", collector="escape") == 0
     with psycopg.connect(own_server.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM public.victims").fetchone() == (5,)
+
+
+def test_metrics_negotiate_gzip_openmetrics_and_head(db: Database) -> None:
+    import gzip  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from prometheus_client.openmetrics.parser import (  # noqa: PLC0415
+        text_string_to_metric_families as parse_openmetrics,
+    )
+
+    with ExporterProcess(basic_config(db.dsn)) as exporter:
+        exporter.wait_until(_all_collectors_ok)
+
+        def fetch(method: str = "GET", **headers: str) -> tuple[dict[str, str], bytes]:
+            request = urllib.request.Request(
+                exporter.url + "/metrics", headers=headers, method=method
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                return dict(response.headers), response.read()
+
+        plain_headers, plain = fetch()
+        zipped_headers, zipped = fetch(**{"Accept-Encoding": "gzip"})
+        om_headers, om = fetch(Accept="application/openmetrics-text; version=1.0.0")
+        head_headers, head = fetch("HEAD")
+    assert plain_headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert zipped_headers["Content-Encoding"] == "gzip"
+    assert len(zipped) < len(plain) / 3
+    assert b"pgq_up" in gzip.decompress(zipped)
+    assert om_headers["Content-Type"].startswith("application/openmetrics-text")
+    assert om.rstrip().endswith(b"# EOF")
+    families = parse_openmetrics(om.decode())  # type: ignore[no-untyped-call]
+    assert any(f.name == "pgq_up" for f in families)
+    assert head == b"" and int(head_headers["Content-Length"]) == len(plain)

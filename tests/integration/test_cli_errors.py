@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tests.conftest import Database
 from tests.support import assert_clean_failure, run_cli
@@ -44,3 +49,42 @@ def test_unknown_flag_is_a_usage_error() -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "unrecognized arguments: --no-such-flag" in result.stderr
+
+
+def _check_connect(tmp_path: Path, dsn: str, extra: str = "") -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"databases:\n  - name: main\n    dsn: {dsn!r}\n{extra}")
+    return run_cli("check-config", "--connect", str(config))
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"password": "wrong-pw-123", "user": "nobody_here"}, "cannot connect"),
+        ({"dbname": "no_such_database"}, "cannot connect"),
+        ({"sslmode": "require"}, "cannot connect"),
+        ({"host": "127.0.0.1", "port": str(_closed_port())}, "cannot connect"),
+    ],
+)
+def test_check_config_connect_fails_when_serve_could_not_connect(
+    db: Database, tmp_path: Path, change: dict[str, str], words: str
+) -> None:
+    if "sslmode" in change and str(conninfo_to_dict(db.dsn).get("host", "")).startswith("/"):
+        # libpq uses no SSL on a Unix socket; the run on PostgreSQL 15 (TCP) covers it.
+        pytest.skip("sslmode needs a TCP server")
+    dsn = make_conninfo(db.dsn, connect_timeout="2", **change)
+    result = _check_connect(tmp_path, dsn)
+    assert_clean_failure(result, "database 'main'", words)
+    assert result.returncode == 2
+    assert "wrong-pw-123" not in result.stderr
+
+
+def test_check_config_connect_runs_every_query(db: Database, tmp_path: Path) -> None:
+    assert _check_connect(tmp_path, db.dsn).returncode == 0
+    text_value = (
+        "custom_collectors:\n  - name: words\n"
+        "    sql: SELECT 'a'::text AS n FROM generate_series(1, 0)\n"  # no row at all
+        "    metrics: [{name: pgq_test_words, help: Words., value: n}]\n"
+    )
+    result = _check_connect(tmp_path, db.dsn, text_value)
+    assert_clean_failure(result, "collector words fails", "column n is text, not a number")

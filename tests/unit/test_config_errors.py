@@ -40,7 +40,64 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "collectors.queue_depth.interval",
         "expected a duration like \"15s\", got 'fast'",
     ),
-    ("zero-duration", DB + "window: 0s\n", 4, "window", "must be longer than 0"),
+    ("zero-duration", DB + "window: 0s\n", 4, "window", "must be between 1s and 1d, got '0s'"),
+    (
+        "timeout-below-a-millisecond",
+        DB + "collectors:\n  defaults:\n    timeout: 100us\n",
+        6,
+        "collectors.defaults.timeout",
+        "expected a duration",
+    ),
+    (
+        "timeout-too-short",
+        DB + "collectors:\n  defaults:\n    timeout: 1ms\n",
+        6,
+        "collectors.defaults.timeout",
+        "must be between 10ms and 1h",
+    ),
+    (
+        "timeout-of-thirty-days",
+        DB + "collectors:\n  defaults:\n    interval: 1d\n    timeout: 30d\n",
+        7,
+        "collectors.defaults.timeout",
+        "must be between 10ms and 1h",
+    ),
+    (
+        "interval-of-200000-days",
+        DB + "collectors:\n  defaults:\n    interval: 200000d\n",
+        6,
+        "collectors.defaults.interval",
+        "must be between 100ms and 1d",
+    ),
+    ("huge-window", DB + "window: 99999999d\n", 4, "window", "must be between 1s and 1d"),
+    (
+        "exact-count-limit-of-int64-max",
+        DB + "exact_count_limit: 9223372036854775807\n",
+        4,
+        "exact_count_limit",
+        "must be at most 1,000,000,000,000",
+    ),
+    (
+        "timeout-longer-than-the-inherited-interval",
+        DB + "collectors:\n  defaults:\n    interval: 2s\n  activity:\n    timeout: 10s\n",
+        8,
+        "collectors.activity.timeout",
+        "timeout must not be longer than interval",
+    ),
+    (
+        "empty-dsn-file",
+        "databases:\n  - name: main\n    dsn_file: /dev/null\n",
+        3,
+        "databases[0].dsn_file",
+        "/dev/null is empty",
+    ),
+    (
+        "missing-web-config-file",
+        DB + "web:\n  config_file: /no/such/web.yml\n",
+        5,
+        "web.config_file",
+        "no such file: /no/such/web.yml",
+    ),
     (
         "number-duration",
         DB + "collectors:\n  defaults:\n    timeout: 5\n",
@@ -171,7 +228,23 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "    metrics: [{name: pgq_queue_jobs, help: X., value: n}]\n",
         7,
         "custom_collectors[0].metrics[0].name",
-        "duplicate metric name 'pgq_queue_jobs'",
+        "metric name 'pgq_queue_jobs' collides with a series already exported",
+    ),
+    (
+        "metric-name-of-a-histogram-series",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_job_processing_seconds_bucket, help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "collides with a series already exported (pgq_job_processing_seconds_bucket)",
+    ),
+    (
+        "gauge-named-as-a-counters-family",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_jobs_completed, help: X., value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].name",
+        "collides with a series already exported (pgq_jobs_completed)",
     ),
     (
         "duplicate-metric-custom",
@@ -182,7 +255,7 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         + ONE_METRIC,
         10,
         "custom_collectors[1].metrics[0].name",
-        "duplicate metric name 'pgq_x'",
+        "metric name 'pgq_x' collides with a series already exported (pgq_x)",
     ),
     (
         "bad-label-name",
@@ -320,3 +393,21 @@ def test_the_example_config_is_valid() -> None:
     example = Path(__file__).parents[2] / "examples" / "config.yaml"
     result = run_cli("check-config", str(example), env={"PGQ_PASSWORD": "x"})
     assert result.returncode == 0, result.stderr
+
+
+def test_a_timeout_fits_the_interval_it_inherits(tmp_path: Path) -> None:
+    from pgq_exporter.config import parse_config  # noqa: PLC0415
+
+    text = DB + "collectors:\n  defaults:\n    interval: 1m\n  table_health:\n    timeout: 30s\n"
+    config = parse_config(text, "c.yaml", {})
+    assert config.collector("table_health").interval == 60
+    assert config.collector("table_health").timeout == 30
+
+
+def test_environment_references_take_a_default() -> None:
+    from pgq_exporter.config import parse_config  # noqa: PLC0415
+
+    text = "databases:\n  - name: main\n    dsn: postgresql://${PGQ_HOST:-db.internal}/app\n"
+    assert parse_config(text, "c.yaml", {}).databases[0].dsn == "postgresql://db.internal/app"
+    given = parse_config(text, "c.yaml", {"PGQ_HOST": "other"}).databases[0].dsn
+    assert given == "postgresql://other/app"

@@ -1,0 +1,82 @@
+"""Reloads: serialised, leak nothing, and never blank the served snapshot."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+
+Samples = dict[str, dict[Labels, float]]
+LIFECYCLE = ("--web.enable-lifecycle",)
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count")
+
+
+def _connections(db: Database) -> int:
+    with db.connect(autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgq-exporter'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _queue_series(samples: Samples) -> bool:
+    return any(("queue", "email") in labels for labels in samples.get("pgq_queue_jobs", {}))
+
+
+def test_reload_is_off_without_the_lifecycle_flag(db: Database) -> None:
+    with ExporterProcess(basic_config(db.dsn)) as exporter:
+        status, body = exporter.get("/-/reload", method="POST")
+    assert status == 403 and b"--web.enable-lifecycle" in body
+
+
+def test_concurrent_reloads_leak_no_thread_and_no_connection(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue('email')")
+    with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
+        assert exporter.process is not None
+        exporter.wait_until(_queue_series)
+        threads = _threads(exporter.process.pid)
+        for _ in range(3):
+            with ThreadPoolExecutor(20) as pool:
+                statuses = list(
+                    pool.map(lambda _: exporter.get("/-/reload", method="POST")[0], range(20))
+                )
+            assert statuses == [200] * 20
+        exporter.wait_until(_queue_series)
+        # A reload waits for the previous scheduler's threads and closes its connections.
+        assert _threads(exporter.process.pid) <= threads + 2
+        assert _connections(db) <= 2  # the queue lane and the catalog lane
+
+
+def test_scrapes_during_reloads_keep_the_previous_snapshot(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue('email')")
+    with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
+        exporter.wait_until(lambda s: _queue_series(s) and value(s, "pgq_up", database="main"))
+        seen: list[Samples] = []
+        done = threading.Event()
+
+        def scrape() -> None:
+            while not done.is_set():
+                seen.append(exporter.scrape())
+
+        scraper = threading.Thread(target=scrape)
+        scraper.start()
+        try:
+            for _ in range(5):
+                assert exporter.get("/-/reload", method="POST")[0] == 200
+        finally:
+            done.set()
+            scraper.join()
+    assert len(seen) > 5
+    blank = [s for s in seen if not _queue_series(s) or value(s, "pgq_up", database="main") != 1]
+    assert blank == []
