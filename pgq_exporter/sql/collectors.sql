@@ -74,8 +74,9 @@ LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS proce
            FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
 
 -- name: table_pages
--- Pages of the queue table (all partitions) as it is now, not as last analysed.
-SELECT coalesce(sum(pg_relation_size(t.relid)), 0) / current_setting('block_size')::bigint
+-- Pages, as they are now, of the largest table or partition that holds the
+-- queue's rows: a sample of one queue reads only its partition (pruning).
+SELECT coalesce(max(pg_relation_size(t.relid)), 0) / current_setting('block_size')::bigint
 FROM (SELECT relid FROM pg_partition_tree(to_regclass({jobs_name})) WHERE isleaf
       UNION
       SELECT oid FROM pg_class WHERE oid = to_regclass({jobs_name}) AND relkind = 'r') AS t(relid);
