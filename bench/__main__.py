@@ -177,6 +177,9 @@ def print_collection(report: dict[str, Any]) -> None:
               f"  ready: true {row['true_ready']:>9,}  reported {row['reported_ready']:>11,.0f}"
               f" ({row['ready_error_percent']:+.2f}%, approximate "
               f"{row['reported_approximate']:.0f})")  # fmt: skip
+        if "estimate_errors_percent" in row:
+            print(f"{'':<28} pending estimate in {len(row['estimate_errors_percent'])} more "
+                  f"collections: {row['estimate_errors_percent']} %")  # fmt: skip
     print("\n== Scrape latency while the database is stalled ==")
     print("paced: 50 unsynchronised scrapers, one scrape each every 100 ms (500/s)")
     print("wrk:   50 connections, closed loop (saturation; latency = queue / throughput)")

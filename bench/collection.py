@@ -173,7 +173,26 @@ def backlog_growth(dsn: str, *, queue: str = "q000", jobs: int = 150_000) -> lis
                      **{f"reported_{k}": v for k, v in reported.items()},
                      "pending_error_percent": 100 * (reported["pending"] - pending) / pending,
                      "ready_error_percent": 100 * (reported["ready"] - ready) / ready})  # fmt: skip
+        if changes:
+            rows[-1]["estimate_errors_percent"] = _estimate_spread(dsn, changes, queue, pending)
     return rows
+
+
+ESTIMATES = 6
+
+
+def _estimate_spread(dsn: str, changes: dict[str, Any], queue: str, pending: int) -> list[float]:
+    """The pending estimate's error in ``ESTIMATES`` more collections: each samples anew."""
+    errors = []
+    with without_kept_counts(dsn):
+        exporter = Exporter(_config(dsn, **changes))
+        try:
+            for _ in range(ESTIMATES):
+                reported = _reported(exporter, queue)["pending"]
+                errors.append(round(100 * (reported - pending) / pending, 2))
+        finally:
+            exporter.stop()
+    return errors
 
 
 @contextmanager

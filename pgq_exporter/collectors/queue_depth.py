@@ -5,15 +5,23 @@ come from its queue_counts table, which the schema's triggers keep exact in
 every snapshot: the cost does not depend on the number of jobs. Elsewhere,
 and for the delayed jobs everywhere, each count is exact up to
 exact_count_limit, read from the partial indexes, and estimated from a sample
-of the table above it (see counting.py). ``pgq_queue_count_approximate``
-says which values are estimates.
+of the table above it (see counting.py); done and failed, which may be
+estimates, only up to 10,000 and then the planner's estimate.
+``pgq_queue_count_approximate`` says which values are estimates.
 """
 
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
-from pgq_exporter.collectors.counting import Count, SampledCounts, exact
+from pgq_exporter.collectors.counting import (
+    FINISHED,
+    Count,
+    PlannerEstimates,
+    SampledCounts,
+    exact,
+    finished_cap,
+)
 
 # The columns of capped_counts and kept_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")
@@ -24,18 +32,29 @@ STATUSES = ("pending", "processing", "done", "failed")
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
+    def __init__(self) -> None:
+        self._planner = PlannerEstimates()
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
         kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
-        params = {"cap": ctx.config.exact_count_limit + 1, "queues": queues}
+        params = {
+            "cap": ctx.config.exact_count_limit + 1,
+            "finished_cap": finished_cap(ctx) + 1,
+            "queues": queues,
+        }
         rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
         sampled = SampledCounts(conn, ctx)
         samples: list[AnySample] = []
         for queue, *numbers in rows:
-            counts = {
-                what: exact(n) if kept and what in KEPT else sampled.bounded(queue, what, n)
-                for what, n in zip(COUNTED, numbers, strict=True)
-            }
+            counts = {}
+            for what, n in zip(COUNTED, numbers, strict=True):
+                if kept and what in KEPT:
+                    counts[what] = exact(n)
+                elif what in FINISHED:
+                    counts[what] = self._planner.bounded(conn, ctx, queue, what, n)
+                else:
+                    counts[what] = sampled.bounded(queue, what, n)
             samples += _samples(queue, counts)
         return samples
 

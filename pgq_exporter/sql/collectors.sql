@@ -31,8 +31,9 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: capped_counts
--- Per queue and status, exact counts up to %(cap)s rows each, from the partial
--- indexes; the caller replaces a count that reached the cap by an estimate.
+-- Per queue and status, exact counts from the partial indexes: unfinished jobs
+-- up to %(cap)s rows each, finished ones up to %(finished_cap)s; the caller
+-- replaces a count that reached its cap by an estimate.
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
@@ -46,11 +47,17 @@ SELECT q.queue,
             LIMIT %(cap)s) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_done}
-            LIMIT %(cap)s) AS c) AS done,
+            LIMIT %(finished_cap)s) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_failed}
-            LIMIT %(cap)s) AS c) AS failed
+            LIMIT %(finished_cap)s) AS c) AS failed
 FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's done or failed jobs, above their cap:
+-- finished totals may be estimates, and this one costs a plan, not a scan.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status};
 
 -- name: has_counts
 -- Whether the reference schema keeps exact counts (version 3 and later).

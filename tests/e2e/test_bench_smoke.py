@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import psycopg
 
-from bench.collection import exporter_cycle_seconds, seed_cycle_seconds
+from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
+from tests.counts_support import assert_counts_exact
 from tests.support import require_tool
 
 
@@ -34,6 +35,12 @@ def test_dataset_and_collection_harness(db: Database) -> None:
     assert seed_cycle_seconds(db.dsn, runs=1) > 0
     cycle, per_collector = exporter_cycle_seconds(db.dsn, runs=1)
     assert cycle > 0 and len(per_collector) == 8
+    surge = backlog_growth(db.dsn, queue="q000", jobs=10_000)
+    exact = [row for row in surge if "estimate_errors_percent" not in row]
+    assert [row["pending_error_percent"] for row in exact] == [0.0, 0.0]
+    assert len(surge[-1]["estimate_errors_percent"]) == 6
+    with db.connect() as conn:
+        assert_counts_exact(conn)  # the harness leaves the kept counts as it found them
 
 
 def test_scrape_latency_harness(db: Database) -> None:
