@@ -8,26 +8,39 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import re
 import ssl
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import bcrypt
 
-from pgq_exporter.yamlpos import ConfigError, load_located
+from pgq_exporter.yamlpos import ConfigError, Located, load_located
 
-_TLS_KEYS = (
-    "cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version",
-    "max_version", "cipher_suites", "curve_preferences", "prefer_server_cipher_suites",
-)  # fmt: skip
+_TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version")
+# exporter-toolkit keys this server does not implement: refused, never ignored.
+_UNSUPPORTED = {
+    ("tls_server_config", "max_version"): "the maximum TLS version",
+    ("tls_server_config", "cipher_suites"): "cipher suites",
+    ("tls_server_config", "curve_preferences"): "curve preferences",
+    ("tls_server_config", "prefer_server_cipher_suites"): "cipher suite preference",
+    ("http_server_config",): "HTTP server settings",
+}
 _CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
-    "RequestClientCert": ssl.CERT_OPTIONAL,
-    "RequireAnyClientCert": ssl.CERT_REQUIRED,
     "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
+# Python's ssl module verifies every client certificate it asks for: these two
+# modes, which accept any certificate unverified, cannot be served as specified.
+_UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
+_BCRYPT_HASH = re.compile(r"\$2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}")
+# Verified (user, password digest, hash) triples, so that a client repeating its
+# credentials, right or wrong, costs one bcrypt, not one per request.
+_VERIFIED_MAX = 1024
 _TLS_VERSIONS = {
     "TLS12": ssl.TLSVersion.TLSv1_2,
     "TLS13": ssl.TLSVersion.TLSv1_3,
@@ -62,9 +75,27 @@ class WebConfig:
         hashed = self.users.get(user)
         if hashed is None:
             # Spend the same time as for a known user, so names cannot be probed.
-            bcrypt.checkpw(b"x", _DUMMY_HASH)
-            return False
-        return bcrypt.checkpw(password.encode(), hashed)
+            hashed = _DUMMY_HASH
+        return _verified(password.encode(), hashed) and user in self.users
+
+
+_verified_cache: OrderedDict[tuple[bytes, bytes], bool] = OrderedDict()
+_verified_lock = threading.Lock()
+
+
+def _verified(password: bytes, hashed: bytes) -> bool:
+    """bcrypt's answer, remembered for the last _VERIFIED_MAX (password, hash) pairs."""
+    key = (hashlib.sha256(password).digest(), hashed)
+    with _verified_lock:
+        if key in _verified_cache:
+            _verified_cache.move_to_end(key)
+            return _verified_cache[key]
+    answer = bcrypt.checkpw(password, hashed)
+    with _verified_lock:
+        _verified_cache[key] = answer
+        while len(_verified_cache) > _VERIFIED_MAX:
+            _verified_cache.popitem(last=False)
+    return answer
 
 
 _DUMMY_HASH = bcrypt.hashpw(b"dummy", bcrypt.gensalt(rounds=10))
@@ -73,6 +104,7 @@ _DUMMY_HASH = bcrypt.hashpw(b"dummy", bcrypt.gensalt(rounds=10))
 def parse_web_config(text: str, source: str) -> WebConfig:
     doc = load_located(text, source)
     top = doc.mapping((), ("tls_server_config", "basic_auth_users", "http_server_config"))
+    _refuse_unsupported(doc, top)
     tls: dict[str, str] = {}
     if top.get("tls_server_config"):
         raw = doc.mapping(("tls_server_config",), _TLS_KEYS)
@@ -80,6 +112,11 @@ def parse_web_config(text: str, source: str) -> WebConfig:
             if not raw.get(key):
                 raise doc.error(("tls_server_config",), f"missing required key {key!r}")
         tls = {key: str(value) for key, value in raw.items() if value is not None}
+        if tls.get("client_auth_type") in _UNVERIFIED_CLIENT_AUTH:
+            raise doc.error(("tls_server_config", "client_auth_type"),
+                            f"{tls['client_auth_type']} (any certificate, unverified) is not "
+                            "supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert "
+                            "with client_ca_file")  # fmt: skip
         if tls.get("client_auth_type", "NoClientCert") not in _CLIENT_AUTH:
             raise doc.error(("tls_server_config", "client_auth_type"),
                             f"expected one of {', '.join(_CLIENT_AUTH)}")  # fmt: skip
@@ -91,10 +128,23 @@ def parse_web_config(text: str, source: str) -> WebConfig:
     users: dict[str, bytes] = {}
     if top.get("basic_auth_users"):
         for user, hashed in doc.mapping(("basic_auth_users",), None).items():
-            if not isinstance(hashed, str) or not hashed.startswith("$2"):
-                raise doc.error(("basic_auth_users", user), "expected a bcrypt hash")
+            if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
+                raise doc.error(
+                    ("basic_auth_users", user),
+                    "expected a whole bcrypt hash",
+                )
             users[str(user)] = hashed.encode()
     return WebConfig(tls=tls, users=users)
+
+
+def _refuse_unsupported(doc: Located, top: dict[str, object]) -> None:
+    for path, what in _UNSUPPORTED.items():
+        section = top.get(path[0])
+        present = (
+            path[0] in top if len(path) == 1 else isinstance(section, dict) and path[1] in section
+        )
+        if present:
+            raise doc.error(path, f"{what} cannot be set here: pgq-exporter does not implement it")
 
 
 class WebConfigFile:
