@@ -15,9 +15,8 @@ from typing import Any
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS, MetricType, series_names, taken_series
 from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.errors import UsageError
 from pgq_exporter.queue.names import QUEUE_NAME
-from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located
+from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located, read_text
 
 Path_ = tuple[str | int, ...]
 
@@ -150,10 +149,7 @@ def parse_duration(text: str) -> float:
 
 def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{source}: cannot read the config file: {exc.strerror}") from None
+    text = read_text(str(path), source, "config file")
     return parse_config(text, source, os.environ if environ is None else environ)
 
 

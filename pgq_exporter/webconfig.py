@@ -18,7 +18,7 @@ from pathlib import Path
 
 import bcrypt
 
-from pgq_exporter.yamlpos import ConfigError, Located, load_located
+from pgq_exporter.yamlpos import ConfigError, Located, load_located, read_text
 
 _TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version")
 # exporter-toolkit keys this server does not implement: refused, never ignored.
@@ -167,7 +167,7 @@ class WebConfigFile:
             raise ConfigError(f"{self.path}: cannot read the web config: {exc.strerror}") from None
         with self._lock:
             if stamp != self._stamp:
-                text = Path(self.path).read_text(encoding="utf-8")
+                text = read_text(self.path, self.path, "web config")
                 self._config = parse_web_config(text, self.path)
                 self._stamp = stamp
             return self._config

@@ -60,7 +60,37 @@ def format_path(path: tuple[str | int, ...]) -> str:
     return text or "(top level)"
 
 
+# A config is a few kilobytes: these bound what a hostile file can cost.
+MAX_BYTES = 1 << 20
+MAX_VALUES = 10_000
+_CORE_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")
+)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def read_text(path: str, source: str, what: str) -> str:
+    """A YAML file's text: at most MAX_BYTES, UTF-8, without NUL; else one located line."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the {what}: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{source}:1: the {what} is larger than {MAX_BYTES // 1024} KiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{source}:{line}: the {what} is not UTF-8 text") from None
+
+
 def load_located(text: str, source: str) -> Located:
+    if len(text) > MAX_BYTES:
+        raise ConfigError(f"{source}:1: larger than {MAX_BYTES // 1024} KiB")
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise ConfigError(f"{source}:{line}: a NUL character")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -69,30 +99,75 @@ def load_located(text: str, source: str) -> Located:
         problem = getattr(exc, "problem", None) or first_line(exc)
         raise ConfigError(f"{source}:{line}: invalid YAML: {problem}") from None
     lines: dict[tuple[str | int, ...], int] = {}
-    value = _convert(node, (), lines, source) if node is not None else {}
+    value = _Converter(source, lines).convert(node, ()) if node is not None else {}
     return Located(value=value, lines=lines, source=source)
 
 
-def _convert(
-    node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int], src: str
-) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
+class _Converter:
+    """Nodes to values, refusing what a config never needs: tags beyond YAML's core
+    types, aliases that refer to themselves or expand past MAX_VALUES values, and
+    scalars the safe loader cannot build. Merge keys (``<<: *base``) are honoured."""
+
+    def __init__(self, source: str, lines: dict[tuple[str | int, ...], int]) -> None:
+        self.source = source
+        self.lines = lines
+        self.values = 0
+        self.open: set[int] = set()  # the nodes being converted, to see an alias loop
+
+    def fail(self, node: yaml.Node, path: tuple[str | int, ...], message: str) -> ConfigError:
+        line = node.start_mark.line + 1
+        return ConfigError(f"{self.source}:{line}: {format_path(path)}: {message}")
+
+    def convert(self, node: yaml.Node, path: tuple[str | int, ...]) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise self.fail(node, path, f"more than {MAX_VALUES:,} values (aliases expand too far)")
+        if id(node) in self.open:
+            raise self.fail(node, path, "an alias refers to itself")
+        if node.tag not in _CORE_TAGS:
+            raise self.fail(node, path, f"the tag {node.tag} is not allowed")
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            if isinstance(node, yaml.SequenceNode):
+                return [self.convert(item, (*path, i)) for i, item in enumerate(node.value)]
+            return self._scalar(node, path)
+        finally:
+            self.open.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, path: tuple[str | int, ...]) -> dict[str, Any]:
         result: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
         for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                merged = {**self._merged(value_node, path), **merged}
+                continue
             key = key_node.value
-            line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError(f"{src}:{line}: {format_path(path)}: keys must be strings")
+                raise self.fail(key_node, path, "keys must be strings")
             if key in result:
-                child = format_path((*path, key))
-                raise ConfigError(f"{src}:{line}: {child}: duplicate key")
-            result[key] = _convert(value_node, (*path, key), lines, src)
-            lines[(*path, key)] = line
-        return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, (*path, i), lines, src) for i, item in enumerate(node.value)]
-    return _scalar_loader().construct_object(node, deep=True)
+                raise self.fail(key_node, (*path, key), "duplicate key")
+            result[key] = self.convert(value_node, (*path, key))
+            self.lines[(*path, key)] = key_node.start_mark.line + 1
+        return {**merged, **result}  # the mapping's own keys win over merged ones
+
+    def _merged(self, node: yaml.Node, path: tuple[str | int, ...]) -> dict[str, Any]:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        merged: dict[str, Any] = {}
+        for source in reversed(sources):  # earlier sources win
+            value = self.convert(source, path)
+            if not isinstance(value, dict):
+                raise self.fail(source, path, "a merge key (<<) takes a mapping")
+            merged.update(value)
+        return merged
+
+    def _scalar(self, node: yaml.Node, path: tuple[str | int, ...]) -> Any:
+        try:
+            return _scalar_loader().construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError) as exc:  # "!!int ten", a 5,000-digit number
+            raise self.fail(node, path, f"not a valid value: {first_line(exc)}") from None
 
 
 def _scalar_loader() -> yaml.SafeLoader:
