@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import logging
+import resource
 import ssl
 import threading
 import time
@@ -19,6 +20,9 @@ from pgq_exporter.webconfig import WebConfigFile
 log = logging.getLogger("pgq_exporter.http")
 
 HANDSHAKE_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 10.0
+MAX_CONNECTIONS = 256
+CAP_LOG_EVERY = 60.0
 
 
 class ExporterServer(ThreadingHTTPServer):
@@ -39,6 +43,9 @@ class ExporterServer(ThreadingHTTPServer):
         self.exporter = exporter
         self.web = web
         self.lifecycle = lifecycle
+        self.max_connections = connection_cap()
+        self._connections = threading.BoundedSemaphore(self.max_connections)
+        self._refused_logged = 0.0
         context = web.current().ssl_context()
         if context is not None:
             # The handshake happens in each request's thread (Handler.setup), so a
@@ -50,14 +57,51 @@ class ExporterServer(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection failed", extra={"client": str(client_address)})
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve in a thread of its own, unless max_connections are open: then close
+        the new connection at once, so that the open files never run out."""
+        if not self._connections.acquire(blocking=False):
+            now = time.monotonic()
+            if now - self._refused_logged > CAP_LOG_EVERY:
+                self._refused_logged = now
+                log.warning(
+                    "connection cap reached; new connections are closed",
+                    extra={"max_connections": self.max_connections},
+                )
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._connections.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
+
     def serve_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
         thread.start()
         return thread
 
 
+def connection_cap() -> int:
+    """Connections served at once: MAX_CONNECTIONS, or half the open-file limit when that
+    is lower, leaving the rest to the database connections and the process itself."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // 2))
+
+
 class Handler(BaseHTTPRequestHandler):
     server: ExporterServer
+    # A client has this long to send its request line and headers, and a kept-alive
+    # connection is closed after this long idle.
+    timeout = REQUEST_TIMEOUT
     server_version = f"pgq-exporter/{__version__}"
     protocol_version = "HTTP/1.1"
     # Headers and body go out as two writes; without this, Nagle's algorithm

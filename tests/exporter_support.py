@@ -67,6 +67,7 @@ class ExporterProcess:
     _log: Any = None
     context: ssl.SSLContext | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    open_files: int | None = None  # the child's limit on open files (RLIMIT_NOFILE)
     _dir: tempfile.TemporaryDirectory[str] = field(default_factory=tempfile.TemporaryDirectory)
 
     @property
@@ -84,8 +85,9 @@ class ExporterProcess:
     def __enter__(self) -> ExporterProcess:
         self.config_path.write_text(self.config_text)
         self._log = self.log_path.open("w")
+        limit = ["prlimit", f"--nofile={self.open_files}"] if self.open_files else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pgq_exporter", "serve", "--config", str(self.config_path),
+            [*limit, sys.executable, "-m", "pgq_exporter", "serve", "--config", str(self.config_path),
              "--web.listen-address", f"127.0.0.1:{self.port}", *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env},
         )  # fmt: skip

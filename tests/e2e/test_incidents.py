@@ -75,3 +75,36 @@ def test_a_connection_killed_while_idle_is_replaced_within_the_run(db: Database)
         logs = exporter.logs()
     assert "collector failed" not in logs, logs
     assert value(samples, "pgq_up", database="main") == 1
+
+
+def test_idle_connections_past_the_open_file_limit_leave_scrapes_working(db: Database) -> None:
+    import socket  # noqa: PLC0415
+
+    config = basic_config(db.dsn, interval="1s", timeout="1s")
+    with ExporterProcess(config, open_files=128) as exporter:  # a cap of 64 connections
+        exporter.wait_until(lambda s: value(s, "pgq_up", database="main") == 1)
+        idle = [socket.create_connection(("127.0.0.1", exporter.port)) for _ in range(300)]
+        try:
+            # Connections past the cap are closed at once; the idle ones within it are
+            # closed after 10 s without a request, and a scrape gets through again.
+            status = _first_answer(exporter, within=30.0)
+            logs = exporter.logs()
+        finally:
+            for sock in idle:
+                sock.close()
+        assert exporter.process is not None and exporter.process.poll() is None
+    assert status == 200
+    assert "connection cap reached" in logs and "max_connections=64" in logs
+
+
+def _first_answer(exporter: ExporterProcess, within: float) -> int:
+    import time  # noqa: PLC0415
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return exporter.get("/metrics")[0]
+        except OSError:  # closed by the cap, or reset
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
