@@ -46,16 +46,27 @@ class ExporterServer(ThreadingHTTPServer):
         self.max_connections = connection_cap()
         self._connections = threading.BoundedSemaphore(self.max_connections)
         self._refused_logged = 0.0
-        context = web.current().ssl_context()
-        if context is not None:
-            # The handshake happens in each request's thread (Handler.setup), so a
-            # client that never completes it cannot hold up the accept loop.
-            self.socket = context.wrap_socket(
-                self.socket, server_side=True, do_handshake_on_connect=False
-            )
+        # TLS or not is decided at start; the certificates are read again when they change.
+        self.tls = web.ssl_context() is not None
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("connection failed", extra={"client": str(client_address)})
+
+    def get_request(self) -> tuple[Any, Any]:
+        request, client_address = super().get_request()
+        try:
+            context = self.web.ssl_context() if self.tls else None
+        except (PgqError, ssl.SSLError) as exc:
+            log.error("web config unusable", extra={"err": str(exc)})
+            request.close()
+            raise OSError("no TLS context") from None  # the server skips this connection
+        if context is None:
+            return request, client_address
+        # The handshake happens in each request's thread (Handler.setup), so a
+        # client that never completes it cannot hold up the accept loop.
+        return context.wrap_socket(
+            request, server_side=True, do_handshake_on_connect=False
+        ), client_address
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Serve in a thread of its own, unless max_connections are open: then close

@@ -155,8 +155,31 @@ class WebConfigFile:
         self._lock = threading.Lock()
         self._stamp: float | None = None
         self._config = WebConfig()
+        self._context: tuple[tuple[int, ...], ssl.SSLContext] | None = None
+        self._version = 0  # counts the loads of the file
         if path:
             self.current()
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for a new connection: made again when the web config or the
+        certificate, key or CA files change, so that renewed certificates are served
+        without a restart. None when the config has no TLS."""
+        config = self.current()
+        if not config.tls:
+            return None
+        files = [
+            config.tls[k] for k in ("cert_file", "key_file", "client_ca_file") if k in config.tls
+        ]
+        try:
+            stamp = (id(config), *(Path(f).stat().st_mtime_ns for f in files))
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read a TLS file: {exc.strerror}") from None
+        with self._lock:
+            if self._context is None or self._context[0] != stamp:
+                context = config.ssl_context()
+                assert context is not None
+                self._context = (stamp, context)
+            return self._context[1]
 
     def current(self) -> WebConfig:
         if not self.path:
@@ -170,4 +193,5 @@ class WebConfigFile:
                 text = read_text(self.path, self.path, "web config")
                 self._config = parse_web_config(text, self.path)
                 self._stamp = stamp
+                self._version += 1
             return self._config

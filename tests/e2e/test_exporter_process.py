@@ -343,3 +343,29 @@ def test_metrics_negotiate_gzip_openmetrics_and_head(db: Database) -> None:
     families = parse_openmetrics(om.decode())  # type: ignore[no-untyped-call]
     assert any(f.name == "pgq_up" for f in families)
     assert head == b"" and int(head_headers["Content-Length"]) == len(plain)
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(db: Database, tmp_path: Path) -> None:
+    import os  # noqa: PLC0415
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    cert, key = _certificate(first)
+    new_cert, new_key = _certificate(second)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    args = ("--web.config.file", str(web))
+    context = ssl.create_default_context(cafile=str(cert))
+    with ExporterProcess(basic_config(db.dsn), args=args, scheme="https", context=context) as exp:
+
+        def served() -> str:
+            return ssl.get_server_certificate(("127.0.0.1", exp.port))
+
+        assert served().split() == cert.read_text().split()
+        os.replace(new_key, key)
+        os.replace(new_cert, cert)
+        renewed = cert.read_text().split()
+        # Scrapes trust the new certificate only; they go through once it is served.
+        exp.wait_until(lambda s: served().split() == renewed,
+                       context=ssl.create_default_context(cafile=str(cert)))  # fmt: skip
