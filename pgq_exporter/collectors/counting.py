@@ -38,6 +38,11 @@ def exact(n: int) -> Count:
     return Count(float(n), False)
 
 
+def estimated(counted: int, estimate: float) -> Count:
+    """An estimate for a count that stopped at its bound: never below what was counted."""
+    return Count(max(float(counted), estimate), True)
+
+
 # Done and failed totals may be estimates: counted exactly only this far (or to
 # exact_count_limit if lower), then the planner's estimate, refreshed each minute.
 FINISHED_EXACT = 10_000
@@ -60,7 +65,7 @@ class PlannerEstimates:
         if cached is None or now - cached[1] > ESTIMATE_TTL:
             cached = (_planner_rows(conn, ctx, queue, what), now)
             self._cache[(queue, what)] = cached
-        return Count(max(float(counted), cached[0]), True)
+        return estimated(counted, cached[0])
 
 
 def finished_cap(ctx: Context) -> int:
@@ -96,7 +101,7 @@ class SampledCounts:
         limit = self._ctx.config.exact_count_limit
         if counted <= limit:
             return exact(counted)
-        return Count(max(float(counted), self.estimate(queue, what)), True)
+        return estimated(counted, self.estimate(queue, what))
 
     def estimate(self, queue: str, what: str) -> float:
         if queue not in self._queues:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
-from pgq_exporter.collectors.counting import Count, SampledCounts, exact
+from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
 
 
 class QueueLeases(Collector):
@@ -26,8 +26,7 @@ class QueueLeases(Collector):
                 counts = {what: exact(n) for what, n in counted.items()}
             else:  # the scan stopped at the bound: neither count is complete
                 counts = {
-                    what: Count(max(float(n), sampled.estimate(queue, what)), True)
-                    for what, n in counted.items()
+                    what: estimated(n, sampled.estimate(queue, what)) for what, n in counted.items()
                 }
             samples += [
                 Sample("pgq_queue_stuck_jobs", (queue,), counts["stuck"].value),
