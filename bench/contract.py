@@ -85,6 +85,18 @@ class ContractBench:
             [_timed(partial(self.contract.complete_many, self.conn), batch) for batch in batches]
         )
 
+    def rounds(self, calls: int, limit: int) -> dict[str, Any]:
+        """Time a worker's steady round: complete_and_claim of the jobs the last one claimed."""
+        held, samples = self.claim(limit), []
+        for _ in range(calls):
+            started = time.perf_counter()
+            held = self.contract.complete_and_claim(
+                self.conn, held, self.queue, limit, LEASE, "bench"
+            ).jobs
+            samples.append(time.perf_counter() - started)
+        self.contract.complete_many(self.conn, held)
+        return percentiles(samples)
+
     def retry_failed(self, calls: int, ids_per_call: int = 10) -> dict[str, Any]:
         rows = self.conn.execute(FAILED_IDS, (self.queue, calls * ids_per_call)).fetchall()
         ids = [int(row[0]) for row in rows]
@@ -145,6 +157,8 @@ def measure_contract(dsn: str, *, queue: str, calls: int = 1000) -> dict[str, An
             "claim_100": bench.claims(batches, 100),
             "complete": bench.per_job(calls, lambda job: contract.complete(conn, job)),
             "complete_many_100": bench.complete_many(batches, 100),
+            "complete_and_claim_1": bench.rounds(calls, 1),
+            "complete_and_claim_100": bench.rounds(batches, 100),
             "fail": bench.per_job(calls, lambda job: contract.fail(conn, job, "x", timedelta(0))),
             "heartbeat": bench.per_job(calls, lambda job: contract.heartbeat(conn, job, LEASE)),
             "release": bench.per_job(calls, lambda job: contract.release(conn, job)),

@@ -46,8 +46,8 @@ def _seed_worker(dsn: str) -> None:
             conn.execute(SEED_COMPLETE, (row[0],))
 
 
-def _reference_worker(dsn: str, batch: int) -> None:
-    settings = WorkerSettings(queues=("bench",), concurrency=CONCURRENCY, batch=batch,
+def _reference_worker(dsn: str, batch: int, concurrency: int = CONCURRENCY) -> None:
+    settings = WorkerSettings(queues=("bench",), concurrency=concurrency, batch=batch,
                               lease=timedelta(minutes=5), poll_max=0.1)  # fmt: skip
     worker = Worker(dsn, lambda job: None, settings)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
@@ -164,6 +164,10 @@ def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
         rate = _fill(dsn, enqueue_jobs, batch)
         rows.append({"variant": "reference producer: enqueue", "batch": batch,
                      "jobs_per_s": rate, "workers": 1})  # fmt: skip
+    _fill(dsn, jobs)
+    rate = _drain(dsn, workers, jobs, _reference_worker, 1, 1)
+    rows.append({"variant": "reference worker (1 handler, run on the dispatching thread)",
+                 "batch": 1, "jobs_per_s": rate, "workers": workers})  # fmt: skip
     for batch in (1, 10, 100):
         _fill(dsn, jobs)
         rate = _drain(dsn, workers, jobs, _reference_worker, batch)

@@ -35,6 +35,14 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class Claimed:
+    """What complete_and_claim returns: the jobs claimed, and the completions refused."""
+
+    jobs: list[Job]
+    refused: set[int]
+
+
+@dataclass(frozen=True, slots=True)
 class ReapResult:
     requeued: int
     failed: int
@@ -170,6 +178,25 @@ class Contract:
         params = leases(jobs)
         cursor = conn.execute(_statement(self.schema, "complete_many"), params)
         return Call(cursor, _ids)
+
+    def complete_and_claim(  # noqa: PLR0917
+        self,
+        conn: Conn,
+        done: Sequence[Job],
+        queue: str,
+        limit: int,
+        lease: timedelta,
+        worker: str | None,
+        after: datetime | None = None,
+    ) -> Claimed:
+        """Complete ``done`` and claim up to ``limit`` jobs, in one statement."""
+        params = {**leases(done), "queue": queue, "limit": limit, "lease": lease,
+                  "worker": worker, "after": after}  # fmt: skip
+        rows = conn.execute(_statement(self.schema, "complete_and_claim"), params).fetchall()
+        return Claimed(
+            jobs=[Job(*row[:7]) for row in rows if not row[7]],
+            refused={int(row[0]) for row in rows if row[7]},
+        )
 
     def fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta

@@ -4,8 +4,11 @@ It claims ahead: up to ``batch`` jobs (at least ``concurrency``) are held
 while the handlers run, so a handler never waits on a claim. One dispatcher
 thread records outcomes in batches and claims more, both in one transaction
 (one commit): the handlers hand it their outcomes, and it writes them with
-complete_many and fail_many, lingering up to ``flush_every`` seconds (or
-until ``flush_size`` outcomes) while handlers are still running. One
+complete_and_claim when all succeeded (one statement), else with
+complete_many and fail_many beside the claim in a pipeline, lingering up to
+``flush_every`` seconds (or until ``flush_size`` outcomes) while handlers are
+still running. With ``concurrency`` 1 there are no handler threads: the
+dispatcher runs the jobs itself, with no hand-off per job. One
 heartbeat_many call every third of the lease extends every lease the worker
 holds, queued and running alike; a queued job whose lease ran out before it
 could start is dropped, never run.
@@ -188,7 +191,7 @@ class Worker:
         """Work until stop() is called; then shut down gracefully and return the counts."""
         handlers = [
             threading.Thread(target=self._handle_loop, name=f"handler-{i}", daemon=True)
-            for i in range(self.settings.concurrency)
+            for i in range(0 if self._inline else self.settings.concurrency)
         ]
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         for thread in (*handlers, heartbeat):
@@ -198,6 +201,11 @@ class Worker:
         finally:
             self._shut_down(handlers)
         return self.stats
+
+    @property
+    def _inline(self) -> bool:
+        """With one handler, the dispatcher runs the jobs itself: no hand-off per job."""
+        return self.settings.concurrency == 1
 
     def _connect(self) -> Conn:
         return connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
@@ -210,6 +218,8 @@ class Worker:
                 with self._listening_connection() as conn:
                     while not self._stopping.is_set():
                         idle = self._dispatch(conn, idle)
+                        if self._inline:
+                            self._run_claimed()
             except DB_ERRORS as exc:
                 log.warning("database unavailable; retrying", extra={"err": first_line(exc)})
                 self._stopping.wait(idle)
@@ -241,18 +251,7 @@ class Worker:
         queue = self.settings.queues[self._next_queue]
         after = self._marks.start(queue)
         try:
-            # One round trip and one implicit transaction for everything sent.
-            with conn.pipeline():
-                sent = self._send_record(conn, outcomes)
-                claim = (
-                    self.contract.send_claim(
-                        conn, queue, want, self.settings.lease, self.settings.name, after
-                    )
-                    if want
-                    else None
-                )
-            recorded = sent.result()
-            jobs = claim.result() if claim else []
+            recorded, jobs = self._record_and_claim(conn, outcomes, queue, want, after)
         except DB_ERRORS as exc:
             self._keep_for_retry(outcomes, exc)
             raise
@@ -265,10 +264,29 @@ class Worker:
         if after is not None:
             return self.settings.poll_min  # short from the mark: look from the front now
         self._next_queue = (self._next_queue + 1) % len(self.settings.queues)
-        if jobs or self._next_queue != 0:
+        if jobs or self._next_queue != 0 or (self._inline and not self._handoff.empty()):
             return self.settings.poll_min  # the other queues may have some
         self._wait_for_jobs(conn, idle)
         return min(idle * 2, self.settings.poll_max)
+
+    def _record_and_claim(
+        self, conn: Conn, outcomes: list[Outcome], queue: str, want: int, after: datetime | None
+    ) -> tuple[_Recorded, list[Job]]:
+        """Record ``outcomes`` and claim up to ``want`` jobs: one round trip, one commit."""
+        lease, name = self.settings.lease, self.settings.name
+        if not want:
+            with conn.pipeline():
+                sent = self._send_record(conn, outcomes)
+            return sent.result(), []
+        if all(error is None for _, error in outcomes):
+            # The steady round: only successes to record, in the one statement that claims.
+            done = [job for job, _ in outcomes]
+            claimed = self.contract.complete_and_claim(conn, done, queue, want, lease, name, after)
+            return _Recorded(len(done), claimed.refused, {}), claimed.jobs
+        with conn.pipeline():  # both in one implicit transaction
+            sent = self._send_record(conn, outcomes)
+            claim = self.contract.send_claim(conn, queue, want, lease, name, after)
+        return sent.result(), claim.result()
 
     def _hold(self, jobs: list[Job]) -> None:
         expires = time.monotonic() + self.settings.lease.total_seconds()
@@ -305,12 +323,28 @@ class Worker:
                 if self._stopping.is_set():
                     return
                 continue
-            if not self._start(job):
-                continue
-            error = self._execute(job)
-            with self._lock:
-                self._running.pop(job.id, None)
-            self._post((job, error))
+            self._run(job)
+
+    def _run_claimed(self) -> None:
+        """Run claimed jobs on the dispatching thread, for up to flush_every
+        (at least one job), so that their outcomes go with the next claim."""
+        until = time.monotonic() + self.settings.flush_every
+        while not self._stopping.is_set():
+            try:
+                job = self._handoff.get_nowait()
+            except queue_module.Empty:
+                return
+            self._run(job)
+            if time.monotonic() >= until:
+                return
+
+    def _run(self, job: Job) -> None:
+        if not self._start(job):
+            return
+        error = self._execute(job)
+        with self._lock:
+            self._running.pop(job.id, None)
+        self._post((job, error))
 
     def _start(self, job: Job) -> bool:
         """Mark ``job`` running, unless it was released or its lease ran out meanwhile."""

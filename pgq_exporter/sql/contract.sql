@@ -26,6 +26,11 @@ SELECT requeued, failed FROM {schema}.reap();
 -- name: complete_many
 SELECT refused FROM {schema}.complete_many(%(ids)s, %(tokens)s) AS refused;
 
+-- name: complete_and_claim
+SELECT id, queue, payload, attempts, max_attempts, lease_token, scheduled_at, refused
+FROM {schema}.complete_and_claim(%(ids)s, %(tokens)s, %(queue)s, %(limit)s, %(lease)s,
+                                 %(worker)s, %(after)s);
+
 -- name: fail_many
 SELECT id, outcome FROM {schema}.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s);
 

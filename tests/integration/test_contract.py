@@ -229,6 +229,27 @@ def test_complete_many_fences_each_job_by_its_own_token(conn: Conn) -> None:
     assert conn.execute("SELECT * FROM complete_many(%s, %s)", ([a], [ta])).fetchall() == [(a,)]
 
 
+def test_complete_and_claim_records_then_claims_in_one_transaction(conn: Conn) -> None:
+    conn.execute("SELECT enqueue_batch('default', ARRAY['{}'::jsonb, '{}', '{}', '{}'])")
+    (a, ta, _), (b, _, _) = _claim(conn, n=2)
+    rows = conn.execute(
+        "SELECT id, lease_token, refused FROM complete_and_claim(%s, %s, 'default', 5)",
+        ([a, b], [ta, uuid.uuid4()]),
+    ).fetchall()
+    refused = [r[0] for r in rows if r[2]]
+    claimed = {r[0]: r[1] for r in rows if not r[2]}
+    assert refused == [b]  # b's token is stale: refused, still held by its claimer
+    assert len(claimed) == 2 and all(claimed.values())  # the two jobs left pending
+    assert [_job(conn, i)["status"] for i in (a, b)] == ["done", "processing"]
+    assert all(_job(conn, i)["status"] == "processing" for i in claimed)
+    # One statement: the completion and the claims share a transaction.
+    xid = _job(conn, a)["finished_xid"]
+    assert _one(conn, "SELECT count(*) FROM jobs WHERE finished_xid = %s", (xid,)) == 1
+    # Nothing to record: a plain claim, and nothing left to claim.
+    rows = conn.execute("SELECT * FROM complete_and_claim('{}', '{}', 'default', 5)").fetchall()
+    assert rows == []
+
+
 def test_fail_many_reports_each_outcome(conn: Conn) -> None:
     conn.execute("SELECT enqueue('default', '{}', interval '0', 1)")
     conn.execute("SELECT enqueue('default', '{}', interval '0', 3)")

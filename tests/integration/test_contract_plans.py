@@ -47,6 +47,9 @@ CALLS = {
     "claim 100 from a mark": "SELECT * FROM claim('big', 100, p_after => now() - interval '1 hour')",
     "complete": "SELECT complete({id}, '{token}')",
     "complete_many": "SELECT * FROM complete_many(ARRAY[{id}], ARRAY['{token}'::uuid])",
+    "complete_and_claim": (
+        "SELECT * FROM complete_and_claim(ARRAY[{id}], ARRAY['{token}'::uuid], 'big', 100)"
+    ),
     "fail": "SELECT fail({id}, '{token}', 'boom')",
     "fail_many": "SELECT * FROM fail_many(ARRAY[{id}], ARRAY['{token}'::uuid], ARRAY['boom'])",
     "heartbeat": "SELECT heartbeat({id}, '{token}')",
