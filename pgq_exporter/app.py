@@ -20,10 +20,11 @@ from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.scheduler import (
+    CollectorState,
     ConnectionSource,
     ConnectionUnavailableError,
     Scheduler,
-    set_transaction_timeouts,
+    set_transaction_settings,
 )
 from pgq_exporter.yamlpos import ConfigError
 
@@ -66,7 +67,7 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
             try:
                 with source.connection(wait, wait) as conn, conn.transaction():
                     conn.execute("SET TRANSACTION READ ONLY")
-                    set_transaction_timeouts(conn, wait)
+                    set_transaction_settings(conn, wait)
                     missing = collector.missing_columns(collector.columns(conn))
             except ConnectionUnavailableError:
                 continue
@@ -178,7 +179,7 @@ class Exporter:
                     name, collector, state.success, state.last_success, state.error
                 )
 
-    def database_up(self) -> dict[str, bool]:
+    def database_up(self) -> dict[str, bool | None]:
         return {name: rt.up for name, rt in self.scheduler.databases.items()}
 
     def reload(self) -> tuple[bool, str]:
@@ -220,7 +221,8 @@ class Exporter:
 
     def _samples(self) -> Iterator[tuple[str, AnySample]]:
         for name, runtime in self.scheduler.databases.items():
-            yield name, Sample("pgq_up", (), 1.0 if runtime.up else 0.0)
+            if runtime.up is not None:
+                yield name, Sample("pgq_up", (), 1.0 if runtime.up else 0.0)
             yield name, Sample("pgq_queues_dropped", (), float(runtime.queues.dropped))
             for custom_name, (custom, _) in runtime.collectors.items():
                 if isinstance(custom, CustomSQL):
@@ -228,19 +230,20 @@ class Exporter:
                     yield name, Sample("pgq_collector_rows_dropped", (custom_name,), dropped)
             for collector, state in runtime.states.items():
                 yield from ((name, sample) for sample in state.samples)
-                labels = (collector,)
-                yield name, Sample("pgq_collector_duration_seconds", labels, state.duration)
-                yield (
-                    name,
-                    Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait),
-                )
-                yield name, Sample("pgq_collector_success", labels, float(state.success))
-                yield (
-                    name,
-                    Sample(
-                        "pgq_collector_last_success_timestamp_seconds", labels, state.last_success
-                    ),
-                )
+                yield from ((name, sample) for sample in _run_samples(collector, state))
         yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
+
+
+def _run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
+    """How the collector's runs went; nothing before its first run has ended, so that
+    a starting exporter reads as not yet known rather than as failing."""
+    if not state.ran:
+        return
+    labels = (collector,)
+    yield Sample("pgq_collector_duration_seconds", labels, state.duration)
+    yield Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait)
+    yield Sample("pgq_collector_success", labels, float(state.success))
+    if state.last_success:
+        yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)

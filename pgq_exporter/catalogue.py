@@ -139,8 +139,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "x live rows) for the table, else 0.", DBT, TABLE_HEALTH),
     MetricSpec("pgq_xmin_horizon_age_transactions", G,
                "Age in transactions of the oldest xmin held by each source (backend, "
-               "replication_slot, prepared_transaction, standby); 0 when none holds one.",
+               "replication_slot, prepared_transaction, standby): the older of a backend's "
+               "snapshot xmin and its own transaction id; 0 when none holds one.",
                (*DB, "source"), XMIN_HORIZON),
+    MetricSpec("pgq_xmin_horizon_age_seconds", G,
+               "How long the oldest holder of each source has held it: its transaction's "
+               "age for backends and prepared transactions; 0 when none holds one, and "
+               "always 0 for replication_slot and standby, which record no start.",
+               (*DB, "source"), XMIN_HORIZON, "seconds"),
     MetricSpec("pgq_longest_transaction_seconds", G,
                "Duration of the longest open transaction in the database; 0 when none.",
                DB, ACTIVITY, "seconds"),
@@ -151,7 +157,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Backends waiting for a lock on a queue table or partition.",
                DBT, ACTIVITY),
     MetricSpec("pgq_up", G,
-               "1 when the last connection attempt to the database succeeded, else 0.",
+               "1 when the last connection attempt to the database succeeded, else 0; absent "
+               "before the first attempt.",
                DB, EXPORTER),
     MetricSpec("pgq_collector_duration_seconds", G,
                "Duration of the collector's last run: its own queries and work, not the wait "
@@ -163,7 +170,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_collector_success", G,
                "1 when the collector's last run succeeded, else 0.", (*DB, "collector"), EXPORTER),
     MetricSpec("pgq_collector_last_success_timestamp_seconds", G,
-               "Unix time of the collector's last successful run; 0 if never.",
+               "Unix time of the collector's last successful run; absent until the first "
+               "success. The collector series are absent until the collector's first run ends.",
                (*DB, "collector"), EXPORTER, "seconds"),
     MetricSpec("pgq_queues_dropped", G,
                "Known queues left out of every per-queue metric because there are more than "

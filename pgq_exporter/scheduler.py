@@ -44,8 +44,9 @@ class CollectorState:
     success: bool = False
     duration: float = 0.0  # the run's own work, after it had a connection
     connection_wait: float = 0.0
-    last_success: float = 0.0
+    last_success: float = 0.0  # 0: never succeeded
     error: str = "not run yet"
+    ran: bool = False  # until the first run ends, nothing is known, not even failure
 
 
 class ConnectionSource:
@@ -134,7 +135,8 @@ class DatabaseRuntime:
         # Finished jobs already observed stay observed across a reload.
         self.feed: FinishedFeed = reuse.feed if reuse else FinishedFeed()
         self.context = Context(config=config, database=database, queues=self.queues, feed=self.feed)
-        self.up: bool = reuse.up if reuse else False
+        # None until the first connection attempt: unknown, which is not down.
+        self.up: bool | None = reuse.up if reuse else None
         # Collectors whose run outlived the previous scheduler's stop are not reused:
         # one collector object is never run by two threads at once.
         self.still_running: set[str] = set()
@@ -176,6 +178,7 @@ class DatabaseRuntime:
             state.samples, state.success, state.error = samples, True, ""
             state.last_success = time.time()
         state.connection_wait, state.duration = clock.split()
+        state.ran = True
 
     def _collect(
         self, collector: Collector, settings: CollectorSettings, clock: _RunClock
@@ -206,7 +209,7 @@ class DatabaseRuntime:
                 self.up = True
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    set_transaction_timeouts(conn, settings.timeout)
+                    set_transaction_settings(conn, settings.timeout)
                     return collector.collect(conn, self.context)
         except PoolBusyError:
             raise  # says nothing about the database: pgq_up means "can connect"
@@ -247,9 +250,9 @@ class _RunClock:
         return connected - self._started, ended - connected
 
 
-def set_transaction_timeouts(conn: psycopg.Connection[Any], seconds: float) -> None:
-    """Bound every statement, and every lock wait, of the current transaction."""
-    conn.execute(query("session.sql", "transaction_timeouts"), {"ms": str(int(seconds * 1000))})
+def set_transaction_settings(conn: psycopg.Connection[Any], seconds: float) -> None:
+    """Bound every statement and lock wait of the current transaction; no JIT in it."""
+    conn.execute(query("session.sql", "transaction_settings"), {"ms": str(int(seconds * 1000))})
 
 
 class Scheduler:

@@ -218,7 +218,7 @@ def landing_page(exporter: Exporter) -> str:
             f"<td>{state}</td><td>{age}</td></tr>"
         )
     databases = "".join(
-        f"<li>{html.escape(name)}: {'up' if up else 'down'}</li>"
+        f"<li>{html.escape(name)}: {_up_word(up)}</li>"
         for name, up in exporter.database_up().items()
     )
     return (
@@ -230,3 +230,7 @@ def landing_page(exporter: Exporter) -> str:
         "<h2>Collectors</h2><table><tr><th>database</th><th>collector</th><th>status</th>"
         f"<th>last success</th></tr>{''.join(rows)}</table></body></html>"
     )
+
+
+def _up_word(up: bool | None) -> str:
+    return "not connected yet" if up is None else "up" if up else "down"

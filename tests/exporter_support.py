@@ -160,8 +160,12 @@ class ExporterProcess:
         deadline = time.monotonic() + timeout
         while True:
             samples = self.scrape(**kwargs)
-            if predicate(samples):
-                return samples
+            try:
+                if predicate(samples):
+                    return samples
+            except KeyError:
+                pass  # a series not served yet: a collector whose first run has not ended
+
             if time.monotonic() > deadline:
                 raise AssertionError(f"condition not met; log:\n{self.logs()[-4000:]}")
             time.sleep(0.2)

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import ACTIVITY
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.base import (
+    AnySample,
+    Collector,
+    Conn,
+    Context,
+    Sample,
+    fetch,
+    require_all_stats,
+)
 
 
 class Activity(Collector):
@@ -11,6 +19,7 @@ class Activity(Collector):
     reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        require_all_stats(conn, ctx)
         [(longest,)] = fetch(conn, "longest_transaction", ctx)
         [(usage,)] = fetch(conn, "notify_usage", ctx)
         samples: list[AnySample] = [

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
+from pgq_exporter.errors import PgqError
 from pgq_exporter.sqlfiles import query
 
 if TYPE_CHECKING:
@@ -147,3 +148,13 @@ def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Co
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:
     return conn.execute(render(name, ctx.mapping), params).fetchall()
+
+
+def require_all_stats(conn: Conn, ctx: Context) -> None:
+    """Fail, rather than read zeros, when other sessions' transactions are hidden."""
+    [(allowed,)] = fetch(conn, "reads_all_stats", ctx)
+    if not allowed:
+        raise PgqError(
+            "the role cannot see other sessions' transactions: grant it pg_monitor "
+            "(pgq-exporter schema grant-monitor)"
+        )

@@ -18,8 +18,10 @@ follows the jobs finished since the last one, not the jobs in the table.
 Bound: per read, the rows read and the ids remembered are the jobs finished
 since the oldest transaction still open when the previous read started. A
 job whose row leaves the table (archived, or sent back by retry_failed)
-before a read sees it is not observed. The first read also observes the
-jobs finished within the window, so a new process starts from the recent past.
+before a read sees it is not observed. The first read fills the window with
+the jobs finished within it, so the window gauges start from the recent
+past; the histograms and totals count none of them: they start from nothing,
+like any counter, so a restart does not show the past window as a burst.
 """
 
 from __future__ import annotations
@@ -59,6 +61,16 @@ class QueueStats:
     completed: int = 0
     failed: int = 0
 
+    def count(self, done: bool, processing: float | None, wait: float | None) -> None:
+        if done:
+            self.completed += 1
+        else:
+            self.failed += 1
+        if processing is not None:
+            self.processing.observe(max(processing, 0.0))
+        if wait is not None:
+            self.wait.observe(max(wait, 0.0))
+
 
 @dataclass(frozen=True, slots=True)
 class Finished:
@@ -97,14 +109,14 @@ class FinishedFeed:
             params = {"since": str(since), "backfill": first, "window": ctx.config.window}
             rows = fetch(conn, "finished_since", ctx, params)
             for row in rows:
-                self._take(row, horizon)
+                self._take(row, horizon, count=not first)
             self.horizon = max(horizon, since)
             self.observed = {key: None for key in self.observed if key[1] >= self.horizon}
             self.now = max(self.now, float(now))
             self._forget_before(self.now - ctx.config.window)
         ctx.queues.saw({row[1] for row in rows})
 
-    def _take(self, row: tuple[Any, ...], horizon: int) -> None:
+    def _take(self, row: tuple[Any, ...], horizon: int, *, count: bool) -> None:
         job_id, queue, done, xid, processing, wait, finished = row
         key = (int(job_id), int(xid) if xid is not None else -1)
         if key in self.observed:
@@ -112,14 +124,8 @@ class FinishedFeed:
         if key[1] >= horizon:
             self.observed[key] = None
         stats = self.stats.setdefault(queue, QueueStats())
-        if done:
-            stats.completed += 1
-        else:
-            stats.failed += 1
-        if processing is not None:
-            stats.processing.observe(max(processing, 0.0))
-        if wait is not None:
-            stats.wait.observe(max(wait, 0.0))
+        if count:
+            stats.count(bool(done), processing, wait)
         if finished is not None:
             self._recent.setdefault(queue, deque()).append(
                 Finished(float(finished), bool(done), processing)

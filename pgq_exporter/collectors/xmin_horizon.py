@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import XMIN_HORIZON
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.base import (
+    AnySample,
+    Collector,
+    Conn,
+    Context,
+    Sample,
+    fetch,
+    require_all_stats,
+)
 
 
 class XminHorizon(Collector):
@@ -11,7 +19,9 @@ class XminHorizon(Collector):
     reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        return [
-            Sample("pgq_xmin_horizon_age_transactions", (source,), float(age))
-            for source, age in fetch(conn, "xmin_horizon", ctx)
-        ]
+        require_all_stats(conn, ctx)
+        samples: list[AnySample] = []
+        for source, age, seconds in fetch(conn, "xmin_horizon", ctx):
+            samples.append(Sample("pgq_xmin_horizon_age_transactions", (source,), float(age)))
+            samples.append(Sample("pgq_xmin_horizon_age_seconds", (source,), float(seconds)))
+        return samples

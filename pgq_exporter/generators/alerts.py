@@ -17,6 +17,7 @@ from pgq_exporter.generators.promql import QUEUE_KEY, by, number, selector
 # A series as the exporter serves it, for the unit tests.
 T = 'job="pgq", instance="exporter:9188", database="main"'
 Q = T + ', queue="email"'
+LAST_SUCCESS = f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}'
 PENDING = 'status="pending"'
 
 
@@ -41,6 +42,11 @@ class Alert:
     fire: Scenario
     near_miss: Scenario
     per_queue: bool = True
+    # A state alert keeps firing for keep_firing_for once its series vanish (the
+    # exporter or the database cannot be read); the exporter's own health does not.
+    keep_firing: bool = True
+    also_quiet: tuple[Scenario, ...] = ()  # more cases where it must not fire
+    also_fires: tuple[Scenario, ...] = ()  # more cases where it must fire
 
     @property
     def anchor(self) -> str:
@@ -49,6 +55,19 @@ class Alert:
 
 def _m(name: str, config: BundleConfig, *matchers: str) -> str:
     return selector(name, config.selector, *matchers)
+
+
+def _extra(config: BundleConfig, alert: str, key: str) -> str:
+    return number(config.setting(alert).extras[key])
+
+
+def _up(config: BundleConfig) -> str:
+    """The exporter's scrape target series, which the catalogue does not declare."""
+    matchers = ", ".join(m for m in (f'job="{config.job}"', config.selector) if m)
+    return f"up{{{matchers}}}"
+
+
+DB_KEY = ("job", "instance", "database")
 
 
 def _queue_threshold(alert: str, config: BundleConfig, build: Callable[[str, str], str]) -> str:
@@ -139,6 +158,19 @@ ALERTS: tuple[Alert, ...] = (
         near_miss=Scenario(
             ((f"pgq_queue_stuck_jobs{{{Q}}}", "3 3 3 3 3 0 0 0 0 0 0 3 3 3 3 3"),), eval_time="15m"
         ),
+        also_fires=(
+            Scenario(  # the exporter went blind at 15m: no false resolution 10m later
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),),
+                eval_time="25m",
+                description="3 jobs in queue email (database main) are processing past "
+                "their lease and have not been reaped.",
+            ),
+        ),
+        also_quiet=(
+            Scenario(  # still blind past keep_firing_for: it resolves
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),), eval_time="40m"
+            ),
+        ),
     ),
     Alert(
         name="PgqFailureRatioHigh",
@@ -149,7 +181,12 @@ ALERTS: tuple[Alert, ...] = (
         expr=lambda c, t: _queue_threshold(
             "PgqFailureRatioHigh",
             c,
-            lambda q, v: f"{_m('pgq_queue_window_failure_ratio', c, q)} > {v}",
+            lambda q, v: (
+                f"{_m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
+                f"and on ({', '.join(QUEUE_KEY)})\n"
+                f"  sum {by(*QUEUE_KEY)} ({_m('pgq_queue_window_finished_jobs', c, q)})"
+                f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}"
+            ),
         ),
         meaning="Jobs exhaust their attempts and end failed: a broken handler, a bad "
         "payload, or a dependency that is down.",
@@ -159,14 +196,36 @@ ALERTS: tuple[Alert, ...] = (
         action="Read last_error, fix the cause, then send the jobs back with "
         "SELECT pgq.retry_failed('QUEUE');",
         fire=Scenario(
-            ((f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.25x15"),),
+            (
+                (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.25x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "30x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "10x15"),
+            ),
             eval_time="15m",
             labels={"window": "300"},
             description="25% of the jobs finished in queue email (database main) "
             "during the last window failed.",
         ),
         near_miss=Scenario(
-            ((f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.1x15"),), eval_time="15m"
+            (
+                (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.1x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "90x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "10x15"),
+            ),
+            eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # 2 failed of 3: too few jobs to say
+                (
+                    (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.67x15"),
+                    (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "1x15"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                        "2x15",
+                    ),
+                ),
+                eval_time="15m",
+            ),
         ),
     ),
     Alert(
@@ -234,27 +293,44 @@ ALERTS: tuple[Alert, ...] = (
         name="PgqXminHorizonTooOld",
         severity="warning",
         summary="Something holds back the xmin horizon, so vacuum cannot clean queue tables.",
-        description="The xmin held by a {{ $labels.source }} in database "
-        "{{ $labels.database }} is {{ $value | humanize }} transactions old.",
-        expr=lambda c, t: f"{_m('pgq_xmin_horizon_age_transactions', c)} > {t}",
+        description="A {{ $labels.source }} in database {{ $labels.database }} holds the "
+        "xmin horizon back: for too long, or too many transactions ago.",
+        expr=lambda c, t: (
+            f"{_m('pgq_xmin_horizon_age_transactions', c)} > {t}\n"
+            f"or\n{_m('pgq_xmin_horizon_age_seconds', c)}"
+            f" > {_extra(c, 'PgqXminHorizonTooOld', 'seconds')}"
+        ),
         meaning="While an old xmin is held, vacuum cannot remove the dead rows that every "
-        "claim and completion leaves behind. The queue tables bloat and claims slow down.",
-        confirm_sql="SELECT pid, state, xact_start, age(backend_xmin) FROM pg_stat_activity\n"
-        "WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC;\n"
+        "claim and completion leaves behind. The queue tables bloat and claims slow down "
+        "within minutes. The usual holder is a session idle in a transaction that wrote "
+        "(it holds its own transaction id), or one that keeps a snapshot open.",
+        confirm_sql="SELECT pid, state, now() - xact_start AS held, age(backend_xid),\n"
+        "       age(backend_xmin), query\n"
+        "FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL\n"
+        "ORDER BY xact_start;\n"
         "SELECT slot_name, age(xmin), age(catalog_xmin) FROM pg_replication_slots;\n"
         "SELECT gid, prepared, age(transaction) FROM pg_prepared_xacts;",
         action="End the long transaction (pg_terminate_backend), drop an abandoned "
-        "replication slot, or COMMIT/ROLLBACK PREPARED the forgotten prepared transaction.",
+        "replication slot, or COMMIT/ROLLBACK PREPARED the forgotten prepared transaction. "
+        "Set idle_in_transaction_session_timeout for the roles that forget to commit.",
         fire=Scenario(
-            ((f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "20000000x15"),),
+            (
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "40x15"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),
+            ),
             eval_time="15m",
             labels={"source": "backend"},
-            description="The xmin held by a backend in database main is 20M transactions old.",
+            description="A backend in database main holds the xmin horizon back: for too "
+            "long, or too many transactions ago.",
         ),
         near_miss=Scenario(
-            ((f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "5000000x15"),),
+            (
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "500000x15"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "300x15"),
+            ),
             eval_time="15m",
         ),
+        also_quiet=(),
         per_queue=False,
     ),
     Alert(
@@ -343,6 +419,7 @@ ALERTS: tuple[Alert, ...] = (
         ),
         near_miss=Scenario(((f"pgq_up{{{T}}}", "1x5"),), eval_time="5m"),
         per_queue=False,
+        keep_firing=False,
     ),
     Alert(
         name="PgqCollectorFailing",
@@ -350,7 +427,10 @@ ALERTS: tuple[Alert, ...] = (
         summary="A pgq-exporter collector keeps failing.",
         description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
         "on {{ $labels.instance }} fails.",
-        expr=lambda c, t: f"{_m('pgq_collector_success', c)} == {t}",
+        expr=lambda c, t: (
+            f"{_m('pgq_collector_success', c)} == {t}\n"
+            f"unless on ({', '.join(DB_KEY)}) {_m('pgq_up', c)} == 0"
+        ),
         meaning="Its metrics are missing. The usual causes: the query hits its timeout, "
         "the role lacks a grant, or the schema mapping names a column that does not exist.",
         confirm_sql='-- The exporter\'s log line "collector failed" carries the error.',
@@ -364,7 +444,16 @@ ALERTS: tuple[Alert, ...] = (
         near_miss=Scenario(
             ((f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0 0 0 1 0 0 0 1 0 0 0"),)
         ),
+        also_quiet=(
+            Scenario(  # the database is down: PgqDatabaseDown says it, once
+                (
+                    (f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0x10"),
+                    (f"pgq_up{{{T}}}", "0x10"),
+                )
+            ),
+        ),
         per_queue=False,
+        keep_firing=False,
     ),
     Alert(
         name="PgqCollectorStale",
@@ -372,7 +461,12 @@ ALERTS: tuple[Alert, ...] = (
         summary="A pgq-exporter collector has not succeeded for a long time.",
         description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
         "on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.",
-        expr=lambda c, t: f"time() - {_m('pgq_collector_last_success_timestamp_seconds', c)} > {t}",
+        expr=lambda c, t: (
+            f"time() - {_m('pgq_collector_last_success_timestamp_seconds', c)} > {t}\n"
+            f"unless on ({', '.join((*DB_KEY, 'collector'))}) "
+            f"{_m('pgq_collector_success', c)} == 0\n"
+            f"unless on ({', '.join(DB_KEY)}) {_m('pgq_up', c)} == 0"
+        ),
         meaning="The collector neither succeeds nor reports failure in time: it hangs, or "
         "it waits for a connection the pool never frees.",
         confirm_sql="SELECT pid, state, now() - query_start, query FROM pg_stat_activity\n"
@@ -400,6 +494,101 @@ ALERTS: tuple[Alert, ...] = (
             ),
             eval_time="15m",
         ),
+        also_quiet=(
+            Scenario(  # it fails: PgqCollectorFailing says it, once
+                (
+                    (LAST_SUCCESS, "0x15"),
+                    (f'pgq_collector_success{{{T}, collector="activity"}}', "0x15"),
+                ),
+                eval_time="15m",
+            ),
+        ),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqExporterDown",
+        severity="critical",
+        summary="Prometheus cannot scrape pgq-exporter.",
+        description="pgq-exporter {{ $labels.instance }} (job {{ $labels.job }}) is down or "
+        "missing from the scrape targets.",
+        expr=lambda c, t: f"{_up(c)} == {t}\nor\nabsent({_up(c)})",
+        meaning="Nothing about the queues is known: every pgq series is stale. The queue "
+        "alerts that were firing keep firing for a while (keep_firing_for), then resolve "
+        "without cause; this alert is the one that says why.",
+        confirm_sql="-- Not a database question: curl http://EXPORTER:9188/healthz, and "
+        "look at\n-- Prometheus's Status > Targets page for the scrape error.",
+        action="Check the exporter's pod or process and its logs; check that the scrape "
+        "config or ServiceMonitor still selects it.",
+        fire=Scenario(
+            (('up{job="pgq", instance="exporter:9188"}', "0x5"),),
+            eval_time="5m",
+            description="pgq-exporter exporter:9188 (job pgq) is down or missing from the "
+            "scrape targets.",
+        ),
+        near_miss=Scenario((('up{job="pgq", instance="exporter:9188"}', "1x5"),), eval_time="5m"),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqPostgresExporterDown",
+        severity="critical",
+        summary="postgres_exporter cannot reach its database, so the pgq queries return nothing.",
+        description="postgres_exporter {{ $labels.instance }} cannot connect to its database.",
+        expr=lambda c, t: f"pg_up{{{c.selector}}} == {t}" if c.selector else f"pg_up == {t}",
+        meaning="For the postgres_exporter path (queries.yaml): pg_up is 0, so none of the "
+        "pgq_ queries ran.",
+        confirm_sql="SELECT 1;  -- with postgres_exporter's DATA_SOURCE_NAME",
+        action="Check the database and postgres_exporter's DSN; its log says why.",
+        fire=Scenario(
+            (('pg_up{job="postgres", instance="pgexp:9187"}', "0x5"),),
+            eval_time="5m",
+            description="postgres_exporter pgexp:9187 cannot connect to its database.",
+        ),
+        near_miss=Scenario((('pg_up{job="postgres", instance="pgexp:9187"}', "1x5"),), "5m"),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqConfigReloadFailed",
+        severity="warning",
+        summary="pgq-exporter refused its new configuration and runs the old one.",
+        description="The last configuration reload of pgq-exporter {{ $labels.instance }} failed.",
+        expr=lambda c, t: f"{_m('pgq_config_last_reload_successful', c)} == {t}",
+        meaning="A changed config file (or a SIGHUP, or POST /-/reload) was refused: the "
+        "exporter keeps collecting with the configuration it had.",
+        confirm_sql='-- The exporter\'s log line "config reload failed" names file:line.',
+        action="Fix the file; pgq-exporter check-config FILE says what is wrong, then reload.",
+        fire=Scenario(
+            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "0x10"),),
+            description="The last configuration reload of pgq-exporter exporter:9188 failed.",
+        ),
+        near_miss=Scenario(
+            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "1x10"),)
+        ),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqLockWaits",
+        severity="warning",
+        summary="Sessions keep waiting for locks on a queue table.",
+        description="{{ $value | humanize }} sessions wait for a lock on table "
+        "{{ $labels.table }} in database {{ $labels.database }}.",
+        expr=lambda c, t: f"{_m('pgq_lock_waits', c)} > {t}",
+        meaning="Workers or producers queue behind a lock: a migration, a manual LOCK or "
+        "ALTER, or a long transaction holding row locks. Claims stall while it lasts.",
+        confirm_sql="SELECT pid, pg_blocking_pids(pid), wait_event, now() - query_start, query\n"
+        "FROM pg_stat_activity WHERE wait_event_type = 'Lock';",
+        action="Find the blocker with pg_blocking_pids and end or finish it.",
+        fire=Scenario(
+            ((f'pgq_lock_waits{{{T}, table="jobs_email"}}', "3x10"),),
+            labels={"table": "jobs_email"},
+            description="3 sessions wait for a lock on table jobs_email in database main.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_lock_waits{{{T}, table="jobs_email"}}', "0 3 0 3 0 3 0 3 0 3 0"),)
+        ),
         per_queue=False,
     ),
 )
@@ -413,63 +602,58 @@ def rule_groups(config: BundleConfig) -> dict[str, Any]:
     rules = []
     for alert in ALERTS:
         threshold = number(config.setting(alert.name).threshold)
+        rule: dict[str, Any] = {
+            "alert": alert.name,
+            "expr": alert.expr(config, threshold),
+            "for": _for(config, alert),
+        }
+        if alert.keep_firing:
+            rule["keep_firing_for"] = config.keep_firing_for
+        rule["labels"] = {"severity": alert.severity}
+        rule["annotations"] = {
+            "summary": alert.summary,
+            "description": alert.description,
+            "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+        }
+        rules.append(rule)
+    return {"groups": [{"name": "pgq-alerts", "rules": rules}]}
+
+
+# (source alert, the labels it must share with a target, the alerts it silences).
+# One outage raises one alert: the exporter down hides everything it served; a
+# database down hides its collectors and queues; a failing collector, its staleness.
+INHIBITIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("PgqExporterDown", ("job", "instance"), "Pgq.+"),
+    ("PgqDatabaseDown", ("job", "instance", "database"), "Pgq.+"),
+    ("PgqCollectorFailing", ("job", "instance", "database", "collector"), "PgqCollectorStale"),
+)
+
+
+def inhibit_rules() -> dict[str, Any]:
+    """Alertmanager inhibit rules for the alerts above, to merge into its config."""
+    names = {alert.name for alert in ALERTS}
+    rules = []
+    for source, equal, targets in INHIBITIONS:
+        if source not in names:  # a renamed alert fails generation, not Alertmanager
+            raise RuntimeError(f"inhibit rule for an unknown alert: {source}")
         rules.append(
             {
-                "alert": alert.name,
-                "expr": alert.expr(config, threshold),
-                "for": _for(config, alert),
-                "labels": {"severity": alert.severity},
-                "annotations": {
-                    "summary": alert.summary,
-                    "description": alert.description,
-                    "runbook_url": f"{config.runbook_base}#{alert.anchor}",
-                },
+                "source_matchers": [f'alertname="{source}"'],
+                "target_matchers": [f'alertname=~"{targets}"', f'alertname!="{source}"'],
+                "equal": list(equal),
             }
         )
-    return {
-        "groups": [
-            {"name": "pgq-alerts", "rules": rules},
-            {"name": "pgq-recording", "rules": recording_rules(config)},
-        ]
-    }
-
-
-def recording_rules(config: BundleConfig) -> list[dict[str, str]]:
-    """Quantiles from the histograms: one evaluation instead of one per dashboard refresh."""
-    rules = []
-    for name in ("pgq_job_processing_seconds", "pgq_job_wait_seconds"):
-        buckets = selector(f"{name}_bucket", config.selector)
-        sum_by = f"sum {by(*QUEUE_KEY, 'le')}"
-        for q in ("0.5", "0.95", "0.99"):
-            percentile = q[2:].ljust(2, "0")
-            rules.append(
-                {
-                    "record": f"queue:{name}:p{percentile}_rate5m",
-                    "expr": f"histogram_quantile({q}, {sum_by} (rate({buckets}[5m])))",
-                }
-            )
-    completed = selector("pgq_jobs_completed_total", config.selector)
-    failed = selector("pgq_jobs_failed_total", config.selector)
-    rules.append(
-        {
-            "record": "queue:pgq_jobs_completed:rate5m",
-            "expr": f"sum {by(*QUEUE_KEY)} (rate({completed}[5m]))",
-        }
-    )
-    rules.append(
-        {
-            "record": "queue:pgq_jobs_failed:rate5m",
-            "expr": f"sum {by(*QUEUE_KEY)} (rate({failed}[5m]))",
-        }
-    )
-    return rules
+    return {"inhibit_rules": rules}
 
 
 def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
     """promtool unit tests: each alert fires in one case and stays quiet in a near miss."""
     tests = []
     for alert in ALERTS:
-        for scenario, fires in ((alert.fire, True), (alert.near_miss, False)):
+        cases = [(alert.fire, True), (alert.near_miss, False)]
+        cases += [(quiet, False) for quiet in alert.also_quiet]
+        cases += [(fires, True) for fires in alert.also_fires]
+        for n, (scenario, fires) in enumerate(cases):
             series = [{"series": s, "values": v} for s, v in scenario.series]
             expected: list[dict[str, Any]] = []
             if fires:
@@ -488,7 +672,8 @@ def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
                 )
             tests.append(
                 {
-                    "name": f"{alert.name} {'fires' if fires else 'near miss'}",
+                    "name": f"{alert.name} {'fires' if fires else 'near miss'}"
+                    + (f" {n - 1}" if n > 1 else ""),
                     "interval": "1m",
                     "input_series": series,
                     "alert_rule_test": [
@@ -524,11 +709,20 @@ def runbooks(config: BundleConfig) -> str:
     ]
     for alert in ALERTS:
         setting = config.setting(alert.name)
-        first_line = alert.expr(config, number(setting.threshold)).splitlines()[0]
+        expr = alert.expr(config, number(setting.threshold))
         lines += [
             f"## {alert.name}",
             "",
-            f"**Severity:** {alert.severity}. **Fires when:** `{first_line}` for {setting.for_}.",
+            f"**Severity:** {alert.severity}. **Fires when** this holds for {setting.for_}"
+            + (
+                f", and keeps firing for {config.keep_firing_for} after its series vanish:"
+                if alert.keep_firing
+                else ":"
+            ),
+            "",
+            "```promql",
+            expr,
+            "```",
             "",
             f"**What it means.** {alert.meaning}",
             "",

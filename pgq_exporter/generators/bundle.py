@@ -20,13 +20,25 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqFailureRatioHigh": (0.1, "10m"),
     "PgqQueueStalled": (0, "10m"),
     "PgqExhaustedJobsPiling": (0, "15m"),
-    "PgqXminHorizonTooOld": (10_000_000, "10m"),
+    "PgqXminHorizonTooOld": (1_000_000, "1m"),
     "PgqLongRunningTransaction": (1800, "5m"),
     "PgqAutovacuumLagging": (0, "30m"),
     "PgqNotifyQueueFilling": (0.5, "5m"),
     "PgqDatabaseDown": (0, "1m"),
     "PgqCollectorFailing": (0, "5m"),
     "PgqCollectorStale": (300, "5m"),
+    "PgqExporterDown": (0, "2m"),
+    "PgqPostgresExporterDown": (0, "2m"),
+    "PgqConfigReloadFailed": (0, "5m"),
+    "PgqLockWaits": (0, "5m"),
+}
+
+# The alerts that take a second setting beside the threshold, and its default.
+DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
+    # Held this many seconds by one backend or prepared transaction, whatever its age in xids.
+    "PgqXminHorizonTooOld": {"seconds": 600},
+    # No ratio alert on fewer finished jobs than this in the window.
+    "PgqFailureRatioHigh": {"min_jobs": 20},
 }
 
 
@@ -34,6 +46,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
 class AlertSetting:
     threshold: float
     for_: str
+    extras: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +54,16 @@ class BundleConfig:
     # Extra label matchers every query carries, e.g. 'cluster="eu1"'.
     selector: str = ""
     alerts: dict[str, AlertSetting] = field(
-        default_factory=lambda: {k: AlertSetting(t, f) for k, (t, f) in DEFAULT_ALERTS.items()}
+        default_factory=lambda: {
+            k: AlertSetting(t, f, dict(DEFAULT_EXTRAS.get(k, {})))
+            for k, (t, f) in DEFAULT_ALERTS.items()
+        }
     )
+    # The scrape job of the exporter, for the alert on its `up` series.
+    job: str = "pgq"
+    # How long a queue alert keeps firing once its series are gone: an exporter or a
+    # database that cannot be read does not resolve what was firing.
+    keep_firing_for: str = "15m"
     # Alert name -> queue -> threshold, for queues that need their own.
     queue_overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     runbook_base: str = "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md"
@@ -62,15 +83,22 @@ def load_bundle_config(path: str | None) -> BundleConfig:
 
 
 def parse_bundle_config(doc: Located) -> BundleConfig:
-    top = doc.mapping((), ("selector", "alerts", "queue_overrides", "runbook_base"))
+    top = doc.mapping(
+        (), ("selector", "job", "keep_firing_for", "alerts", "queue_overrides", "runbook_base")
+    )
     config = BundleConfig()
     if "selector" in top:
         config = replace(config, selector=_string(doc, ("selector",), allow_empty=True))
+    if "job" in top:
+        config = replace(config, job=_string(doc, ("job",)))
+    if "keep_firing_for" in top:
+        config = replace(config, keep_firing_for=_duration(doc, ("keep_firing_for",)))
     if "runbook_base" in top:
         config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
     alerts = dict(config.alerts)
     for name in doc.mapping(("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
-        entry = doc.mapping(("alerts", name), ("threshold", "for"))
+        extra_keys = tuple(DEFAULT_EXTRAS.get(name, {}))
+        entry = doc.mapping(("alerts", name), ("threshold", "for", *extra_keys))
         current = alerts[name]
         threshold = (
             _number(doc, ("alerts", name, "threshold"))
@@ -78,7 +106,9 @@ def parse_bundle_config(doc: Located) -> BundleConfig:
             else current.threshold
         )
         for_ = _duration(doc, ("alerts", name, "for")) if "for" in entry else current.for_
-        alerts[name] = AlertSetting(threshold, for_)
+        extras = dict(current.extras)
+        extras.update({k: _number(doc, ("alerts", name, k)) for k in extra_keys if k in entry})
+        alerts[name] = AlertSetting(threshold, for_, extras)
     overrides: dict[str, dict[str, float]] = {}
     if "queue_overrides" in top:
         for name in doc.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):

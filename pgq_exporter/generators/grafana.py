@@ -22,7 +22,11 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 TARGET_SEL = 'job=~"$job", instance=~"$instance", database=~"$database"'
 QUEUE_SEL = TARGET_SEL + ', queue=~"$queue"'
 RATE = "[$__rate_interval]"
+UP = 'up{job=~"$job", instance=~"$instance"}'  # the scrape's own series: not catalogued
 BUCKETS = "pgq_job_processing_seconds_bucket"
+# The heatmap's smallest step: increase() over $__interval, never shorter than a few
+# scrapes, so that its windows tile the time range without overlapping.
+HEATMAP_STEP = "1m"
 EXPORTER_ONLY_NOTE = (
     " Needs pgq-exporter: postgres_exporter's queries.yaml cannot provide {metrics}."
 )
@@ -43,6 +47,7 @@ class Panel:
     targets: tuple[Target, ...]
     kind: str = "timeseries"
     threshold: float | None = None
+    threshold_series: str = ""  # a regex on series names: only they carry the threshold line
     width: int = 12
     stack: bool = False
 
@@ -92,16 +97,17 @@ def overview(config: BundleConfig) -> Dashboard:
         panels=(
             Panel(
                 "Queue depth by status",
-                "Jobs in each queue by status. The red line is the backlog alert's level "
-                "for pending jobs.",
+                "Jobs in each queue by status (the largest value any exporter reports). The "
+                "red line, on the pending series, is the backlog alert's level.",
                 "short",
                 (
                     Target(
-                        f"sum by (queue, status) ({_q('pgq_queue_jobs', config)})",
+                        f"max by (queue, status) ({_q('pgq_queue_jobs', config)})",
                         "{{queue}} {{status}}",
                     ),
                 ),
                 threshold=backlog,
+                threshold_series=".* pending$",
             ),
             Panel(
                 "Ready and delayed jobs",
@@ -110,10 +116,10 @@ def overview(config: BundleConfig) -> Dashboard:
                 "short",
                 (
                     Target(
-                        f"sum by (queue) ({_q('pgq_queue_ready_jobs', config)})", "{{queue}} ready"
+                        f"max by (queue) ({_q('pgq_queue_ready_jobs', config)})", "{{queue}} ready"
                     ),
                     Target(
-                        f"sum by (queue) ({_q('pgq_queue_delayed_jobs', config)})",
+                        f"max by (queue) ({_q('pgq_queue_delayed_jobs', config)})",
                         "{{queue}} delayed",
                     ),
                 ),
@@ -153,7 +159,7 @@ def overview(config: BundleConfig) -> Dashboard:
                 "short",
                 (
                     Target(
-                        f"sum by (queue, status) ({_q('pgq_queue_window_finished_jobs', config)})",
+                        f"max by (queue, status) ({_q('pgq_queue_window_finished_jobs', config)})",
                         "{{queue}} {{status}}",
                     ),
                 ),
@@ -198,12 +204,12 @@ def overview(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Processing time heatmap",
-                "Distribution of processing time across the selected queues, from the "
-                "histogram buckets.",
+                "Jobs finished per time step by processing time, across the selected queues, "
+                "from the histogram buckets; each step counts its own jobs once.",
                 "s",
                 (
                     Target(
-                        f"sum by (le) (increase({_q(BUCKETS, config)}{RATE}))",
+                        f"sum by (le) (increase({_q(BUCKETS, config)}[$__interval]))",
                         "{{le}}",
                     ),
                 ),
@@ -216,10 +222,10 @@ def overview(config: BundleConfig) -> Dashboard:
                 "short",
                 (
                     Target(
-                        f"sum by (queue) ({_q('pgq_queue_stuck_jobs', config)})", "{{queue}} stuck"
+                        f"max by (queue) ({_q('pgq_queue_stuck_jobs', config)})", "{{queue}} stuck"
                     ),
                     Target(
-                        f"sum by (queue) ({_q('pgq_queue_exhausted_jobs', config)})",
+                        f"max by (queue) ({_q('pgq_queue_exhausted_jobs', config)})",
                         "{{queue}} exhausted",
                     ),
                 ),
@@ -270,7 +276,7 @@ def health(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "xmin horizon age by source",
-                "Age, in transactions, of the oldest xmin "
+                "Age, in transactions, of the oldest xmin (or transaction id) "
                 "held by a backend, a replication slot, a prepared transaction or a standby.",
                 "short",
                 (
@@ -278,6 +284,13 @@ def health(config: BundleConfig) -> Dashboard:
                         f"max by (source) ({t('pgq_xmin_horizon_age_transactions')})", "{{source}}"
                     ),
                 ),
+            ),
+            Panel(
+                "xmin horizon held for",
+                "How long the oldest holder of each source has held the horizon back: the "
+                "alert fires on this or on the age in transactions.",
+                "s",
+                (Target(f"max by (source) ({t('pgq_xmin_horizon_age_seconds')})", "{{source}}"),),
             ),
             Panel(
                 "Longest transaction",
@@ -319,6 +332,13 @@ def exporter_health(config: BundleConfig) -> Dashboard:
         description="Health of pgq-exporter itself: reachability, collector runs and staleness.",
         panels=(
             Panel(
+                "Exporter up",
+                "1 while Prometheus scrapes pgq-exporter; 0 or no line: it is down or no "
+                "longer a target, and every other panel is stale.",
+                "short",
+                (Target(f"min by (instance) ({UP})", "{{instance}}"),),
+            ),
+            Panel(
                 "Database up",
                 "1 when the exporter reaches the database.",
                 "short",
@@ -358,7 +378,7 @@ def exporter_health(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Collector staleness",
-                "Seconds since each collector last succeeded.",
+                "Seconds since each collector last succeeded (no line before its first success).",
                 "s",
                 (
                     Target(
@@ -395,10 +415,10 @@ def _variable(name: str, label: str, query: str, *, multi: bool = True) -> dict[
     }
 
 
-def _templating(config: BundleConfig) -> list[dict[str, Any]]:
+def _templating(config: BundleConfig, with_queue: bool) -> list[dict[str, Any]]:
     base = selector("pgq_queue_jobs", config.selector)
     inner = base[len("pgq_queue_jobs{") : -1] + ", " if config.selector else ""
-    return [
+    variables = [
         {
             "name": "datasource",
             "label": "Data source",
@@ -419,13 +439,17 @@ def _templating(config: BundleConfig) -> list[dict[str, Any]]:
             "Database",
             f'label_values(pgq_queue_jobs{{{inner}job=~"$job", instance=~"$instance"}}, database)',
         ),
-        _variable(
-            "queue",
-            "Queue",
-            f'label_values(pgq_queue_jobs{{{inner}job=~"$job", instance=~"$instance", '
-            f'database=~"$database"}}, queue)',
-        ),
     ]
+    if with_queue:
+        variables.append(
+            _variable(
+                "queue",
+                "Queue",
+                f'label_values(pgq_queue_jobs{{{inner}job=~"$job", instance=~"$instance", '
+                f'database=~"$database"}}, queue)',
+            )
+        )
+    return variables
 
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
@@ -445,6 +469,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         }
         for i, target in enumerate(panel.targets)
     ]
+    overrides: list[dict[str, Any]] = []
     if panel.kind == "heatmap":
         for target in targets:
             target["format"] = "heatmap"
@@ -469,26 +494,42 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
             "spanNulls": False,
         }
         if panel.threshold is not None:
-            custom["thresholdsStyle"] = {"mode": "line"}
-            defaults["thresholds"] = {
+            thresholds = {
                 "mode": "absolute",
                 "steps": [
                     {"color": "green", "value": None},
                     {"color": "red", "value": panel.threshold},
                 ],
             }
+            if panel.threshold_series:
+                overrides.append({
+                    "matcher": {"id": "byRegexp", "options": panel.threshold_series},
+                    "properties": [
+                        {"id": "custom.thresholdsStyle", "value": {"mode": "line"}},
+                        {"id": "thresholds", "value": thresholds},
+                    ],
+                })  # fmt: skip
+            else:
+                custom["thresholdsStyle"] = {"mode": "line"}
+                defaults["thresholds"] = thresholds
         defaults["custom"] = custom
+    extra: dict[str, Any] = {"interval": HEATMAP_STEP} if panel.kind == "heatmap" else {}
     return {
+        **extra,
         "id": panel_id,
         "type": panel.kind,
         "title": panel.title,
         "description": description,
         "datasource": DATASOURCE,
         "gridPos": {"h": 8, "w": panel.width, "x": x, "y": y},
-        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides},
         "options": options,
         "targets": targets,
     }
+
+
+def _uses_queue(dashboard: Dashboard) -> bool:
+    return any("$queue" in t.expr for panel in dashboard.panels for t in panel.targets)
 
 
 def dashboard_json(dashboard: Dashboard, config: BundleConfig) -> dict[str, Any]:
@@ -513,6 +554,6 @@ def dashboard_json(dashboard: Dashboard, config: BundleConfig) -> dict[str, Any]
         "timezone": "",
         "annotations": {"list": []},
         "links": [],
-        "templating": {"list": _templating(config)},
+        "templating": {"list": _templating(config, _uses_queue(dashboard))},
         "panels": panels,
     }

@@ -32,7 +32,7 @@ QUERIES: dict[str, tuple[str, ...]] = {
         "pgq_table_last_vacuum_age_seconds",
         "pgq_table_autovacuum_due",
     ),
-    "pgq_xmin_horizon": ("pgq_xmin_horizon_age_transactions",),
+    "pgq_xmin_horizon": ("pgq_xmin_horizon_age_transactions", "pgq_xmin_horizon_age_seconds"),
     "pgq_longest_transaction": ("pgq_longest_transaction_seconds",),
     "pgq_notify_queue_usage": ("pgq_notify_queue_usage_ratio",),
     "pgq_lock": ("pgq_lock_waits",),

@@ -22,4 +22,5 @@ def by(*labels: str) -> str:
 
 
 def number(value: float) -> str:
-    return f"{value:g}"
+    """1000000, not 1e+06: thresholds read as people write them."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

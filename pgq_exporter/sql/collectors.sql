@@ -179,18 +179,35 @@ FROM pg_stat_user_tables s
 JOIN settings st ON st.oid = s.relid;
 
 -- name: xmin_horizon
--- The four places an xmin that holds vacuum back can come from.
-SELECT 'backend' AS source, coalesce(max(age(backend_xmin)), 0) AS age
-FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+-- The four places an xmin that holds vacuum back can come from, and for how
+-- long the oldest holder of each has held it (seconds; 0 where the source
+-- records no start: replication slots and standbys). A backend holds the
+-- horizon with its snapshot (backend_xmin) or with its own transaction id
+-- (backend_xid): a session that wrote and sits idle in its transaction has
+-- only the latter. Vacuum's own xmin holds nothing back, so autovacuum
+-- workers are left out.
+SELECT 'backend' AS source,
+       coalesce(max(greatest(age(backend_xmin), age(backend_xid))), 0) AS age,
+       coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds
+FROM pg_stat_activity
+WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
+  AND backend_type <> 'autovacuum worker'
+  AND pid <> pg_backend_pid()
 UNION ALL
-SELECT 'replication_slot', coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0)
+SELECT 'replication_slot', coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0), 0
 FROM pg_replication_slots
 UNION ALL
-SELECT 'prepared_transaction', coalesce(max(age(transaction)), 0)
+SELECT 'prepared_transaction', coalesce(max(age(transaction)), 0),
+       coalesce(max(extract(epoch FROM now() - prepared)), 0)::float8
 FROM pg_prepared_xacts
 UNION ALL
-SELECT 'standby', coalesce(max(age(backend_xmin)), 0)
+SELECT 'standby', coalesce(max(age(backend_xmin)), 0), 0
 FROM pg_stat_replication;
+
+-- name: reads_all_stats
+-- Without pg_read_all_stats (part of pg_monitor), pg_stat_activity hides
+-- other roles' transactions: their xmin, xid and start read NULL, not old.
+SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE');
 
 -- name: longest_transaction
 SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds

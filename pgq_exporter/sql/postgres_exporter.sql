@@ -93,7 +93,7 @@ SELECT current_database() AS database, table_name AS "table", live AS live_tuple
 FROM ({sql_table_health}) AS health
 
 -- name: pgq_xmin_horizon
-SELECT current_database() AS database, source, age AS age_transactions
+SELECT current_database() AS database, source, age AS age_transactions, seconds AS age_seconds
 FROM ({sql_xmin_horizon}) AS horizons
 
 -- name: pgq_longest_transaction

@@ -8,7 +8,6 @@ import socket
 import ssl
 import subprocess
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -17,7 +16,6 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.queue.schema import apply_schema
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
 from tests.support import require_tool, run_cli
@@ -36,16 +34,6 @@ def _all_collectors_ok(samples: Samples) -> bool:
     return all(
         value(samples, "pgq_collector_success", database="main", collector=c) == 1 for c in BUILTINS
     )
-
-
-@pytest.fixture
-def own_server() -> Iterator[EmbeddedPostgres]:
-    """A server of the test's own, so it can be stopped."""
-    with EmbeddedPostgres(prefix="pgq-outage-") as server:
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            apply_schema(conn, "pgq")
-            conn.execute("SELECT pgq.enqueue('email')")
-        yield server
 
 
 def test_outage_keeps_serving_and_heals_without_restart(own_server: EmbeddedPostgres) -> None:

@@ -7,23 +7,18 @@ queries.yaml.
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 import tempfile
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.generators import write_bundle
@@ -38,6 +33,7 @@ from pgq_exporter.queue.worker import Worker, WorkerSettings
 from pgq_exporter.yamlpos import load_located
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
+from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import require_tool
 
 # Short `for` and a small backlog threshold, so the induced alerts fire within the test.
@@ -48,34 +44,6 @@ alerts:
   PgqExhaustedJobsPiling: {for: 0s}
 """
 RATE_INTERVAL = "30s"
-
-
-@dataclass
-class Prometheus:
-    url: str
-
-    def query(self, expr: str) -> list[Any]:
-        params = urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?{params}", timeout=10) as response:
-            body = json.load(response)
-        assert body["status"] == "success", body
-        return list(body["data"]["result"])
-
-    def alerts(self) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as response:
-            return list(json.load(response)["data"]["alerts"])
-
-    def wait(self, expr: str, timeout: float = 60) -> list[Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                result = self.query(expr)
-            except OSError:
-                result = []
-            if result:
-                return result
-            assert time.monotonic() < deadline, f"no data for {expr}"
-            time.sleep(0.5)
 
 
 def _traffic(db: Database, stop: threading.Event) -> Iterator[Worker]:
@@ -122,7 +90,6 @@ def _induce_trouble(db: Database) -> None:
 
 @pytest.fixture
 def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
-    prometheus_bin = require_tool("prometheus")
     pg_exporter_bin = require_tool("prometheus-postgres-exporter")
     with psycopg_admin(db) as conn:
         add_queue(conn, "pgq", "email")
@@ -135,7 +102,7 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
     ):
         root = Path(tmp)
         write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
-        pg_port, prom_port = free_port(), free_port()
+        pg_port = free_port()
         pg_exporter = subprocess.Popen(
             [pg_exporter_bin, f"--web.listen-address=127.0.0.1:{pg_port}",
              f"--extend.query-path={root / 'contrib/postgres_exporter/queries.yaml'}",
@@ -152,24 +119,17 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
                  "static_configs": [{"targets": [f"127.0.0.1:{pg_port}"]}]},
             ],
         }  # fmt: skip
-        (root / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prometheus = subprocess.Popen(
-            [prometheus_bin, f"--config.file={root / 'prometheus.yml'}",
-             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-            stdout=subprocess.DEVNULL, stderr=logs.enter_context((root / "prometheus.log").open("w")),
-        )  # fmt: skip
         stop = threading.Event()
         try:
-            for _ in _traffic(db, stop):
-                api = Prometheus(f"http://127.0.0.1:{prom_port}")
-                api.wait('pgq_queue_jobs{job="pgq"}')
-                api.wait('pgq_queue_jobs{job="postgres_exporter"}')
-                api.wait('increase(pgq_jobs_completed_total{job="pgq"}[30s]) > 0')
-                yield api, db
+            with running_prometheus(root, config) as api:
+                for _ in _traffic(db, stop):
+                    api.wait('pgq_queue_jobs{job="pgq"}')
+                    api.wait('pgq_queue_jobs{job="postgres_exporter"}')
+                    api.wait('increase(pgq_jobs_completed_total{job="pgq"}[30s]) > 0')
+                    yield api, db
         finally:
-            for process in (prometheus, pg_exporter):
-                process.terminate()
-                process.wait(timeout=15)
+            pg_exporter.terminate()
+            pg_exporter.wait(timeout=15)
 
 
 def psycopg_admin(db: Database) -> Any:
@@ -189,7 +149,7 @@ def _panels(job: str, only_supported: bool) -> list[tuple[str, str, str]]:
             if only_supported and panel.needs_exporter():
                 continue
             for target in data["targets"]:
-                expr = (target["expr"].replace("$__rate_interval", RATE_INTERVAL)
+                expr = (target["expr"].replace("$__rate_interval", RATE_INTERVAL).replace("$__interval", RATE_INTERVAL)
                         .replace('job=~"$job"', f'job="{job}"').replace("$instance", ".+")
                         .replace("$database", ".+").replace("$queue", ".+"))  # fmt: skip
                 found.append((dashboard.uid, panel.title, expr))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 import psycopg
@@ -146,11 +147,12 @@ def test_exported_values_equal_ground_truth(db: Database) -> None:
         assert value(samples, "pgq_queue_oldest_ready_age_seconds", **labels) == pytest.approx(
             oldest.get(queue, 0.0), abs=2.0
         )
-        # The histograms start from the jobs finished within the window.
-        assert value(samples, "pgq_job_processing_seconds_count", **labels) == done + failed
-        assert value(samples, "pgq_job_wait_seconds_count", **labels) == done + failed
-        assert value(samples, "pgq_jobs_completed_total", **labels) == done
-        assert value(samples, "pgq_jobs_failed_total", **labels) == failed
+        # Counters and histograms start from nothing: the window's past jobs are not
+        # new ones (a restart must not read as a burst).
+        assert value(samples, "pgq_job_processing_seconds_count", **labels) == 0
+        assert value(samples, "pgq_job_wait_seconds_count", **labels) == 0
+        assert value(samples, "pgq_jobs_completed_total", **labels) == 0
+        assert value(samples, "pgq_jobs_failed_total", **labels) == 0
     assert value(samples, "pgq_up", database="main") == 1
 
 
@@ -164,6 +166,7 @@ def test_histograms_count_an_out_of_order_commit_exactly_once(db: Database) -> N
     try:
         with db.connect(autocommit=True) as conn, db.connect() as slow:
             conn.execute("SELECT enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[3]))")
+            assert histogram_count() == 0  # counting starts at the first read
             jobs = _claim(conn, "q", 3)
             conn.execute("SELECT complete(%s, %s)", jobs[0])
             assert histogram_count() == 1
@@ -225,6 +228,44 @@ def test_xmin_horizon_and_longest_transaction_see_a_held_snapshot(db: Database) 
         )
         == 0
     )
+
+
+def test_xmin_horizon_sees_an_idle_writer_that_holds_only_its_xid(db: Database) -> None:
+    # The canonical incident: BEGIN; a write (or txid_current()); then idle.
+    with db.connect(autocommit=True) as conn, db.connect() as holder:
+        holder.execute("SELECT txid_current()")
+        for _ in range(5):
+            conn.execute("SELECT enqueue('x')")
+        truth = conn.execute(
+            "SELECT backend_xmin, age(backend_xid), extract(epoch FROM now() - xact_start) "
+            "FROM pg_stat_activity WHERE pid = %s",
+            (holder.info.backend_pid,),
+        ).fetchone()
+        samples = collect_once(basic_config(db.dsn))
+    assert truth is not None and truth[0] is None and truth[1] >= 5  # no snapshot, an xid
+    labels = {"database": "main", "source": "backend"}
+    assert value(samples, "pgq_xmin_horizon_age_transactions", **labels) >= truth[1]
+    assert value(samples, "pgq_xmin_horizon_age_seconds", **labels) >= truth[2]
+
+
+def test_a_role_without_pg_monitor_fails_the_collectors_that_need_it(db: Database) -> None:
+    from tests.support import run_cli  # noqa: PLC0415
+
+    role = f"pgq_blind_{uuid.uuid4().hex[:8]}"  # roles outlive the test's database
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN".encode())
+        assert run_cli("schema", "grant-monitor", role, "--dsn", db.dsn).returncode == 0
+        conn.execute(f"REVOKE pg_monitor FROM {role}".encode())
+    with db.connect() as holder:
+        holder.execute("SELECT txid_current()")  # a holder the blind role cannot see
+        blind = psycopg.conninfo.make_conninfo(db.dsn, user=role)
+        samples = collect_once(basic_config(blind))
+    success = samples["pgq_collector_success"]
+    assert success[frozenset({("database", "main"), ("collector", "xmin_horizon")})] == 0
+    assert success[frozenset({("database", "main"), ("collector", "activity")})] == 0
+    assert success[frozenset({("database", "main"), ("collector", "queue_depth")})] == 1
+    assert "pgq_xmin_horizon_age_transactions" not in samples  # missing, never a false 0
+    assert "pgq_longest_transaction_seconds" not in samples
 
 
 def test_custom_sql_with_a_missing_column_is_a_config_error(db: Database, tmp_path: Any) -> None:
@@ -290,8 +331,10 @@ def test_another_queues_tables_described_by_configuration_alone(db: Database) ->
     assert value(samples, "pgq_queue_stuck_jobs", **pdf) == 1
     assert value(samples, "pgq_queue_exhausted_jobs", **pdf) == 1
     assert value(samples, "pgq_queue_oldest_ready_age_seconds", **mail) >= 10
-    assert value(samples, "pgq_jobs_completed_total", **mail) == 1
-    assert value(samples, "pgq_jobs_failed_total", **mail) == 1
+    window = {**mail, "window": "300"}
+    assert value(samples, "pgq_queue_window_finished_jobs", status="done", **window) == 1
+    assert value(samples, "pgq_queue_window_finished_jobs", status="failed", **window) == 1
+    assert value(samples, "pgq_jobs_completed_total", **mail) == 0  # counting starts now
     assert value(samples, "pgq_table_live_tuples", database="main", table="tasks") >= 0
 
 

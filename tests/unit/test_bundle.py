@@ -72,7 +72,9 @@ def test_dashboard_conventions() -> None:
         variables = dashboard["templating"]["list"]
         assert [v["name"] for v in variables if v["type"] == "datasource"] == ["datasource"], path
         by_name = {v["name"]: v for v in variables}
-        for name in ("job", "instance", "database", "queue"):
+        uses_queue = any("$queue" in t["expr"] for p in dashboard["panels"] for t in p["targets"])
+        assert ("queue" in by_name) == uses_queue, path  # no variable that nothing reads
+        for name in ("job", "instance", "database", "queue")[: 4 if uses_queue else 3]:
             assert by_name[name]["multi"] and by_name[name]["allValue"] == ".+", (path, name)
         for panel in dashboard["panels"]:
             assert panel["description"] and panel["title"], panel["title"]
@@ -81,8 +83,11 @@ def test_dashboard_conventions() -> None:
     for path, panel, target in panel_targets():
         expr = target["expr"]
         assert 'job=~"$job"' in expr and 'instance=~"$instance"' in expr, (path, panel["title"])
-        for window in re.findall(r"\b(?:rate|increase)\([^\[]*\[([^\]]+)\]", expr):
+        for window in re.findall(r"\brate\([^\[]*\[([^\]]+)\]", expr):
             assert window == "$__rate_interval", (path, panel["title"], expr)
+        # increase() counts: over the step itself, so that steps do not overlap.
+        for window in re.findall(r"\bincrease\([^\[]*\[([^\]]+)\]", expr):
+            assert window == "$__interval" and panel["interval"], (path, panel["title"], expr)
 
 
 def test_panels_name_only_catalogued_metrics_and_say_which_backend_they_need() -> None:
@@ -94,7 +99,10 @@ def test_panels_name_only_catalogued_metrics_and_say_which_backend_they_need() -
     assert "Needs pgq-exporter" in heatmap["description"]
     assert heatmap["targets"][0]["format"] == "heatmap"
     depth = DASHBOARDS["dashboards/pgq-overview.json"]["panels"][0]
-    assert depth["fieldConfig"]["defaults"]["thresholds"]["steps"][1]["value"] == 1000
+    [line] = depth["fieldConfig"]["overrides"]  # the backlog line, on pending series only
+    assert line["matcher"]["options"] == ".* pending$"
+    assert line["properties"][1]["value"]["steps"][1]["value"] == 1000
+    assert "thresholds" not in depth["fieldConfig"]["defaults"]
     assert "Needs pgq-exporter" not in depth["description"]
 
 
@@ -167,6 +175,28 @@ def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
     assert 'cluster="eu1"' in overview["panels"][0]["targets"][0]["expr"]
 
 
+def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
+    doc = load_located(
+        "job: queues\nkeep_firing_for: 7m\n"
+        "alerts:\n  PgqXminHorizonTooOld: {seconds: 120}\n"
+        "  PgqFailureRatioHigh: {min_jobs: 50}\n",
+        "bundle.yaml",
+    )
+    rules = {
+        r["alert"]: r
+        for r in yaml.safe_load(render_bundle(parse_bundle_config(doc))[RULES_FILE])["groups"][0][
+            "rules"
+        ]
+    }
+    assert rules["PgqXminHorizonTooOld"]["expr"].endswith("pgq_xmin_horizon_age_seconds > 120")
+    assert rules["PgqFailureRatioHigh"]["expr"].endswith(" >= 50")
+    assert rules["PgqExporterDown"]["expr"] == 'up{job="queues"} == 0\nor\nabsent(up{job="queues"})'
+    assert rules["PgqStuckJobs"]["keep_firing_for"] == "7m"
+    assert "keep_firing_for" not in rules["PgqDatabaseDown"]  # the exporter's own health
+    for rule in rules.values():
+        promql_parser.parse(rule["expr"])
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -180,6 +210,15 @@ def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
             "bundle.yaml:2: alerts.PgqStuckJobs.threshold: expected a number",
         ),
         ("colour: red\n", "bundle.yaml:1: colour: unknown key"),
+        (
+            "alerts:\n  PgqStuckJobs: {seconds: 60}\n",
+            "bundle.yaml:2: alerts.PgqStuckJobs.seconds: unknown key",
+        ),
+        (
+            "alerts:\n  PgqXminHorizonTooOld:\n    seconds: soon\n",
+            "bundle.yaml:3: alerts.PgqXminHorizonTooOld.seconds: expected a number",
+        ),
+        ("keep_firing_for: later\n", "bundle.yaml:1: keep_firing_for: expected a duration"),
     ],
 )
 def test_bad_bundle_config(text: str, message: str) -> None:

@@ -1,0 +1,240 @@
+"""The alerts in real incidents: a real Prometheus over the running exporter, one fault each.
+
+Each test induces one fault and waits until its alert fires; then every alert
+that fired must be in the set documented for that fault, so one incident
+raises its alert and no storm. Short `for:`, thresholds and keep_firing_for
+come from the bundle config, so that each fault takes seconds. The outage
+test runs a real Alertmanager with the generated inhibit rules.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from pgq_exporter.embedded import EmbeddedPostgres
+from pgq_exporter.generators import INHIBIT_FILE, RULES_FILE, write_bundle
+from pgq_exporter.generators.bundle import parse_bundle_config
+from pgq_exporter.ports import free_port
+from pgq_exporter.yamlpos import load_located
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, basic_config
+from tests.prometheus_support import Prometheus, running_prometheus
+from tests.support import require_tool
+
+BUNDLE = """
+keep_firing_for: 1m
+alerts:
+  PgqBacklogTooLarge: {threshold: 20, for: 0s}
+  PgqStuckJobs: {for: 0s}
+  PgqExhaustedJobsPiling: {for: 0s}
+  PgqFailureRatioHigh: {for: 0s, min_jobs: 5}
+  PgqXminHorizonTooOld: {for: 0s, seconds: 3}
+  PgqAutovacuumLagging: {for: 0s}
+  PgqDatabaseDown: {for: 0s}
+  PgqCollectorFailing: {for: 0s}
+  PgqCollectorStale: {threshold: 3, for: 0s}
+  PgqExporterDown: {for: 0s}
+"""
+# How long a test watches for alerts that must not fire: many 1 s evaluations.
+QUIET_FOR = 8.0
+
+
+class Watch:
+    """Prometheus over one exporter, with the generated rules; remembers what fired."""
+
+    def __init__(self, api: Prometheus, exporter: ExporterProcess) -> None:
+        self.api = api
+        self.exporter = exporter
+        self.fired: set[str] = set()
+
+    def until_firing(self, wanted: set[str], timeout: float = 60) -> None:
+        self.fired |= self.api.wait_firing(wanted, timeout)
+
+    def watch(self, seconds: float = QUIET_FOR) -> set[str]:
+        """What fires over ``seconds``; also remembered."""
+        deadline = time.monotonic() + seconds
+        seen: set[str] = set()
+        while time.monotonic() < deadline:
+            seen |= self.api.firing()
+            time.sleep(0.5)
+        self.fired |= seen
+        return seen
+
+
+@contextmanager
+def watched(dsn: str, extra: str = "", alertmanager: str | None = None) -> Iterator[Watch]:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ExporterProcess(basic_config(dsn, extra=extra)) as exporter,
+    ):
+        root = Path(tmp)
+        write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
+        config: dict[str, Any] = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(root / RULES_FILE)],
+            "scrape_configs": [
+                {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}
+            ],
+        }
+        if alertmanager:
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]
+            }
+        with running_prometheus(root, config) as api:
+            api.wait('pgq_up{job="pgq"} == 1')
+            api.wait('pgq_collector_success{job="pgq", collector="activity"} == 1')
+            yield Watch(api, exporter)
+
+
+def test_an_idle_writer_holding_its_xid_raises_the_xmin_alert(db: Database) -> None:
+    with watched(db.dsn) as watch, db.connect() as holder:
+        holder.execute("SELECT txid_current()")  # BEGIN; a write; then idle
+        watch.until_firing({"PgqXminHorizonTooOld"}, timeout=30)
+        watch.watch(2)
+    assert watch.fired == {"PgqXminHorizonTooOld"}
+
+
+def test_backlog_stuck_and_exhausted_jobs_raise_their_alerts(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('backlog', array_fill('{}'::jsonb, ARRAY[30]))")
+        conn.execute("SELECT enqueue_batch('stuck', array_fill('{}'::jsonb, ARRAY[2]), '0', 5)")
+        conn.execute("SELECT enqueue_batch('stuck', array_fill('{}'::jsonb, ARRAY[2]), '0', 1)")
+        conn.execute("SELECT count(*) FROM claim('stuck', 10, interval '1 millisecond')")
+    with watched(db.dsn) as watch:
+        watch.until_firing({"PgqBacklogTooLarge", "PgqStuckJobs", "PgqExhaustedJobsPiling"})
+        watch.watch(2)
+    assert watch.fired == {"PgqBacklogTooLarge", "PgqStuckJobs", "PgqExhaustedJobsPiling"}
+
+
+def test_a_failure_spike_raises_the_failure_ratio_alert(db: Database) -> None:
+    with watched(db.dsn) as watch, db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue_batch('flaky', array_fill('{}'::jsonb, ARRAY[8]), '0', 1)")
+        for job_id, token in conn.execute("SELECT id, lease_token FROM claim('flaky', 8)"):
+            conn.execute("SELECT fail(%s, %s, 'boom')", (job_id, token))
+        watch.until_firing({"PgqFailureRatioHigh"})
+        watch.watch(2)
+    assert watch.fired == {"PgqFailureRatioHigh"}
+
+
+def test_dead_tuples_past_autovacuum_raise_the_autovacuum_alert(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("ALTER TABLE jobs_default SET (autovacuum_enabled = off)")
+        conn.execute("SELECT enqueue_batch('dead', array_fill('{}'::jsonb, ARRAY[500]))")
+        conn.execute("DELETE FROM jobs WHERE queue = 'dead'")
+    with watched(db.dsn) as watch:
+        watch.until_firing({"PgqAutovacuumLagging"})
+        watch.watch(2)
+    assert watch.fired == {"PgqAutovacuumLagging"}
+
+
+def test_a_failing_collector_raises_one_alert_not_two(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.flaky_source (n int)")
+    extra = (
+        "custom_collectors:\n  - name: flaky\n    sql: SELECT count(*) AS n FROM public.flaky_source\n"
+        "    metrics: [{name: pgq_test_flaky, help: Flaky., value: n}]\n"
+    )
+    with watched(db.dsn, extra) as watch, db.connect(autocommit=True) as conn:
+        watch.api.wait('pgq_collector_success{collector="flaky"} == 1')
+        conn.execute("DROP TABLE public.flaky_source")
+        watch.until_firing({"PgqCollectorFailing"})
+        # Its last success is soon older than the Stale threshold: Stale stays silent.
+        watch.api.wait(
+            'time() - pgq_collector_last_success_timestamp_seconds{collector="flaky"} > 3'
+        )
+        watch.watch()
+    assert watch.fired == {"PgqCollectorFailing"}
+
+
+def test_a_dead_exporter_raises_exporter_down(db: Database) -> None:
+    with watched(db.dsn) as watch:
+        watch.exporter.stop()
+        watch.until_firing({"PgqExporterDown"})
+        watch.watch(2)
+    assert watch.fired == {"PgqExporterDown"}
+
+
+@contextmanager
+def running_alertmanager(root: Path) -> Iterator[str]:
+    """Alertmanager with one silent receiver and the generated inhibit rules."""
+    binary = require_tool("prometheus-alertmanager")
+    inhibit = yaml.safe_load((root / INHIBIT_FILE).read_text())
+    config = {
+        "route": {"receiver": "nobody", "group_wait": "1s"},
+        "receivers": [{"name": "nobody"}],
+        **inhibit,
+    }
+    (root / "alertmanager.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    with (root / "alertmanager.log").open("w") as log:
+        process = subprocess.Popen(
+            [binary, f"--config.file={root / 'alertmanager.yml'}",
+             f"--storage.path={root / 'am'}", f"--web.listen-address=127.0.0.1:{port}",
+             "--cluster.listen-address="],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        try:
+            yield f"127.0.0.1:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def _alertmanager_states(address: str) -> dict[str, str]:
+    """Alert name -> "active" or "suppressed", as Alertmanager holds them."""
+    try:
+        with urllib.request.urlopen(f"http://{address}/api/v2/alerts", timeout=5) as response:
+            alerts = json.load(response)
+    except OSError:
+        return {}
+    return {a["labels"]["alertname"]: a["status"]["state"] for a in alerts}
+
+
+def _wait_states(address: str, wanted: dict[str, str], timeout: float = 60) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        states = _alertmanager_states(address)
+        if wanted.items() <= states.items():
+            return states
+        assert time.monotonic() < deadline, states
+        time.sleep(0.5)
+
+
+def test_a_database_outage_raises_one_alert_and_resolves_nothing(
+    own_server: EmbeddedPostgres,
+) -> None:
+    with psycopg.connect(own_server.dsn, autocommit=True) as conn:
+        conn.execute("SELECT pgq.enqueue_batch('stuck', array_fill('{}'::jsonb, ARRAY[3]))")
+        conn.execute("SELECT count(*) FROM pgq.claim('stuck', 3, interval '1 millisecond')")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
+        with running_alertmanager(root) as am, watched(own_server.dsn, alertmanager=am) as watch:
+            watch.until_firing({"PgqStuckJobs"})
+            own_server.pause()
+            try:
+                watch.until_firing({"PgqDatabaseDown"})
+                during = watch.watch()
+                # The stuck jobs are no longer seen, and their alert keeps firing; in
+                # Alertmanager the outage inhibits it, so one alert reaches a human.
+                states = _wait_states(am, {"PgqDatabaseDown": "active",
+                                           "PgqStuckJobs": "suppressed"})  # fmt: skip
+            finally:
+                own_server.resume()
+            watch.api.wait('pgq_up{job="pgq"} == 1')
+            after = watch.watch(3)
+    assert during == {"PgqDatabaseDown", "PgqStuckJobs"}
+    assert set(states) == {"PgqDatabaseDown", "PgqStuckJobs"}
+    assert "PgqStuckJobs" in after  # never resolved: no second page after recovery
+    assert watch.fired == {"PgqDatabaseDown", "PgqStuckJobs"}

@@ -1,0 +1,79 @@
+"""A real Prometheus for the end-to-end tests: started on a config, queried over its API."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pgq_exporter.ports import free_port
+from tests.support import require_tool
+
+
+@dataclass
+class Prometheus:
+    url: str
+
+    def query(self, expr: str) -> list[Any]:
+        params = urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{params}", timeout=10) as response:
+            body = json.load(response)
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as response:
+            return list(json.load(response)["data"]["alerts"])
+
+    def wait(self, expr: str, timeout: float = 60) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                result = self.query(expr)
+            except OSError:
+                result = []
+            if result:
+                return result
+            assert time.monotonic() < deadline, f"no data for {expr}"
+            time.sleep(0.5)
+
+    def firing(self) -> set[str]:
+        return {a["labels"]["alertname"] for a in self.alerts() if a["state"] == "firing"}
+
+    def wait_firing(self, wanted: set[str], timeout: float = 60) -> set[str]:
+        """Until every ``wanted`` alert fires; returns every alert firing then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            firing = self.firing()
+            if wanted <= firing:
+                return firing
+            assert time.monotonic() < deadline, f"never fired: {wanted - firing}; firing: {firing}"
+            time.sleep(0.5)
+
+
+@contextmanager
+def running_prometheus(root: Path, config: dict[str, Any]) -> Iterator[Prometheus]:
+    """Prometheus on ``config`` (a prometheus.yml as data), its files under ``root``."""
+    binary = require_tool("prometheus")
+    port = free_port()
+    (root / "prometheus.yml").write_text(yaml.safe_dump(config))
+    with (root / "prometheus.log").open("w") as log:
+        process = subprocess.Popen(
+            [binary, f"--config.file={root / 'prometheus.yml'}",
+             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        try:
+            yield Prometheus(f"http://127.0.0.1:{port}")
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
