@@ -80,6 +80,14 @@ def leases(jobs: Sequence[Job]) -> dict[str, Any]:
     return {"ids": [job.id for job in jobs], "tokens": [job.token for job in jobs]}
 
 
+def claimed_from(rows: list[Any]) -> Claimed:
+    """complete_and_claim's rows: claimed jobs, and refused completions (refused = true)."""
+    return Claimed(
+        jobs=[Job(*row[:7]) for row in rows if not row[7]],
+        refused={int(row[0]) for row in rows if row[7]},
+    )
+
+
 def failure_params(failures: Sequence[tuple[Job, str]], backoff: timedelta) -> dict[str, Any]:
     """The parameters of fail_many."""
     jobs = [job for job, _ in failures]
@@ -193,10 +201,7 @@ class Contract:
         params = {**leases(done), "queue": queue, "limit": limit, "lease": lease,
                   "worker": worker, "after": after}  # fmt: skip
         rows = conn.execute(_statement(self.schema, "complete_and_claim"), params).fetchall()
-        return Claimed(
-            jobs=[Job(*row[:7]) for row in rows if not row[7]],
-            refused={int(row[0]) for row in rows if row[7]},
-        )
+        return claimed_from(rows)
 
     def fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta

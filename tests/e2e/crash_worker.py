@@ -1,8 +1,8 @@
 """A worker process for the crash test: the reference worker, with every outcome recorded.
 
-Each handler run writes an execution row; each complete_many() or fail_many()
-records its jobs' outcomes in the same statement, so a kill can never
-separate the two.
+Each handler run writes an execution row; each complete_many(), fail_many()
+or complete_and_claim() records its jobs' outcomes in the same statement, so
+a kill can never separate the two.
 Run: python -m tests.e2e.crash_worker DSN SEED
 """
 
@@ -14,12 +14,21 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 
-from pgq_exporter.queue.contract import Call, Conn, Contract, Job, failure_params, leases
+from pgq_exporter.queue.contract import (
+    Call,
+    Claimed,
+    Conn,
+    Contract,
+    Job,
+    claimed_from,
+    failure_params,
+    leases,
+)
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 
 RECORD = "INSERT INTO public.executions (job_id, token, pid, outcome) VALUES (%s, %s, %s, %s)"
@@ -35,6 +44,21 @@ recorded AS (
     FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS g(id, token)
 )
 SELECT r FROM refused
+"""
+COMPLETE_AND_CLAIM = """
+WITH result AS (
+    SELECT * FROM pgq.complete_and_claim(%(ids)s, %(tokens)s, %(queue)s, %(limit)s, %(lease)s,
+                                         %(worker)s, %(after)s)
+),
+recorded AS (
+    INSERT INTO public.executions (job_id, token, pid, outcome)
+    SELECT g.id, g.token, %(pid)s,
+           CASE WHEN g.id IN (SELECT id FROM result WHERE refused) THEN 'refused'
+                ELSE 'completed' END
+    FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS g(id, token)
+)
+SELECT id, queue, payload, attempts, max_attempts, lease_token, scheduled_at, refused
+FROM result
 """
 FAIL_MANY = """
 WITH failed AS (SELECT * FROM pgq.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s)),
@@ -52,6 +76,20 @@ class RecordingContract(Contract):
     def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
         cursor = conn.execute(COMPLETE_MANY, {**leases(jobs), "pid": os.getpid()})
         return Call(cursor, lambda rows: {int(row[0]) for row in rows})
+
+    def complete_and_claim(
+        self,
+        conn: Conn,
+        done: Sequence[Job],
+        queue: str,
+        limit: int,
+        lease: timedelta,
+        worker: str | None,
+        after: datetime | None = None,
+    ) -> Claimed:
+        params = {**leases(done), "queue": queue, "limit": limit, "lease": lease,
+                  "worker": worker, "after": after, "pid": os.getpid()}  # fmt: skip
+        return claimed_from(conn.execute(COMPLETE_AND_CLAIM, params).fetchall())
 
     def send_fail_many(
         self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
