@@ -21,6 +21,7 @@ from typing import Any
 from bench.collection import backlog_growth, measure
 from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
+from bench.jit import jit_scrapes
 from bench.server import durable_postgres, fresh_database
 from bench.serving import footprint, scrape_latency
 from bench.throughput import run_throughput
@@ -40,7 +41,7 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
 
 
-PARTS = ("contract", "collection", "throughput")
+PARTS = ("contract", "collection", "throughput", "postgres_exporter")
 
 
 def main() -> int:
@@ -67,6 +68,11 @@ def main() -> int:
             report["throughput"] = run_throughput(dsn, jobs=2_000 if args.quick else args.jobs,
                                                   workers=args.workers,
                                                   rounds=1 if args.quick else 5)  # fmt: skip
+        if "postgres_exporter" in parts:
+            report["postgres_exporter_jit"] = jit_scrapes(
+                fresh_database(dsn, "bench_jit"), jobs=2_000 if args.quick else 22_000,
+                starts=1 if args.quick else 3,
+            )  # fmt: skip
     print_report(report)
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json"
@@ -154,6 +160,15 @@ def print_report(report: dict[str, Any]) -> None:
         print_collection(report)
     if "throughput" in report:
         print_throughput(report)
+    if "postgres_exporter_jit" in report:
+        print_jit(report["postgres_exporter_jit"])
+
+
+def print_jit(jit: dict[str, Any]) -> None:
+    print(f"\n== postgres_exporter, first scrape of queries.yaml, {jit['jobs']:,} jobs ==")
+    for setting in ("on", "off"):
+        times = ", ".join(f"{1000 * t:.0f}" for t in jit[setting])
+        print(f"jit {setting:<3} {times} ms")
 
 
 def print_collection(report: dict[str, Any]) -> None:
@@ -203,6 +218,9 @@ def print_throughput(report: dict[str, Any]) -> None:
               f"{row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x")  # fmt: skip
         if "vs_pgqueuer" in row:
             print(f"{'':<58} {row['vs_pgqueuer']:.2f}x PgQueuer's rate at batch 100")
+        if "vs_seed" in row:
+            print(f"{'':<58} {row['vs_seed']:.2f}x the seed loop's {row['seed_jobs_per_s']:.0f}"
+                  f" jobs/s (medians of {row['rounds']} alternating rounds)")  # fmt: skip
         if "overhead_percent" in row:
             print(f"{'':<58} alone {row['alone_jobs_per_s']:.0f} jobs/s: "
                   f"{row['cost_of']} {row['overhead_percent']:.1f}% "

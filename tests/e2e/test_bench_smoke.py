@@ -8,6 +8,7 @@ import psycopg
 from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
+from bench.jit import jit_scrapes
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
@@ -72,3 +73,10 @@ def test_contract_and_drain_harness(db: Database) -> None:
     assert [r["expired"] for r in figures["reap"]] == [0, 10, 100, 1000, 10_000]
     tenths = claim_through_drain(db.dsn, jobs=3000, from_mark=True)
     assert len(tenths) == 10 and all(t["p50_ms"] > 0 for t in tenths)
+
+
+def test_postgres_exporter_jit_harness(db: Database) -> None:
+    require_tool("prometheus-postgres-exporter")
+    figures = jit_scrapes(db.dsn, jobs=300, starts=1)
+    assert len(figures["on"]) == len(figures["off"]) == 1
+    assert all(seconds > 0 for seconds in figures["on"] + figures["off"])

@@ -178,11 +178,10 @@ def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:
     result = run_cli("schema", "grant-monitor", "pgq_reader", "--dsn", db.dsn)
     assert result.returncode == 0, result.stderr
     reader = make_conninfo(db.dsn, user="pgq_reader")
-    with (
-        psycopg.connect(reader, autocommit=True) as conn,
-        pytest.raises(psycopg.errors.InsufficientPrivilege),
-    ):
-        conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('nope')")
+    with psycopg.connect(reader, autocommit=True) as conn:
+        assert conn.execute("SHOW jit").fetchone() == ("off",)  # set on the role
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('nope')")
     with ExporterProcess(basic_config(reader)) as exporter:
         samples = exporter.wait_until(_all_collectors_ok)
     assert _up(samples) == 1
