@@ -27,7 +27,7 @@ from pgq_exporter.queue.schema import apply_schema
 FILL = """
 INSERT INTO pgq.jobs (queue, status, attempts, scheduled_at, started_at, finished_at,
                       locked_until, lease_token, finished_xid)
-SELECT (ARRAY['email', 'reports', 'backlog'])[1 + n % 3], t.status,
+SELECT (ARRAY['email', 'reports', 'backlog'])[1 + n %% 3], t.status,
        CASE WHEN t.status = 'pending' THEN 0 ELSE 1 END,
        now() - interval '20 minutes' + n * interval '50 ms',
        CASE WHEN t.status <> 'pending'
