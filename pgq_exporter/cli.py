@@ -93,6 +93,18 @@ def cmd_queue_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_detect(args: argparse.Namespace) -> int:
+    from pgq_exporter.presets.detect import detect  # noqa: PLC0415
+
+    with connection(_dsn(args)) as conn:
+        found = detect(conn)
+    for library in found:
+        print(library.describe())
+    if not found:
+        print("no known job queue found")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from pgq_exporter.serve import serve  # noqa: PLC0415 - keeps other commands light
 
@@ -281,6 +293,12 @@ def _add_queue_commands(commands: Commands) -> None:
 
 
 def _add_exporter_commands(commands: Commands) -> None:
+    detect = commands.add_parser(
+        "detect", help="list the job-queue libraries a database holds, by their tables"
+    )
+    _add_dsn(detect)
+    detect.set_defaults(handler=cmd_detect)
+
     serve = commands.add_parser("serve", help="run the exporter")
     serve.add_argument("--config", help="YAML config file (default: one database from the DSN)")
     serve.add_argument("--web.listen-address", dest="listen_address", help='default ":9188"')

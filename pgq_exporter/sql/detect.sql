@@ -1,0 +1,44 @@
+-- Which job-queue libraries a database holds, found from the catalog by the
+-- tables each one creates, in any schema. Catalog reads only: no lock is
+-- taken on any table.
+
+-- name: libraries
+WITH tables AS (
+    SELECT n.nspname AS schema, c.relname AS name, c.oid
+    FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.relkind IN ('r', 'p')
+      AND NOT c.relispartition
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+      AND n.nspname NOT LIKE 'pg\_%'
+),
+columns AS (
+    SELECT t.schema, t.name, array_agg(a.attname::text) AS names
+    FROM tables t
+    JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped
+    GROUP BY t.schema, t.name
+)
+-- The reference queue at any version: jobs with lease tokens, and its version table.
+SELECT 'pgq' AS preset, c.schema
+FROM columns c
+WHERE c.name = 'jobs' AND c.names @> ARRAY['queue', 'status', 'lease_token']
+  AND EXISTS (SELECT FROM tables v WHERE v.schema = c.schema AND v.name = 'schema_version')
+UNION ALL
+-- A home-grown table shaped like the seed article's: a status and a lock expiry,
+-- no lease token (the reference queue) and no reservation (Laravel's jobs table).
+SELECT 'seed', c.schema
+FROM columns c
+WHERE c.name = 'jobs'
+  AND c.names @> ARRAY['queue', 'status', 'scheduled_at', 'locked_until', 'attempts']
+  AND NOT c.names && ARRAY['lease_token', 'reserved_at']
+UNION ALL
+SELECT 'procrastinate', t.schema FROM tables t WHERE t.name = 'procrastinate_jobs'
+UNION ALL
+SELECT 'pgqueuer', t.schema
+FROM tables t
+WHERE t.name = 'pgqueuer'
+  AND EXISTS (SELECT FROM tables l WHERE l.schema = t.schema AND l.name = 'pgqueuer_log')
+ORDER BY 1, 2;
+
+-- name: pgq_version
+SELECT max(version)::text FROM {schema}.schema_version;

@@ -1,0 +1,53 @@
+"""`pgq-exporter detect`: the libraries a database holds, with the real libraries' own schemas."""
+
+from __future__ import annotations
+
+from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
+from pgq_exporter.presets.detect import Found, detect
+from tests.conftest import Database
+from tests.support import assert_clean_failure, run_cli
+
+# The seed article's table, as written; and Laravel's, which must not pass for it.
+SEED_TABLE = """
+CREATE SCHEMA app;
+CREATE TABLE app.jobs (
+    id bigserial PRIMARY KEY, queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL,
+    status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,
+    max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),
+    locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE SCHEMA laravel;
+CREATE TABLE laravel.jobs (
+    id bigserial PRIMARY KEY, queue text NOT NULL, payload text NOT NULL,
+    attempts smallint NOT NULL, reserved_at int, available_at int NOT NULL,
+    created_at int NOT NULL, status text, scheduled_at timestamptz, locked_until timestamptz
+);
+"""
+
+
+def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        assert detect(conn) == [Found("pgq", "pgq", "4")]
+        conn.execute(SEED_TABLE)
+    # The libraries install their schemas themselves, as their users do.
+    _procrastinate_install_and_fill(db.dsn, 0)
+    _pgqueuer_install_and_fill(db.dsn, 0)
+    with db.connect(autocommit=True) as conn:
+        found = detect(conn)
+    assert found == [
+        Found("pgq", "pgq", "4"),
+        Found("pgqueuer", "public"),
+        Found("procrastinate", "public"),
+        Found("seed", "app"),
+    ]
+    result = run_cli("detect", "--dsn", db.dsn)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f.describe() for f in found]
+    assert "pgq: schema pgq, version 4 (pgq-exporter's reference queue)" in result.stdout
+
+
+def test_detect_on_an_empty_database_and_a_bad_dsn(empty_db: Database) -> None:
+    result = run_cli("detect", "--dsn", empty_db.dsn)
+    assert (result.returncode, result.stdout) == (0, "no known job queue found\n")
+    assert_clean_failure(run_cli("detect", "--dsn", "host=127.0.0.1 port=1"), "cannot connect")
