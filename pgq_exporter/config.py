@@ -58,6 +58,8 @@ MAPPED_COLUMNS = (
     "started_at", "finished_at", "finished_xid",
 )  # fmt: skip
 MAPPED_STATUSES = ("pending", "processing", "done", "failed")
+# The columns a mapping cannot leave out (null): every queue metric reads them.
+REQUIRED_COLUMNS = ("queue", "status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,9 @@ class SchemaMapping:
 
     schema: str = DEFAULT_SCHEMA
     table: str = "jobs"
-    columns: dict[str, str] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
+    # A column mapped to None is one the table does not have: the collectors that
+    # need it are not scheduled, and their metrics are not served.
+    columns: dict[str, str | None] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
     statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
 
     @property
@@ -345,11 +349,15 @@ class _Reader:
     def schema_mapping(self) -> SchemaMapping:
         path: Path_ = ("mapping",)
         entry = self.mapping(path, ("schema", "table", "columns", "statuses"))
-        columns = {c: c for c in MAPPED_COLUMNS}
+        columns: dict[str, str | None] = {c: c for c in MAPPED_COLUMNS}
         statuses = {s: s for s in MAPPED_STATUSES}
         if "columns" in entry:
             for key in self.mapping((*path, "columns"), MAPPED_COLUMNS):
-                columns[key] = self.string((*path, "columns", key))
+                key_path = (*path, "columns", key)
+                if self.get(key_path) is None and key not in REQUIRED_COLUMNS:
+                    columns[key] = None  # the table has no such column
+                else:
+                    columns[key] = self.string(key_path)
         if "statuses" in entry:
             for key in self.mapping((*path, "statuses"), MAPPED_STATUSES):
                 statuses[key] = self.string((*path, "statuses", key))

@@ -143,7 +143,14 @@ class DatabaseRuntime:
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
         for name, factory in BUILTIN.items():
             settings = config.collector(name)
-            if settings.enabled:
+            left_out = factory().left_out(config.mapping)
+            if left_out and settings.enabled:
+                log.info(
+                    "collector not scheduled: the mapping leaves out a column it reads",
+                    extra={"database": database.name, "collector": name,
+                           "columns": ", ".join(left_out)},
+                )  # fmt: skip
+            if settings.enabled and not left_out:
                 kept = reuse.collectors.get(name) if reuse else None
                 if kept and reuse and name in reuse.still_running:
                     kept = None

@@ -26,6 +26,11 @@ Conn = psycopg.Connection[Any]
 DISCOVERY_GAP = 5.0
 # The reference schema's table of exact counts (schema version 3 on).
 COUNTS_TABLE = "queue_counts"
+# What the collectors of unfinished jobs read, and what the feed of finished jobs reads.
+UNFINISHED_COLUMNS = frozenset({"queue", "status", "scheduled_at"})
+FINISHED_COLUMNS = frozenset(
+    {"id", "queue", "status", "scheduled_at", "started_at", "finished_at", "finished_xid"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +123,15 @@ class Collector(ABC):
     # Collectors that read only the catalogs and statistics views run on a
     # connection of their own, so a lock on a queue table never holds them up.
     reads_queue_tables: bool = True
+    # The mapped columns its SQL reads (SchemaMapping.columns keys).
+    needs: frozenset[str] = frozenset()
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
+
+    def left_out(self, mapping: SchemaMapping) -> list[str]:
+        """The columns it needs that the mapping says the table does not have."""
+        return sorted(key for key in self.needs if mapping.columns.get(key) is None)
 
 
 def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
@@ -131,7 +142,9 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
         "counts": sql.Identifier(mapping.schema, COUNTS_TABLE),
         "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
     }
-    parts.update({f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items()})
+    parts.update(
+        {f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items() if col is not None}
+    )
     parts.update({f"s_{key}": sql.Literal(value) for key, value in mapping.statuses.items()})
     return parts
 

@@ -13,7 +13,15 @@ estimates, only up to 10,000 and then the planner's estimate.
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.base import (
+    UNFINISHED_COLUMNS,
+    AnySample,
+    Collector,
+    Conn,
+    Context,
+    Sample,
+    fetch,
+)
 from pgq_exporter.collectors.counting import (
     FINISHED,
     Count,
@@ -31,6 +39,7 @@ STATUSES = ("pending", "processing", "done", "failed")
 
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
+    needs = UNFINISHED_COLUMNS
 
     def __init__(self) -> None:
         self._planner = PlannerEstimates()

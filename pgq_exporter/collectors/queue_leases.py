@@ -7,12 +7,21 @@ estimated from a sample of the table (see counting.py) and marked so.
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LEASES
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.base import (
+    UNFINISHED_COLUMNS,
+    AnySample,
+    Collector,
+    Conn,
+    Context,
+    Sample,
+    fetch,
+)
 from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
 
 
 class QueueLeases(Collector):
     name = QUEUE_LEASES
+    needs = UNFINISHED_COLUMNS | {"locked_until", "attempts", "max_attempts"}
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)

@@ -20,7 +20,7 @@ LIBRARIES: dict[str, str] = {
     "pgqueuer": "PgQueuer",
 }
 # The presets whose library records its schema version in the database.
-VERSION_QUERIES: dict[str, str] = {"pgq": "pgq_version"}
+VERSION_QUERIES: dict[str, str] = {"pgq": "reference_version"}
 
 
 @dataclass(frozen=True, slots=True)

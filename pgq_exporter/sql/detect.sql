@@ -40,5 +40,5 @@ WHERE t.name = 'pgqueuer'
   AND EXISTS (SELECT FROM tables l WHERE l.schema = t.schema AND l.name = 'pgqueuer_log')
 ORDER BY 1, 2;
 
--- name: pgq_version
+-- name: reference_version
 SELECT max(version)::text FROM {schema}.schema_version;

@@ -338,6 +338,46 @@ def test_another_queues_tables_described_by_configuration_alone(db: Database) ->
     assert value(samples, "pgq_table_live_tuples", database="main", table="tasks") >= 0
 
 
+def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database) -> None:
+    # The seed article's table as written: no started_at, finished_at or finished_xid.
+    with db.connect(autocommit=True) as conn:
+        conn.execute(
+            "CREATE SCHEMA app; CREATE TABLE app.jobs (id bigserial PRIMARY KEY,"
+            " queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL DEFAULT '{}',"
+            " status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,"
+            " max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),"
+            " locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),"
+            " updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(
+            "INSERT INTO app.jobs (queue, status, scheduled_at, locked_until, attempts) VALUES"
+            " ('mail', 'pending', now() - interval '1 minute', NULL, 0),"
+            " ('mail', 'pending', now() - interval '2 minutes', NULL, 0),"
+            " ('mail', 'pending', now() + interval '1 hour', NULL, 0),"
+            " ('mail', 'processing', now(), now() - interval '1 minute', 1),"
+            " ('mail', 'processing', now(), now() + interval '1 minute', 1),"
+            " ('mail', 'done', now(), NULL, 1), ('mail', 'done', now(), NULL, 1),"
+            " ('mail', 'failed', now(), NULL, 3)"
+        )
+    mapping = (
+        "mapping:\n  schema: app\n  table: jobs\n"
+        "  columns: {started_at: null, finished_at: null, finished_xid: null}\n"
+    )
+    samples = collect_once(basic_config(db.dsn, extra=mapping))
+    ran = {dict(labels)["collector"]: v for labels, v in samples["pgq_collector_success"].items()}
+    # What needs a missing column is not scheduled, so it never fails for ever.
+    assert ran == {name: 1 for name in ("queue_depth", "queue_latency", "queue_leases",
+                                        "table_health", "xmin_horizon", "activity")}  # fmt: skip
+    assert not {"pgq_queue_window_finished_jobs", "pgq_jobs_completed_total"} & set(samples)
+    mail = {"database": "main", "queue": "mail"}
+    for status, count in (("pending", 3), ("processing", 2), ("done", 2), ("failed", 1)):
+        assert value(samples, "pgq_queue_jobs", status=status, **mail) == count, status
+    assert value(samples, "pgq_queue_ready_jobs", **mail) == 2
+    assert value(samples, "pgq_queue_delayed_jobs", **mail) == 1
+    assert value(samples, "pgq_queue_stuck_jobs", **mail) == 1
+    assert value(samples, "pgq_queue_oldest_ready_age_seconds", **mail) >= 120
+
+
 def test_lock_waits_count_a_backend_waiting_on_a_queue_row(db: Database) -> None:
     import threading  # noqa: PLC0415
 

@@ -306,6 +306,13 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "unknown key",
     ),
     (
+        "required-column-left-out",
+        DB + "mapping:\n  columns: {status: null}\n",
+        5,
+        "mapping.columns.status",
+        "expected a non-empty string",
+    ),
+    (
         "status-collision",
         DB + "mapping:\n  statuses: {done: finished, failed: finished}\n",
         5,
