@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,24 @@ class SchemaMapping:
         return self == SchemaMapping(schema=self.schema)
 
 
+# The layouts a database's `preset:` may name. `pgq` is the reference queue. `seed`
+# is the seed article's table as written, in the public schema: it has no
+# started_at, finished_at or finished_xid, so it gets no window metrics and no
+# histograms.
+PRESET_LAYOUTS: dict[str, SchemaMapping] = {
+    "pgq": SchemaMapping(),
+    "seed": SchemaMapping(
+        schema="public",
+        columns={
+            **{c: c for c in MAPPED_COLUMNS},
+            "started_at": None,
+            "finished_at": None,
+            "finished_xid": None,
+        },
+    ),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class CollectorSettings:
     interval: float = DEFAULT_INTERVAL
@@ -112,6 +130,8 @@ class DatabaseConfig:
     dsn: str
     queues: tuple[str, ...] = ()
     pool_size: int = 1
+    # The preset's layout of this database's queue; None: the config's `mapping:`.
+    mapping: SchemaMapping | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +307,9 @@ class _Reader:
         for i in range(len(items)):
             path: Path_ = ("databases", i)
             entry = self.mapping(
-                path, ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size"), ("name",)
+                path,
+                ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset", "schema"),
+                ("name",),
             )
             name = self.string((*path, "name"), _DATABASE_NAME, "database name")
             if any(db.name == name for db in result):
@@ -298,8 +320,25 @@ class _Reader:
                 else ()
             )
             pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
-            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool))
+            mapping = self.preset_mapping(path, entry)
+            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool, mapping))
         return tuple(result)
+
+    def preset_mapping(self, path: Path_, entry: dict[str, Any]) -> SchemaMapping | None:
+        """The layout a database's `preset:` names, in its `schema:`; None for the default
+        preset, which the config's `mapping:` describes."""
+        if "schema" in entry and "preset" not in entry:
+            raise self.fail((*path, "schema"), "schema goes with a preset")
+        if "preset" not in entry:
+            return None
+        preset = self.string((*path, "preset"))
+        if preset not in PRESET_LAYOUTS:
+            known = ", ".join(sorted(PRESET_LAYOUTS))
+            raise self.fail((*path, "preset"), f"unknown preset {preset!r} (known: {known})")
+        layout = PRESET_LAYOUTS[preset]
+        if "schema" in entry:
+            layout = replace(layout, schema=self.string((*path, "schema")))
+        return layout
 
     def dsn(self, path: Path_, entry: dict[str, Any]) -> str:
         given = [key for key in ("dsn", "dsn_file", "dsn_env") if key in entry]

@@ -143,7 +143,7 @@ class DatabaseRuntime:
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
         for name, factory in BUILTIN.items():
             settings = config.collector(name)
-            left_out = factory().left_out(config.mapping)
+            left_out = factory().left_out(self.context.mapping)
             if left_out and settings.enabled:
                 log.info(
                     "collector not scheduled: the mapping leaves out a column it reads",
@@ -338,7 +338,8 @@ def _reusable(
     old: DatabaseRuntime | None, db: DatabaseConfig, config: Config
 ) -> DatabaseRuntime | None:
     """Keep collector state (histogram counters) across a reload when the target is unchanged."""
-    if old is None or old.database.dsn != db.dsn or old.context.config.mapping != config.mapping:
+    mapping = db.mapping or config.mapping
+    if old is None or old.database.dsn != db.dsn or old.context.mapping != mapping:
         return None
     return old
 

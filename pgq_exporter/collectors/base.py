@@ -113,7 +113,8 @@ class Context:
 
     @property
     def mapping(self) -> SchemaMapping:
-        return self.config.mapping
+        """The database's preset layout, else the config's `mapping:`."""
+        return self.database.mapping or self.config.mapping
 
 
 class Collector(ABC):

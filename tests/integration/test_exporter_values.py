@@ -363,7 +363,14 @@ def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database)
         "mapping:\n  schema: app\n  table: jobs\n"
         "  columns: {started_at: null, finished_at: null, finished_xid: null}\n"
     )
-    samples = collect_once(basic_config(db.dsn, extra=mapping))
+    described = collect_once(basic_config(db.dsn, extra=mapping))
+    # The `seed` preset is that mapping, named on the database.
+    preset = basic_config(db.dsn).replace("    dsn:", "    preset: seed\n    schema: app\n    dsn:")
+    for samples in (described, collect_once(preset)):
+        _assert_seed_table_metrics(samples)
+
+
+def _assert_seed_table_metrics(samples: dict[str, dict[Any, float]]) -> None:
     ran = {dict(labels)["collector"]: v for labels, v in samples["pgq_collector_success"].items()}
     # What needs a missing column is not scheduled, so it never fails for ever.
     assert ran == {name: 1 for name in ("queue_depth", "queue_latency", "queue_leases",

@@ -313,6 +313,20 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "expected a non-empty string",
     ),
     (
+        "unknown-preset",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: sidekiq\n",
+        4,
+        "databases[0].preset",
+        "unknown preset 'sidekiq' (known: pgq, seed)",
+    ),
+    (
+        "schema-without-preset",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    schema: app\n",
+        4,
+        "databases[0].schema",
+        "schema goes with a preset",
+    ),
+    (
         "status-collision",
         DB + "mapping:\n  statuses: {done: finished, failed: finished}\n",
         5,
