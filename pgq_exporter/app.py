@@ -46,6 +46,8 @@ def metric_specs(config: Config) -> dict[str, MetricSpec]:
     specs = {spec.name: spec for spec in CATALOGUE}
     for custom in config.custom:
         for metric in custom.metrics:
+            if metric.catalogue:
+                continue  # served as the catalogue declares it
             specs[metric.name] = MetricSpec(
                 metric.name, metric.type, metric.help, ("database", *metric.labels), custom.name
             )

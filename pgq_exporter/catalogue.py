@@ -6,6 +6,7 @@ docs all read names, types, help texts and labels from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -47,6 +48,26 @@ BUILTIN_COLLECTORS: tuple[str, ...] = (
     XMIN_HORIZON,
     ACTIVITY,
 )
+
+# The mapped columns (SchemaMapping.columns keys) each built-in collector reads.
+# A mapping that leaves one out (null) leaves the collector unscheduled.
+_UNFINISHED_COLUMNS = frozenset({"queue", "status", "scheduled_at"})
+_FINISHED_COLUMNS = frozenset(
+    {"id", "queue", "status", "scheduled_at", "started_at", "finished_at", "finished_xid"}
+)
+COLLECTOR_COLUMNS: dict[str, frozenset[str]] = {
+    QUEUE_DEPTH: _UNFINISHED_COLUMNS,
+    QUEUE_LATENCY: _UNFINISHED_COLUMNS,
+    QUEUE_LEASES: _UNFINISHED_COLUMNS | {"locked_until", "attempts", "max_attempts"},
+    QUEUE_WINDOW: _FINISHED_COLUMNS,
+    JOB_HISTOGRAMS: _FINISHED_COLUMNS,
+}
+
+
+def columns_left_out(collector: str, columns: Mapping[str, str | None]) -> list[str]:
+    """The columns ``collector`` reads that the mapping's ``columns`` leave out."""
+    return sorted(k for k in COLLECTOR_COLUMNS.get(collector, ()) if columns.get(k) is None)
+
 
 DB = ("database",)
 DBQ = ("database", "queue")

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.catalogue import BUILTIN_COLLECTORS, MetricType, series_names, taken_series
+from pgq_exporter.catalogue import (
+    BUILTIN_COLLECTORS,
+    MetricType,
+    columns_left_out,
+    metric,
+    names,
+    series_names,
+    taken_series,
+)
 from pgq_exporter.dsn import parse_dsn
 from pgq_exporter.queue.names import QUEUE_NAME
 from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located, read_text
@@ -98,6 +106,28 @@ PRESET_LAYOUTS: dict[str, SchemaMapping] = {
 
 
 @dataclass(frozen=True, slots=True)
+class Builtins:
+    """What decides where a built-in collector runs: for checking custom collectors."""
+
+    databases: tuple[DatabaseConfig, ...]
+    mapping: SchemaMapping
+    collectors: dict[str, CollectorSettings]
+
+    def serving(self, name: str, only: tuple[str, ...]) -> tuple[str, str] | None:
+        """(collector, database) where the built-in collector of metric ``name`` runs,
+        among the databases ``only`` names (all when empty); None where none does."""
+        collector = metric(name).collector
+        if not self.collectors.get(collector, CollectorSettings()).enabled:
+            return None
+        for db in self.databases:
+            if only and db.name not in only:
+                continue
+            if not columns_left_out(collector, (db.mapping or self.mapping).columns):
+                return collector, db.name
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class CollectorSettings:
     interval: float = DEFAULT_INTERVAL
     timeout: float = DEFAULT_TIMEOUT
@@ -111,6 +141,9 @@ class CustomMetric:
     help: str
     labels: tuple[str, ...]
     value: str
+    # A catalogue metric fed where its built-in collector does not run: served with
+    # the catalogue's help, zero-filled over the known queues when queue is its label.
+    catalogue: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,11 +309,15 @@ class _Reader:
             ("databases",),
         )  # fmt: skip
         databases = self.databases()
-        custom = self.custom_collectors(databases) if "custom_collectors" in top else ()
+        mapping = self.schema_mapping() if "mapping" in top else SchemaMapping()
+        collectors = self.collectors() if "collectors" in top else {}
+        custom: tuple[CustomCollector, ...] = ()
+        if "custom_collectors" in top:
+            custom = self.custom_collectors(Builtins(databases, mapping, collectors))
         return Config(
             databases=databases,
-            mapping=self.schema_mapping() if "mapping" in top else SchemaMapping(),
-            collectors=self.collectors() if "collectors" in top else {},
+            mapping=mapping,
+            collectors=collectors,
             custom=custom,
             window=self.duration(("window",)) if "window" in top else DEFAULT_WINDOW,
             exact_count_limit=(
@@ -440,11 +477,9 @@ class _Reader:
                 result[name] = self.settings(path, entry, defaults)
         return result
 
-    def custom_collectors(
-        self, databases: tuple[DatabaseConfig, ...]
-    ) -> tuple[CustomCollector, ...]:
+    def custom_collectors(self, builtins: Builtins) -> tuple[CustomCollector, ...]:
         items = self.sequence(("custom_collectors",))
-        known_db = {db.name for db in databases}
+        known_db = {db.name for db in builtins.databases}
         taken_metrics = taken_series()
         result: list[CustomCollector] = []
         for i in range(len(items)):
@@ -464,6 +499,15 @@ class _Reader:
                 if db not in known_db:
                     raise self.fail((*path, "databases", j), f"unknown database {db!r}")
             metrics = self.custom_metrics((*path, "metrics"), taken_metrics)
+            for j, fed in enumerate(metrics):
+                busy = builtins.serving(fed.name, dbs) if fed.catalogue else None
+                if busy:
+                    raise self.fail(
+                        (*path, "metrics", j, "name"),
+                        f"{fed.name} is served by the built-in collector {busy[0]} on database "
+                        f"{busy[1]!r}: feed it only where that collector is disabled or its "
+                        "columns are left out",
+                    )
             max_rows = (
                 self.integer((*path, "max_rows"), 1) if "max_rows" in entry else DEFAULT_MAX_ROWS
             )
@@ -487,6 +531,16 @@ class _Reader:
                 if "type" in entry
                 else MetricType.GAUGE
             )
+            labels = (
+                self.string_list((*mpath, "labels"), _LABEL_NAME, "label name")
+                if "labels" in entry
+                else ()
+            )
+            if name in names():
+                self.check_catalogue_feed(mpath, name, kind, labels)
+                value = self.string((*mpath, "value"), _LABEL_NAME, "column name")
+                result.append(CustomMetric(name, kind, metric(name).help, labels, value, True))
+                continue
             clash = sorted(series_names(name, kind) & taken)
             if clash:
                 raise self.fail(
@@ -496,11 +550,6 @@ class _Reader:
             taken |= series_names(name, kind)
             if kind is MetricType.COUNTER and not name.endswith("_total"):
                 raise self.fail((*mpath, "name"), "a counter's name must end in _total")
-            labels = (
-                self.string_list((*mpath, "labels"), _LABEL_NAME, "label name")
-                if "labels" in entry
-                else ()
-            )
             for j, label in enumerate(labels):
                 if label in _RESERVED_LABELS or label.startswith("__"):
                     raise self.fail((*mpath, "labels", j), f"label name {label!r} is reserved")
@@ -509,6 +558,19 @@ class _Reader:
                 raise self.fail((*mpath, "value"), f"column {value!r} is already a label")
             result.append(CustomMetric(name, kind, self.string((*mpath, "help")), labels, value))
         return tuple(result)
+
+    def check_catalogue_feed(
+        self, path: Path_, name: str, kind: MetricType, labels: tuple[str, ...]
+    ) -> None:
+        """A custom metric named like a catalogue one must be that metric: its type, its labels."""
+        spec = metric(name)
+        if spec.type is not kind:
+            raise self.fail((*path, "type"), f"{name} is a {spec.type} in the catalogue")
+        expected = tuple(label for label in spec.labels if label != "database")
+        if labels != expected:
+            raise self.fail(
+                (*path, "labels"), f"{name} has the labels [{', '.join(expected)}] in the catalogue"
+            )
 
     def web(self) -> WebSettings:
         entry = self.mapping(("web",), ("listen_address", "config_file"))

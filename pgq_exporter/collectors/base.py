@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
+from pgq_exporter.catalogue import columns_left_out
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
 from pgq_exporter.sqlfiles import query
@@ -26,11 +27,6 @@ Conn = psycopg.Connection[Any]
 DISCOVERY_GAP = 5.0
 # The reference schema's table of exact counts (schema version 3 on).
 COUNTS_TABLE = "queue_counts"
-# What the collectors of unfinished jobs read, and what the feed of finished jobs reads.
-UNFINISHED_COLUMNS = frozenset({"queue", "status", "scheduled_at"})
-FINISHED_COLUMNS = frozenset(
-    {"id", "queue", "status", "scheduled_at", "started_at", "finished_at", "finished_xid"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +120,13 @@ class Collector(ABC):
     # Collectors that read only the catalogs and statistics views run on a
     # connection of their own, so a lock on a queue table never holds them up.
     reads_queue_tables: bool = True
-    # The mapped columns its SQL reads (SchemaMapping.columns keys).
-    needs: frozenset[str] = frozenset()
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
 
     def left_out(self, mapping: SchemaMapping) -> list[str]:
-        """The columns it needs that the mapping says the table does not have."""
-        return sorted(key for key in self.needs if mapping.columns.get(key) is None)
+        """The columns it reads that the mapping says the table does not have."""
+        return columns_left_out(self.name, mapping.columns)
 
 
 def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:

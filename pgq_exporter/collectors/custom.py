@@ -72,7 +72,17 @@ class CustomSQL(Collector):
                     "" if record[label] is None else str(record[label]) for label in metric.labels
                 )
                 samples.append(Sample(metric.name, labels, value))
-        return samples
+        return samples + self._zeros(samples, ctx.queues.known())
+
+    def _zeros(self, samples: list[AnySample], queues: list[str]) -> list[AnySample]:
+        """0 for each known queue a catalogue metric of one queue label has no row for,
+        as the built-in collectors serve it: a queue without jobs is a 0, not a gap."""
+        zeros: list[AnySample] = []
+        for metric in self.spec.metrics:
+            if metric.catalogue and metric.labels == ("queue",):
+                seen = {s.labels for s in samples if s.metric == metric.name}
+                zeros += [Sample(metric.name, (q,), 0.0) for q in queues if (q,) not in seen]
+        return zeros
 
 
 # Types whose values are numbers, by name: checked on the result's columns,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import (
-    FINISHED_COLUMNS,
     AnySample,
     Collector,
     Conn,
@@ -21,7 +20,6 @@ from pgq_exporter.collectors.finished_feed import QueueStats
 
 class JobHistograms(Collector):
     name = JOB_HISTOGRAMS
-    needs = FINISHED_COLUMNS
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         ctx.feed.read(conn, ctx)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.collectors.base import (
-    UNFINISHED_COLUMNS,
     AnySample,
     Collector,
     Conn,
@@ -39,7 +38,6 @@ STATUSES = ("pending", "processing", "done", "failed")
 
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
-    needs = UNFINISHED_COLUMNS
 
     def __init__(self) -> None:
         self._planner = PlannerEstimates()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.collectors.base import (
-    UNFINISHED_COLUMNS,
     AnySample,
     Collector,
     Conn,
@@ -16,7 +15,6 @@ from pgq_exporter.collectors.base import (
 
 class QueueLatency(Collector):
     name = QUEUE_LATENCY
-    needs = UNFINISHED_COLUMNS
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)

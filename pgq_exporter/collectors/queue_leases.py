@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import (
-    UNFINISHED_COLUMNS,
     AnySample,
     Collector,
     Conn,
@@ -21,7 +20,6 @@ from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
 
 class QueueLeases(Collector):
     name = QUEUE_LEASES
-    needs = UNFINISHED_COLUMNS | {"locked_until", "attempts", "max_attempts"}
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)

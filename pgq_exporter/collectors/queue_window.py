@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import (
-    FINISHED_COLUMNS,
     AnySample,
     Collector,
     Conn,
@@ -22,7 +21,6 @@ PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 
 class QueueWindow(Collector):
     name = QUEUE_WINDOW
-    needs = FINISHED_COLUMNS
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window

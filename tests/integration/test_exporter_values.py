@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from pgq_exporter.app import Exporter
+from pgq_exporter.catalogue import metric
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
 from tests.conftest import Database
@@ -368,6 +369,40 @@ def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database)
     preset = basic_config(db.dsn).replace("    dsn:", "    preset: seed\n    schema: app\n    dsn:")
     for samples in (described, collect_once(preset)):
         _assert_seed_table_metrics(samples)
+
+
+def test_a_custom_collector_feeds_a_catalogue_metric_zero_filled(db: Database) -> None:
+    # Where the built-in collector does not run, a custom query may serve its metric,
+    # under the catalogue's name, help and labels, with a 0 for each known queue.
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue('mail')")
+        conn.execute("SELECT enqueue('idle', '{}', interval '1 hour')")  # known, none ready
+    extra = (
+        "collectors:\n  queue_latency: {enabled: false}\n"
+        "custom_collectors:\n  - name: oldest_created\n"
+        "    sql: SELECT queue, 42.0::float8 AS age FROM pgq.jobs"
+        " WHERE status = 'pending' AND scheduled_at <= now() GROUP BY queue\n"
+        "    metrics: [{name: pgq_queue_oldest_ready_age_seconds, help: Mine.,"
+        " labels: [queue], value: age}]\n"
+    )
+    config = basic_config(db.dsn, extra=extra).replace(
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\n", ""
+    )
+    exporter = Exporter(parse_config(config, "test.yaml", os.environ))
+    try:
+        text = exporter.collect_once().decode()
+    finally:
+        exporter.stop()
+    samples = parse_samples(text)
+    ages = samples["pgq_queue_oldest_ready_age_seconds"]
+    assert ages == {
+        frozenset({("database", "main"), ("queue", "mail")}): 42.0,
+        frozenset({("database", "main"), ("queue", "idle")}): 0.0,
+    }
+    help_line = "# HELP pgq_queue_oldest_ready_age_seconds " + metric(
+        "pgq_queue_oldest_ready_age_seconds"
+    ).help.replace("\\", "\\\\")
+    assert help_line in text and "Mine." not in text  # the catalogue's help, not the config's
 
 
 def _assert_seed_table_metrics(samples: dict[str, dict[Any, float]]) -> None:

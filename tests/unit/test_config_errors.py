@@ -223,12 +223,28 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "expected a duration",
     ),
     (
-        "duplicate-metric-builtin",
+        "catalogue-metric-with-other-labels",
         DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
         "    metrics: [{name: pgq_queue_jobs, help: X., value: n}]\n",
         7,
+        "custom_collectors[0].metrics[0].labels",
+        "pgq_queue_jobs has the labels [queue, status] in the catalogue",
+    ),
+    (
+        "catalogue-metric-of-another-type",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_jobs_completed_total, help: X., labels: [queue], value: n}]\n",
+        7,
+        "custom_collectors[0].metrics[0].type",
+        "pgq_jobs_completed_total is a counter in the catalogue",
+    ),
+    (
+        "catalogue-metric-its-collector-serves",
+        DB + "custom_collectors:\n  - name: c\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_queue_jobs, help: X., labels: [queue, status], value: n}]\n",
+        7,
         "custom_collectors[0].metrics[0].name",
-        "metric name 'pgq_queue_jobs' collides with a series already exported",
+        "pgq_queue_jobs is served by the built-in collector queue_depth on database 'main'",
     ),
     (
         "metric-name-of-a-histogram-series",
