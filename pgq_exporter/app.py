@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 
 from pgq_exporter import __version__
-from pgq_exporter.catalogue import CATALOGUE, MetricSpec
-from pgq_exporter.collectors.base import AnySample, Sample
+from pgq_exporter.catalogue import CATALOGUE, COLLECTOR_COLUMNS, MetricSpec
+from pgq_exporter.collectors.base import AnySample, Sample, render
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
@@ -23,6 +23,7 @@ from pgq_exporter.scheduler import (
     CollectorState,
     ConnectionSource,
     ConnectionUnavailableError,
+    DatabaseRuntime,
     Scheduler,
     set_transaction_settings,
 )
@@ -103,6 +104,7 @@ def check_connections(config: Config) -> None:
     quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
     try:
         for name, runtime in scheduler.databases.items():
+            _check_layout(name, runtime, config)
             for collector in runtime.collectors:
                 runtime.run(collector)
                 state = runtime.states[collector]
@@ -116,6 +118,38 @@ def check_connections(config: Config) -> None:
     finally:
         quiet.setLevel(level)
         scheduler.stop(wait=0)
+
+
+def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: float = 5.0) -> None:
+    """The mapped table, and each column the scheduled collectors read, must exist;
+    the error names where the config sets them. An unreachable database is left to
+    the collectors' run, which reports it."""
+    mapping = runtime.context.mapping
+    wanted = sorted({key for c in runtime.collectors for key in COLLECTOR_COLUMNS.get(c, ())})
+    if not wanted:
+        return
+    source = ConnectionSource(runtime.database.dsn, 1)
+    try:
+        with source.connection(wait, wait) as conn, conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            set_transaction_settings(conn, wait)
+            have = {row[0] for row in conn.execute(render("mapped_table_columns", mapping))}
+    except ConnectionUnavailableError:
+        return
+    finally:
+        source.close()
+    table = f"{mapping.schema}.{mapping.table}"
+    fallback = f"{config.source}: database {name!r}"
+    if not have:
+        where = mapping.place("table") or fallback
+        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}")
+    for key in wanted:
+        column = mapping.columns.get(key)
+        if column is not None and column not in have:
+            where = mapping.place(f"columns.{key}") or fallback
+            raise ConfigError(
+                f"{where}: column {column!r} does not exist in {table} on database {name!r}"
+            )
 
 
 class Exporter:

@@ -80,6 +80,13 @@ class SchemaMapping:
     # need it are not scheduled, and their metrics are not served.
     columns: dict[str, str | None] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
     statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
+    # Where in the config each part was set ("table", "columns.<key>" -> "file:line: path"),
+    # for the errors of check-config --connect.
+    where: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def place(self, part: str) -> str | None:
+        """Where ``part`` ("table" or "columns.<key>") was set: itself, else the table."""
+        return self.where.get(part) or self.where.get("table")
 
     @property
     def is_reference(self) -> bool:
@@ -228,6 +235,10 @@ class _Reader:
     def fail(self, path: Path_, message: str) -> ConfigError:
         return self.doc.error(path, message)
 
+    def where(self, path: Path_) -> str:
+        """``file:line: key.path``, as errors name a place."""
+        return f"{self.doc.source}:{self.doc.line_of(path)}: {format_path(path)}"
+
     def mapping(
         self, path: Path_, allowed: tuple[str, ...], required: tuple[str, ...] = ()
     ) -> dict[str, Any]:
@@ -372,7 +383,7 @@ class _Reader:
         if preset not in PRESET_LAYOUTS:
             known = ", ".join(sorted(PRESET_LAYOUTS))
             raise self.fail((*path, "preset"), f"unknown preset {preset!r} (known: {known})")
-        layout = PRESET_LAYOUTS[preset]
+        layout = replace(PRESET_LAYOUTS[preset], where={"table": self.where((*path, "preset"))})
         if "schema" in entry:
             layout = replace(layout, schema=self.string((*path, "schema")))
         return layout
@@ -439,11 +450,16 @@ class _Reader:
                 statuses[key] = self.string((*path, "statuses", key))
         if len(set(statuses.values())) != len(statuses):
             raise self.fail((*path, "statuses"), "two statuses map to the same value")
+        where = {"table": self.where((*path, "table") if "table" in entry else path)}
+        if "columns" in entry:
+            for key in self.mapping((*path, "columns"), MAPPED_COLUMNS):
+                where[f"columns.{key}"] = self.where((*path, "columns", key))
         return SchemaMapping(
             schema=self.string((*path, "schema")) if "schema" in entry else DEFAULT_SCHEMA,
             table=self.string((*path, "table")) if "table" in entry else "jobs",
             columns=columns,
             statuses=statuses,
+            where=where,
         )
 
     def settings(

@@ -237,3 +237,9 @@ LEFT JOIN pg_locks l
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 LEFT JOIN pg_stat_activity a ON a.pid = l.pid AND a.wait_event_type = 'Lock'
 GROUP BY c.relname;
+
+-- name: mapped_table_columns
+-- The mapped table's columns; no row when the table does not exist.
+SELECT a.attname::text
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass({jobs_name}) AND a.attnum > 0 AND NOT a.attisdropped;

@@ -88,3 +88,30 @@ def test_check_config_connect_runs_every_query(db: Database, tmp_path: Path) -> 
     )
     result = _check_connect(tmp_path, db.dsn, text_value)
     assert_clean_failure(result, "collector words fails", "column n is text, not a number")
+
+
+def test_check_connect_names_the_mapped_column_or_table_that_is_missing(
+    db: Database, tmp_path: Path
+) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA app; CREATE TABLE app.tasks (kind text, state text)")
+    mapping = (
+        "mapping:\n  schema: app\n  table: tasks\n"
+        "  columns:\n    queue: kind\n    status: state\n    scheduled_at: run_at\n"
+        "    started_at: null\n    finished_at: null\n    finished_xid: null\n"
+        "    locked_until: null\n"
+    )
+    result = _check_connect(tmp_path, db.dsn, mapping)
+    assert_clean_failure(
+        result, "config.yaml:10: mapping.columns.scheduled_at: column 'run_at' does not exist "
+        "in app.tasks on database 'main'"
+    )  # fmt: skip
+    assert result.returncode == 2
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(
+        f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n    preset: seed\n    schema: nope\n"
+    )
+    assert_clean_failure(
+        run_cli("check-config", "--connect", str(preset)),
+        "preset.yaml:4: databases[0].preset: table nope.jobs does not exist on database 'main'",
+    )
