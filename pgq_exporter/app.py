@@ -7,8 +7,10 @@ import platform
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -55,6 +57,19 @@ def metric_specs(config: Config) -> dict[str, MetricSpec]:
     return specs
 
 
+@contextmanager
+def _checking(dsn: str, wait: float) -> Iterator[psycopg.Connection[Any]]:
+    """One read-only transaction on a connection of its own, every wait bounded by ``wait``."""
+    source = ConnectionSource(dsn, 1)
+    try:
+        with source.connection(wait, wait) as conn, conn.transaction():
+            conn.execute("SET TRANSACTION READ ONLY")
+            set_transaction_settings(conn, wait)
+            yield conn
+    finally:
+        source.close()
+
+
 def check_custom_sql(config: Config, wait: float = 5.0) -> None:
     """Each custom query, described on each reachable database: its columns must exist.
 
@@ -66,11 +81,8 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
         for db in config.databases:
             if custom.databases and db.name not in custom.databases:
                 continue
-            source = ConnectionSource(db.dsn, 1)
             try:
-                with source.connection(wait, wait) as conn, conn.transaction():
-                    conn.execute("SET TRANSACTION READ ONLY")
-                    set_transaction_settings(conn, wait)
+                with _checking(db.dsn, wait) as conn:
                     missing = collector.missing_columns(collector.columns(conn))
             except ConnectionUnavailableError:
                 continue
@@ -85,8 +97,6 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
                     f"fails on database {db.name!r}: {first_line(exc)}"
                 ) from None
-            finally:
-                source.close()
             if missing:
                 raise ConfigError(
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
@@ -128,16 +138,11 @@ def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: flo
     wanted = sorted({key for c in runtime.collectors for key in COLLECTOR_COLUMNS.get(c, ())})
     if not wanted:
         return
-    source = ConnectionSource(runtime.database.dsn, 1)
     try:
-        with source.connection(wait, wait) as conn, conn.transaction():
-            conn.execute("SET TRANSACTION READ ONLY")
-            set_transaction_settings(conn, wait)
+        with _checking(runtime.database.dsn, wait) as conn:
             have = {row[0] for row in conn.execute(render("mapped_table_columns", mapping))}
     except ConnectionUnavailableError:
         return
-    finally:
-        source.close()
     table = f"{mapping.schema}.{mapping.table}"
     fallback = f"{config.source}: database {name!r}"
     if not have:

@@ -124,12 +124,11 @@ class Builtins:
         """(collector, database) where the built-in collector of metric ``name`` runs,
         among the databases ``only`` names (all when empty); None where none does."""
         collector = metric(name).collector
-        if not self.collectors.get(collector, CollectorSettings()).enabled:
-            return None
+        settings = self.collectors.get(collector, CollectorSettings())
         for db in self.databases:
             if only and db.name not in only:
                 continue
-            if not columns_left_out(collector, (db.mapping or self.mapping).columns):
+            if builtin_runs(collector, settings, db.mapping or self.mapping):
                 return collector, db.name
         return None
 
@@ -202,6 +201,11 @@ class Config:
 
     def collector(self, name: str) -> CollectorSettings:
         return self.collectors.get(name, CollectorSettings())
+
+
+def builtin_runs(collector: str, settings: CollectorSettings, mapping: SchemaMapping) -> bool:
+    """Whether a built-in collector is scheduled: enabled, and reading no left-out column."""
+    return settings.enabled and not columns_left_out(collector, mapping.columns)
 
 
 def parse_duration(text: str) -> float:

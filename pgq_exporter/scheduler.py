@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 
+from pgq_exporter.catalogue import columns_left_out
 from pgq_exporter.collectors import BUILTIN
 from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig
+from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig, builtin_runs
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
@@ -141,16 +142,17 @@ class DatabaseRuntime:
         # one collector object is never run by two threads at once.
         self.still_running: set[str] = set()
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
+        mapping = self.context.mapping
         for name, factory in BUILTIN.items():
             settings = config.collector(name)
-            left_out = factory().left_out(self.context.mapping)
-            if left_out and settings.enabled:
+            runs = builtin_runs(name, settings, mapping)
+            if settings.enabled and not runs:
                 log.info(
                     "collector not scheduled: the mapping leaves out a column it reads",
                     extra={"database": database.name, "collector": name,
-                           "columns": ", ".join(left_out)},
+                           "columns": ", ".join(columns_left_out(name, mapping.columns))},
                 )  # fmt: skip
-            if settings.enabled and not left_out:
+            if runs:
                 kept = reuse.collectors.get(name) if reuse else None
                 if kept and reuse and name in reuse.still_running:
                     kept = None

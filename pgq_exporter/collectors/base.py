@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.catalogue import columns_left_out
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
 from pgq_exporter.sqlfiles import query
@@ -123,10 +122,6 @@ class Collector(ABC):
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
-
-    def left_out(self, mapping: SchemaMapping) -> list[str]:
-        """The columns it reads that the mapping says the table does not have."""
-        return columns_left_out(self.name, mapping.columns)
 
 
 def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
