@@ -94,6 +94,7 @@ class SchemaMapping:
         return self == SchemaMapping(schema=self.schema)
 
 
+AUTO_PRESET = "auto"
 # The layouts a database's `preset:` may name. `pgq` is the reference queue. `seed`
 # is the seed article's table as written, in the public schema: it has no
 # started_at, finished_at or finished_xid, so it gets no window metrics and no
@@ -171,6 +172,8 @@ class DatabaseConfig:
     pool_size: int = 1
     # The preset's layout of this database's queue; None: the config's `mapping:`.
     mapping: SchemaMapping | None = None
+    # `preset: auto`: the layout is found in the database's catalog when it connects.
+    auto: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,7 +376,8 @@ class _Reader:
             )
             pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
             mapping = self.preset_mapping(path, entry)
-            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool, mapping))
+            auto = entry.get("preset") == AUTO_PRESET
+            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool, mapping, auto))
         return tuple(result)
 
     def preset_mapping(self, path: Path_, entry: dict[str, Any]) -> SchemaMapping | None:
@@ -384,8 +388,12 @@ class _Reader:
         if "preset" not in entry:
             return None
         preset = self.string((*path, "preset"))
+        if preset == AUTO_PRESET:
+            if "schema" in entry:
+                raise self.fail((*path, "schema"), "schema goes with a named preset, not auto")
+            return None
         if preset not in PRESET_LAYOUTS:
-            known = ", ".join(sorted(PRESET_LAYOUTS))
+            known = ", ".join(sorted([*PRESET_LAYOUTS, AUTO_PRESET]))
             raise self.fail((*path, "preset"), f"unknown preset {preset!r} (known: {known})")
         layout = replace(PRESET_LAYOUTS[preset], where={"table": self.where((*path, "preset"))})
         if "schema" in entry:

@@ -22,10 +22,18 @@ from pgq_exporter.collectors import BUILTIN
 from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.config import CollectorSettings, Config, DatabaseConfig, builtin_runs
+from pgq_exporter.config import (
+    PRESET_LAYOUTS,
+    CollectorSettings,
+    Config,
+    DatabaseConfig,
+    SchemaMapping,
+    builtin_runs,
+)
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
+from pgq_exporter.presets.detect import detect
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.scheduler")
@@ -135,7 +143,10 @@ class DatabaseRuntime:
         self.queues.limit = config.max_queues
         # Finished jobs already observed stay observed across a reload.
         self.feed: FinishedFeed = reuse.feed if reuse else FinishedFeed()
-        self.context = Context(config=config, database=database, queues=self.queues, feed=self.feed)
+        layout = detected_layout(database) if database.auto else None
+        self.context = Context(
+            config=config, database=database, queues=self.queues, feed=self.feed, layout=layout
+        )
         # None until the first connection attempt: unknown, which is not down.
         self.up: bool | None = reuse.up if reuse else None
         # Collectors whose run outlived the previous scheduler's stop are not reused:
@@ -334,6 +345,37 @@ class Scheduler:
             next_run += interval
             if next_run < time.monotonic():  # a slow run skips, never bunches up
                 next_run = time.monotonic() + interval
+
+
+def detected_layout(database: DatabaseConfig, wait: float = 5.0) -> SchemaMapping | None:
+    """For `preset: auto`: the layout of the first queue the catalog shows that the
+    exporter can collect from (the reference queue first); None, with a warning, when
+    there is none or the database cannot be read yet (the reference layout is used)."""
+    source = ConnectionSource(database.dsn, 1)
+    try:
+        with source.connection(wait, wait) as conn:
+            found = detect(conn)
+    except (ConnectionUnavailableError, psycopg.Error) as exc:
+        log.warning(
+            "preset auto: cannot read the catalog; using the reference layout",
+            extra={"database": database.name, "err": first_line(exc)},
+        )
+        return None
+    finally:
+        source.close()
+    for library in found:
+        if library.preset in PRESET_LAYOUTS:
+            log.info(
+                "preset auto: found",
+                extra={"database": database.name, "preset": library.preset,
+                       "schema": library.schema},
+            )  # fmt: skip
+            return replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
+    log.warning(
+        "preset auto: no queue this exporter can collect from; using the reference layout",
+        extra={"database": database.name, "found": ", ".join(f.preset for f in found) or "none"},
+    )
+    return None
 
 
 def _reusable(

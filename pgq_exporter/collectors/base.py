@@ -105,11 +105,12 @@ class Context:
     database: DatabaseConfig
     queues: KnownQueues
     feed: FinishedFeed
+    layout: SchemaMapping | None = None  # found in the catalog, for `preset: auto`
 
     @property
     def mapping(self) -> SchemaMapping:
-        """The database's preset layout, else the config's `mapping:`."""
-        return self.database.mapping or self.config.mapping
+        """The layout found for `preset: auto`, the preset's, else the config's `mapping:`."""
+        return self.layout or self.database.mapping or self.config.mapping
 
 
 class Collector(ABC):

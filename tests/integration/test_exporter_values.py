@@ -339,9 +339,10 @@ def test_another_queues_tables_described_by_configuration_alone(db: Database) ->
     assert value(samples, "pgq_table_live_tuples", database="main", table="tasks") >= 0
 
 
-def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database) -> None:
-    # The seed article's table as written: no started_at, finished_at or finished_xid.
-    with db.connect(autocommit=True) as conn:
+def _seed_table(database: Database) -> None:
+    """The seed article's table as written (no started_at, finished_at or finished_xid),
+    in schema app, with a known mix of jobs in queue mail."""
+    with database.connect(autocommit=True) as conn:
         conn.execute(
             "CREATE SCHEMA app; CREATE TABLE app.jobs (id bigserial PRIMARY KEY,"
             " queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL DEFAULT '{}',"
@@ -360,6 +361,10 @@ def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database)
             " ('mail', 'done', now(), NULL, 1), ('mail', 'done', now(), NULL, 1),"
             " ('mail', 'failed', now(), NULL, 3)"
         )
+
+
+def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database) -> None:
+    _seed_table(db)
     mapping = (
         "mapping:\n  schema: app\n  table: jobs\n"
         "  columns: {started_at: null, finished_at: null, finished_xid: null}\n"
@@ -369,6 +374,18 @@ def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database)
     preset = basic_config(db.dsn).replace("    dsn:", "    preset: seed\n    schema: app\n    dsn:")
     for samples in (described, collect_once(preset)):
         _assert_seed_table_metrics(samples)
+
+
+def test_preset_auto_finds_the_layout_in_the_catalog(db: Database, empty_db: Database) -> None:
+    _seed_table(empty_db)  # a database with only the seed article's table, in schema app
+    auto = "    preset: auto\n    dsn:"
+    _assert_seed_table_metrics(collect_once(basic_config(empty_db.dsn).replace("    dsn:", auto)))
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT enqueue('mail')")
+    reference = collect_once(basic_config(db.dsn).replace("    dsn:", auto))  # the pgq schema
+    mail = {"database": "main", "queue": "mail"}
+    assert value(reference, "pgq_queue_jobs", status="pending", **mail) == 1
+    assert value(reference, "pgq_collector_success", database="main", collector="job_histograms")
 
 
 def test_a_custom_collector_feeds_a_catalogue_metric_zero_filled(db: Database) -> None:

@@ -333,7 +333,15 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: sidekiq\n",
         4,
         "databases[0].preset",
-        "unknown preset 'sidekiq' (known: pgq, seed)",
+        "unknown preset 'sidekiq' (known: auto, pgq, seed)",
+    ),
+    (
+        "schema-with-auto",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: auto\n"
+        "    schema: app\n",
+        5,
+        "databases[0].schema",
+        "schema goes with a named preset, not auto",
     ),
     (
         "schema-without-preset",
