@@ -105,6 +105,30 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
+    from pgq_exporter.doctor import diagnose, suggestion  # noqa: PLC0415
+    from pgq_exporter.presets.detect import collectable, detect  # noqa: PLC0415
+
+    dsn = _dsn(args)
+    with connection(dsn) as conn:
+        chosen = collectable(detect(conn))
+        layout = chosen[1] if chosen else SchemaMapping()
+        name = chosen[0].preset if chosen else "pgq (nothing detected)"
+        print(f"layout: {name}, table {layout.schema}.{layout.table}")
+        for diagnosis in diagnose(conn, dsn, layout):
+            if diagnosis.error:
+                print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
+                continue
+            print(f"{diagnosis.collector:<16} {diagnosis.statements} statements, "
+                  f"planned cost {diagnosis.cost:,.1f}")  # fmt: skip
+            for scan in diagnosis.scans:
+                print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows); "
+                      "an index that may avoid it:")  # fmt: skip
+                print(f"    {suggestion(conn, diagnosis, scan, layout)}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from pgq_exporter.serve import serve  # noqa: PLC0415 - keeps other commands light
 
@@ -298,6 +322,12 @@ def _add_exporter_commands(commands: Commands) -> None:
     )
     _add_dsn(detect)
     detect.set_defaults(handler=cmd_detect)
+
+    doctor = commands.add_parser(
+        "doctor", help="plan each queue collector's queries; flag scans of large tables"
+    )
+    _add_dsn(doctor)
+    doctor.set_defaults(handler=cmd_doctor)
 
     serve = commands.add_parser("serve", help="run the exporter")
     serve.add_argument("--config", help="YAML config file (default: one database from the DSN)")

@@ -23,7 +23,6 @@ from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQue
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.config import (
-    PRESET_LAYOUTS,
     CollectorSettings,
     Config,
     DatabaseConfig,
@@ -33,7 +32,7 @@ from pgq_exporter.config import (
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
-from pgq_exporter.presets.detect import detect
+from pgq_exporter.presets.detect import collectable, detect
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.scheduler")
@@ -363,14 +362,14 @@ def detected_layout(database: DatabaseConfig, wait: float = 5.0) -> SchemaMappin
         return None
     finally:
         source.close()
-    for library in found:
-        if library.preset in PRESET_LAYOUTS:
-            log.info(
-                "preset auto: found",
-                extra={"database": database.name, "preset": library.preset,
-                       "schema": library.schema},
-            )  # fmt: skip
-            return replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
+    chosen = collectable(found)
+    if chosen:
+        library, layout = chosen
+        log.info(
+            "preset auto: found",
+            extra={"database": database.name, "preset": library.preset, "schema": library.schema},
+        )
+        return layout
     log.warning(
         "preset auto: no queue this exporter can collect from; using the reference layout",
         extra={"database": database.name, "found": ", ".join(f.preset for f in found) or "none"},

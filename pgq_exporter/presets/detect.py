@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
+from pgq_exporter.config import PRESET_LAYOUTS, SchemaMapping
 from pgq_exporter.sqlfiles import query
 
 _FILE = "detect.sql"
@@ -49,3 +50,11 @@ def _version(conn: psycopg.Connection[Any], preset: str, schema: str) -> str | N
     statement = sql.SQL(query(_FILE, name)).format(schema=sql.Identifier(schema))
     row = conn.execute(statement).fetchone()
     return str(row[0]) if row and row[0] is not None else None
+
+
+def collectable(found: list[Found]) -> tuple[Found, SchemaMapping] | None:
+    """The first library found that the exporter can collect from, and its layout."""
+    for library in found:
+        if library.preset in PRESET_LAYOUTS:
+            return library, replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
+    return None

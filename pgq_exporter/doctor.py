@@ -1,0 +1,141 @@
+"""`pgq-exporter doctor`: what each queue collector's queries cost on this database.
+
+Each built-in queue collector runs once, as the exporter would, in a
+read-only transaction, while its statements are recorded; then each distinct
+statement is planned with EXPLAIN (the same parameters, nothing run again).
+A sequential scan of a table or partition with at least LARGE rows is flagged,
+with the index that would make that collector's reads cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import psycopg
+from psycopg import sql
+
+from pgq_exporter.catalogue import (
+    JOB_HISTOGRAMS,
+    QUEUE_DEPTH,
+    QUEUE_LATENCY,
+    QUEUE_LEASES,
+    QUEUE_WINDOW,
+)
+from pgq_exporter.collectors import BUILTIN
+from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
+from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.config import (
+    CollectorSettings,
+    Config,
+    DatabaseConfig,
+    SchemaMapping,
+    builtin_runs,
+)
+from pgq_exporter.scheduler import set_transaction_settings
+from pgq_exporter.sqlfiles import query
+
+_FILE = "doctor.sql"
+_ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
+LARGE = 10_000  # rows (the planner's estimate) from which a sequential scan is flagged
+INDEX_FOR: dict[str, str] = {
+    QUEUE_DEPTH: "index_counts",
+    QUEUE_LATENCY: "index_ready",
+    QUEUE_LEASES: "index_leases",
+    QUEUE_WINDOW: "index_finished",
+    JOB_HISTOGRAMS: "index_finished",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    schema: str
+    table: str
+    rows: int
+
+
+@dataclass
+class Diagnosis:
+    collector: str
+    statements: int = 0
+    cost: float = 0.0  # the sum of the statements' planned total costs
+    scans: list[Scan] = field(default_factory=list)  # large tables read sequentially
+    error: str = ""
+
+
+class _Recording:
+    """A connection that remembers every statement executed through it."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.statements: list[tuple[Any, Any]] = []
+
+    def execute(self, statement: Any, params: Any = None, **kwargs: Any) -> Any:
+        self.statements.append((statement, params))
+        return self.conn.execute(statement, params, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def diagnose(conn: Conn, dsn: str, layout: SchemaMapping) -> list[Diagnosis]:
+    database = DatabaseConfig("doctor", dsn, mapping=layout)
+    config = Config(databases=(database,))
+    results = []
+    for name, factory in BUILTIN.items():
+        collector = factory()
+        if not collector.reads_queue_tables or not builtin_runs(name, CollectorSettings(), layout):
+            continue
+        ctx = Context(config, database, KnownQueues(), FinishedFeed())
+        recording = _Recording(conn)
+        diagnosis = Diagnosis(name)
+        try:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                set_transaction_settings(conn, 30.0)
+                collector.collect(cast(Conn, recording), ctx)
+                _plan(conn, recording.statements, diagnosis)
+        except psycopg.Error as exc:
+            diagnosis.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        results.append(diagnosis)
+    return results
+
+
+def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis) -> None:
+    seen: set[str] = set()
+    for statement, params in statements:
+        text = statement.as_string(conn) if isinstance(statement, sql.Composable) else statement
+        if text in seen or _ALREADY_EXPLAIN.match(text):
+            continue  # planned once; the planner's own estimates cost a plan, not a scan
+        seen.add(text)
+        explain = sql.SQL("EXPLAIN (FORMAT JSON, VERBOSE) {}").format(sql.SQL(text))
+        [(plan,)] = conn.execute(explain, params).fetchall()
+        root = plan[0]["Plan"]
+        diagnosis.statements += 1
+        diagnosis.cost += float(root["Total Cost"])
+        for node in _nodes(root):
+            if node.get("Node Type") == "Seq Scan":
+                scan = _large(conn, node["Schema"], node["Relation Name"])
+                if scan and scan not in diagnosis.scans:
+                    diagnosis.scans.append(scan)
+
+
+def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node]
+    for child in node.get("Plans", []):
+        found += _nodes(child)
+    return found
+
+
+def _large(conn: Conn, schema: str, table: str) -> Scan | None:
+    row = conn.execute(query(_FILE, "relation_rows"), {"schema": schema, "name": table}).fetchone()
+    rows = int(row[0]) if row else 0
+    return Scan(schema, table, rows) if rows >= LARGE else None
+
+
+def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMapping) -> str:
+    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap."""
+    parts = {**mapping_parts(layout), "table": sql.Identifier(scan.schema, scan.table)}
+    statement = sql.SQL(query(_FILE, INDEX_FOR[diagnosis.collector])).format(**parts)
+    return " ".join(statement.as_string(conn).split())

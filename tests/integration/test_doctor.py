@@ -1,0 +1,45 @@
+"""`pgq-exporter doctor`: each queue collector's statements planned, large scans flagged."""
+
+from __future__ import annotations
+
+from tests.conftest import Database
+from tests.support import assert_clean_failure, run_cli
+
+SEED_ROWS = 20_000
+
+
+def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
+    db: Database, empty_db: Database
+) -> None:
+    with empty_db.connect(autocommit=True) as conn:  # the seed article's table, unindexed
+        conn.execute(
+            "CREATE SCHEMA app; CREATE TABLE app.jobs (id bigserial PRIMARY KEY,"
+            " queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL DEFAULT '{}',"
+            " status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,"
+            " max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),"
+            " locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),"
+            " updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(
+            "INSERT INTO app.jobs (queue, status) SELECT 'mail', CASE WHEN n %% 10 = 0"
+            " THEN 'pending' ELSE 'done' END FROM generate_series(1, %s) n",
+            (SEED_ROWS,),
+        )
+        conn.execute("ANALYZE app.jobs")
+    seed = run_cli("doctor", "--dsn", empty_db.dsn)
+    assert seed.returncode == 0, seed.stderr
+    lines = seed.stdout.splitlines()
+    assert lines[0] == "layout: seed, table app.jobs"
+    ran = [line.split()[0] for line in lines[1:] if not line.startswith(" ")]
+    assert ran == ["queue_depth", "queue_latency", "queue_leases"]  # no finished-job columns
+    assert f"sequential scan of app.jobs ({SEED_ROWS:,} rows)" in seed.stdout
+    assert 'CREATE INDEX CONCURRENTLY ON "app"."jobs" ("queue", "status");' in seed.stdout
+    reference = run_cli("doctor", "--dsn", db.dsn)  # small tables: nothing to flag
+    assert reference.returncode == 0, reference.stderr
+    assert reference.stdout.splitlines()[0] == "layout: pgq, table pgq.jobs"
+    assert "job_histograms" in reference.stdout and "sequential scan" not in reference.stdout
+    assert "fails" not in reference.stdout + seed.stdout
+
+
+def test_doctor_with_a_bad_dsn() -> None:
+    assert_clean_failure(run_cli("doctor", "--dsn", "host=127.0.0.1 port=1"), "cannot connect")
