@@ -97,7 +97,7 @@ def exporter_cycle_seconds(dsn: str, runs: int = RUNS) -> tuple[float, dict[str,
                 total += state.duration
                 if run:
                     per[name].append(state.duration)
-            if run:  # the first cycle warms the cache and backfills the histograms
+            if run:  # the first cycle warms the cache and backfills the window
                 cycles.append(total)
     finally:
         exporter.stop()

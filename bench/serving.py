@@ -148,7 +148,7 @@ def scrape_latency(dsn: str, seconds: int = 20) -> dict[str, Any]:
 def footprint(dsn: str, seconds: int = 60) -> dict[str, float]:
     with exporter_process(dsn, interval="15s") as (url, process):
         proc = psutil.Process(process.pid)
-        time.sleep(20)  # the first cycles, the histogram backfill
+        time.sleep(20)  # the first cycles, the window backfill
         before = proc.cpu_times()
         started = time.monotonic()
         while time.monotonic() - started < seconds:

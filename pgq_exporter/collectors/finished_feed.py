@@ -106,8 +106,11 @@ class FinishedFeed:
             horizon = int(horizon_text)
             first = self.horizon is None
             since = horizon if self.horizon is None else self.horizon
-            params = {"since": str(since), "backfill": first, "window": ctx.config.window}
-            rows = fetch(conn, "finished_since", ctx, params)
+            rows = fetch(conn, "finished_since", ctx, {"since": str(since)})
+            if first:
+                queues = ctx.queues.discover(conn, ctx.mapping)
+                window = {"since": str(since), "window": ctx.config.window, "queues": queues}
+                rows += fetch(conn, "finished_in_window", ctx, window)
             for row in rows:
                 self._take(row, horizon, count=not first)
             self.horizon = max(horizon, since)

@@ -135,17 +135,35 @@ SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,
        extract(epoch FROM now())::float8 AS now;
 
 -- name: finished_since
--- Finished jobs whose finishing transaction is at or above the last horizon,
--- plus, on the first run, those finished within the window.
+-- Finished jobs whose finishing transaction is at or above the last horizon.
 SELECT j.{c_id} AS id, j.{c_queue} AS queue, j.{c_status} = {s_done} AS done,
        j.{c_finished_xid}::text AS xid,
        extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8 AS processing,
        extract(epoch FROM j.{c_started_at} - j.{c_scheduled_at})::float8 AS wait,
        extract(epoch FROM j.{c_finished_at})::float8 AS finished
 FROM {jobs} j
-WHERE j.{c_finished_xid} >= %(since)s::xid8
-   OR (%(backfill)s AND j.{c_status} IN ({s_done}, {s_failed})
-       AND j.{c_finished_at} > now() - make_interval(secs => %(window)s));
+WHERE j.{c_finished_xid} >= %(since)s::xid8;
+
+-- name: finished_in_window
+-- The first read's backfill of the window: the jobs finished within it, below
+-- the horizon (those above it finished_since reads). One branch per status,
+-- each a range of the finished-jobs index (queue, status, finished_at); with
+-- both statuses in one condition the planner reads the whole index instead.
+SELECT j.{c_id} AS id, j.{c_queue} AS queue, j.{c_status} = {s_done} AS done,
+       j.{c_finished_xid}::text AS xid,
+       extract(epoch FROM j.{c_finished_at} - j.{c_started_at})::float8 AS processing,
+       extract(epoch FROM j.{c_started_at} - j.{c_scheduled_at})::float8 AS wait,
+       extract(epoch FROM j.{c_finished_at})::float8 AS finished
+FROM (
+    SELECT * FROM {jobs} f
+    WHERE f.{c_queue} = ANY (%(queues)s::text[]) AND f.{c_status} = {s_done}
+      AND f.{c_finished_at} > now() - make_interval(secs => %(window)s)
+    UNION ALL
+    SELECT * FROM {jobs} f
+    WHERE f.{c_queue} = ANY (%(queues)s::text[]) AND f.{c_status} = {s_failed}
+      AND f.{c_finished_at} > now() - make_interval(secs => %(window)s)
+) AS j
+WHERE NOT coalesce(j.{c_finished_xid} >= %(since)s::xid8, false);
 
 -- name: table_health
 -- Every queue table or partition: tuples, vacuum age, and whether the dead
