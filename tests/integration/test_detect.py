@@ -5,18 +5,11 @@ from __future__ import annotations
 from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
 from pgq_exporter.presets.detect import Found, detect
 from tests.conftest import Database
+from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
 
-# The seed article's table, as written; and Laravel's, which must not pass for it.
-SEED_TABLE = """
-CREATE SCHEMA app;
-CREATE TABLE app.jobs (
-    id bigserial PRIMARY KEY, queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL,
-    status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,
-    max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),
-    locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now()
-);
+# Laravel's jobs table, which must not pass for the seed article's.
+LARAVEL_TABLE = """
 CREATE SCHEMA laravel;
 CREATE TABLE laravel.jobs (
     id bigserial PRIMARY KEY, queue text NOT NULL, payload text NOT NULL,
@@ -30,6 +23,7 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
         assert detect(conn) == [Found("pgq", "pgq", "4")]
         conn.execute(SEED_TABLE)
+        conn.execute(LARAVEL_TABLE)
     # The libraries install their schemas themselves, as their users do.
     _procrastinate_install_and_fill(db.dsn, 0)
     _pgqueuer_install_and_fill(db.dsn, 0)

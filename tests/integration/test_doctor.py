@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import Database
+from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
 
 SEED_ROWS = 20_000
@@ -12,14 +13,7 @@ def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
     db: Database, empty_db: Database
 ) -> None:
     with empty_db.connect(autocommit=True) as conn:  # the seed article's table, unindexed
-        conn.execute(
-            "CREATE SCHEMA app; CREATE TABLE app.jobs (id bigserial PRIMARY KEY,"
-            " queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL DEFAULT '{}',"
-            " status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,"
-            " max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),"
-            " locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),"
-            " updated_at timestamptz NOT NULL DEFAULT now())"
-        )
+        conn.execute(SEED_TABLE)
         conn.execute(
             "INSERT INTO app.jobs (queue, status) SELECT 'mail', CASE WHEN n %% 10 = 0"
             " THEN 'pending' ELSE 'done' END FROM generate_series(1, %s) n",

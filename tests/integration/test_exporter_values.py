@@ -15,6 +15,7 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
 from tests.conftest import Database
 from tests.exporter_support import basic_config, collect_once, parse_samples, value
+from tests.seed_support import SEED_TABLE
 
 Conn = psycopg.Connection[Any]
 WINDOW = 300
@@ -343,14 +344,7 @@ def _seed_table(database: Database) -> None:
     """The seed article's table as written (no started_at, finished_at or finished_xid),
     in schema app, with a known mix of jobs in queue mail."""
     with database.connect(autocommit=True) as conn:
-        conn.execute(
-            "CREATE SCHEMA app; CREATE TABLE app.jobs (id bigserial PRIMARY KEY,"
-            " queue text NOT NULL DEFAULT 'default', payload jsonb NOT NULL DEFAULT '{}',"
-            " status text NOT NULL DEFAULT 'pending', attempts int NOT NULL DEFAULT 0,"
-            " max_attempts int NOT NULL DEFAULT 3, scheduled_at timestamptz NOT NULL DEFAULT now(),"
-            " locked_until timestamptz, created_at timestamptz NOT NULL DEFAULT now(),"
-            " updated_at timestamptz NOT NULL DEFAULT now())"
-        )
+        conn.execute(SEED_TABLE)
         conn.execute(
             "INSERT INTO app.jobs (queue, status, scheduled_at, locked_until, attempts) VALUES"
             " ('mail', 'pending', now() - interval '1 minute', NULL, 0),"
