@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
 from pgq_exporter.presets.detect import Found, detect
+from pgq_exporter.queue.schema import latest_version
 from tests.conftest import Database
 from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
+
+LATEST = str(latest_version())
 
 # Laravel's jobs table, which must not pass for the seed article's.
 LARAVEL_TABLE = """
@@ -21,7 +24,7 @@ CREATE TABLE laravel.jobs (
 
 def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
-        assert detect(conn) == [Found("pgq", "pgq", "4")]
+        assert detect(conn) == [Found("pgq", "pgq", LATEST)]
         conn.execute(SEED_TABLE)
         conn.execute(LARAVEL_TABLE)
     # The libraries install their schemas themselves, as their users do.
@@ -30,7 +33,7 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
         found = detect(conn)
     assert found == [
-        Found("pgq", "pgq", "4"),
+        Found("pgq", "pgq", LATEST),
         Found("pgqueuer", "public"),
         Found("procrastinate", "public"),
         Found("seed", "app"),
@@ -38,7 +41,7 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     result = run_cli("detect", "--dsn", db.dsn)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f.describe() for f in found]
-    assert "pgq: schema pgq, version 4 (pgq-exporter's reference queue)" in result.stdout
+    assert f"pgq: schema pgq, version {LATEST} (pgq-exporter's reference queue)" in result.stdout
 
 
 def test_detect_on_an_empty_database_and_a_bad_dsn(empty_db: Database) -> None:
