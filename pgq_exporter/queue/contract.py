@@ -20,6 +20,8 @@ from pgq_exporter.queue.names import check_queue_name
 from pgq_exporter.sqlfiles import query
 
 Conn = psycopg.Connection[Any]
+# A cursor kept for a connection's repeated calls skips building one per call.
+Executor = Conn | psycopg.Cursor[Any]
 T = TypeVar("T")
 
 
@@ -189,7 +191,7 @@ class Contract:
 
     def complete_and_claim(  # noqa: PLR0917
         self,
-        conn: Conn,
+        conn: Executor,
         done: Sequence[Job],
         queue: str,
         limit: int,

@@ -30,11 +30,13 @@ import signal
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import FrameType
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -166,6 +168,7 @@ class Worker:
         self.stats = WorkerStats()
         self._stopping = threading.Event()
         self._handoff: queue_module.Queue[Job] = queue_module.Queue()
+        self._claimed_here: deque[Job] = deque()  # the inline worker's claimed jobs
         self._held: dict[int, _Held] = {}
         self._running: dict[int, Job] = {}
         self._lock = threading.Lock()
@@ -215,9 +218,9 @@ class Worker:
         idle = self.settings.poll_min
         while not self._stopping.is_set():
             try:
-                with self._listening_connection() as conn:
+                with self._listening_connection() as conn, conn.cursor() as cursor:
                     while not self._stopping.is_set():
-                        idle = self._dispatch(conn, idle)
+                        idle = self._dispatch(conn, cursor, idle)
                         if self._inline:
                             self._run_claimed()
             except DB_ERRORS as exc:
@@ -236,7 +239,7 @@ class Worker:
         finally:
             conn.close()
 
-    def _dispatch(self, conn: Conn, idle: float) -> float:
+    def _dispatch(self, conn: Conn, cursor: psycopg.Cursor[Any], idle: float) -> float:
         """One round: record what finished and claim into the free places, or wait.
 
         Returns the next idle wait: the shortest while there is work, doubling
@@ -251,7 +254,7 @@ class Worker:
         queue = self.settings.queues[self._next_queue]
         after = self._marks.start(queue)
         try:
-            recorded, jobs = self._record_and_claim(conn, outcomes, queue, want, after)
+            recorded, jobs = self._record_and_claim(conn, cursor, outcomes, queue, want, after)
         except DB_ERRORS as exc:
             self._keep_for_retry(outcomes, exc)
             raise
@@ -264,15 +267,23 @@ class Worker:
         if after is not None:
             return self.settings.poll_min  # short from the mark: look from the front now
         self._next_queue = (self._next_queue + 1) % len(self.settings.queues)
-        if jobs or self._next_queue != 0 or (self._inline and not self._handoff.empty()):
+        if jobs or self._next_queue != 0 or self._claimed_here:
             return self.settings.poll_min  # the other queues may have some
         self._wait_for_jobs(conn, idle)
         return min(idle * 2, self.settings.poll_max)
 
-    def _record_and_claim(
-        self, conn: Conn, outcomes: list[Outcome], queue: str, want: int, after: datetime | None
+    def _record_and_claim(  # noqa: PLR0917
+        self,
+        conn: Conn,
+        cursor: psycopg.Cursor[Any],
+        outcomes: list[Outcome],
+        queue: str,
+        want: int,
+        after: datetime | None,
     ) -> tuple[_Recorded, list[Job]]:
-        """Record ``outcomes`` and claim up to ``want`` jobs: one round trip, one commit."""
+        """Record ``outcomes`` and claim up to ``want`` jobs: one round trip, one commit.
+
+        The steady round reuses ``cursor``; pipelined statements each need their own."""
         lease, name = self.settings.lease, self.settings.name
         if not want:
             with conn.pipeline():
@@ -281,7 +292,9 @@ class Worker:
         if all(error is None for _, error in outcomes):
             # The steady round: only successes to record, in the one statement that claims.
             done = [job for job, _ in outcomes]
-            claimed = self.contract.complete_and_claim(conn, done, queue, want, lease, name, after)
+            claimed = self.contract.complete_and_claim(
+                cursor, done, queue, want, lease, name, after
+            )
             return _Recorded(len(done), claimed.refused, {}), claimed.jobs
         with conn.pipeline():  # both in one implicit transaction
             sent = self._send_record(conn, outcomes)
@@ -294,6 +307,9 @@ class Worker:
             for job in jobs:
                 self._held[job.id] = _Held(job, expires)
             self.stats.claimed += len(jobs)
+        if self._inline:
+            self._claimed_here.extend(jobs)
+            return
         for job in jobs:
             self._handoff.put(job)
 
@@ -329,12 +345,8 @@ class Worker:
         """Run claimed jobs on the dispatching thread, for up to flush_every
         (at least one job), so that their outcomes go with the next claim."""
         until = time.monotonic() + self.settings.flush_every
-        while not self._stopping.is_set():
-            try:
-                job = self._handoff.get_nowait()
-            except queue_module.Empty:
-                return
-            self._run(job)
+        while self._claimed_here and not self._stopping.is_set():
+            self._run(self._claimed_here.popleft())
             if time.monotonic() >= until:
                 return
 
@@ -413,13 +425,18 @@ class Worker:
         """Once committed: count the outcomes, report lost leases, free the places."""
         if not batch:
             return
-        self._count("completed", recorded.done - len(recorded.refused))
-        self._count("failed", sum(1 for o in recorded.outcomes.values() if o == "failed"))
-        self._count("retried", sum(1 for o in recorded.outcomes.values() if o == "retry"))
-        for job, _ in batch:
-            if job.id in recorded.refused or recorded.outcomes.get(job.id) == "refused":
-                self._lost(job)
-        self._let_go(job for job, _ in batch)
+        refused, outcomes = recorded.refused, recorded.outcomes
+        with self._lock:
+            self.stats.completed += recorded.done - len(refused)
+            if outcomes:
+                self.stats.failed += sum(1 for o in outcomes.values() if o == "failed")
+                self.stats.retried += sum(1 for o in outcomes.values() if o == "retry")
+            for job, _ in batch:
+                self._held.pop(job.id, None)
+        if refused or outcomes:
+            for job, _ in batch:
+                if job.id in refused or outcomes.get(job.id) == "refused":
+                    self._lost(job)
 
     def _keep_for_retry(self, batch: list[Outcome], exc: BaseException) -> None:
         """Put back the outcomes whose lease still runs; the rest go to the reaper."""
@@ -521,6 +538,11 @@ class Worker:
 
     def _not_started(self) -> list[Job]:
         jobs = []
+        while self._claimed_here:
+            job = self._claimed_here.popleft()
+            with self._lock:
+                if self._held.pop(job.id, None) is not None:
+                    jobs.append(job)
         while True:
             try:
                 job = self._handoff.get_nowait()

@@ -24,6 +24,7 @@ from pgq_exporter.queue.contract import (
     Claimed,
     Conn,
     Contract,
+    Executor,
     Job,
     claimed_from,
     failure_params,
@@ -79,7 +80,7 @@ class RecordingContract(Contract):
 
     def complete_and_claim(
         self,
-        conn: Conn,
+        conn: Executor,
         done: Sequence[Job],
         queue: str,
         limit: int,
