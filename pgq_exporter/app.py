@@ -18,9 +18,11 @@ from pgq_exporter import __version__
 from pgq_exporter.catalogue import CATALOGUE, COLLECTOR_COLUMNS, MetricSpec
 from pgq_exporter.collectors.base import AnySample, Sample, render
 from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
 from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.scheduler import (
     CollectorState,
     ConnectionSource,
@@ -134,6 +136,10 @@ def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: flo
     """The mapped table, and each column the scheduled collectors read, must exist;
     the error names where the config sets them. An unreachable database is left to
     the collectors' run, which reports it."""
+    library = runtime.context.library
+    if library:
+        _check_library(name, runtime, library, wait)
+        return
     mapping = runtime.context.mapping
     wanted = sorted({key for c in runtime.collectors for key in COLLECTOR_COLUMNS.get(c, ())})
     if not wanted:
@@ -155,6 +161,26 @@ def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: flo
             raise ConfigError(
                 f"{where}: column {column!r} does not exist in {table} on database {name!r}"
             )
+
+
+def _check_library(
+    name: str, runtime: DatabaseRuntime, library: LibraryLayout, wait: float
+) -> None:
+    """Plan every block of the library preset: a table, column or type that the
+    database lacks fails with the line of `preset:`."""
+    try:
+        with _checking(runtime.database.dsn, wait) as conn:
+            for block in COLLECTED_BLOCKS:
+                try:
+                    with conn.transaction():  # a savepoint: the next block still runs
+                        plan_block(conn, library, block)
+                except psycopg.Error as exc:
+                    raise ConfigError(
+                        f"{library.where}: preset {library.preset.name} does not match database "
+                        f"{name!r} (schema {library.schema}): {block}: {first_line(exc)}"
+                    ) from None
+    except ConnectionUnavailableError:
+        return
 
 
 class Exporter:

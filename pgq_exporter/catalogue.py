@@ -49,6 +49,11 @@ BUILTIN_COLLECTORS: tuple[str, ...] = (
     ACTIVITY,
 )
 
+# The collectors that read the queue's rows; the others read catalogs and statistics.
+QUEUE_COLLECTORS = frozenset(
+    {QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES, QUEUE_WINDOW, JOB_HISTOGRAMS}
+)
+
 # The mapped columns (SchemaMapping.columns keys) each built-in collector reads.
 # A mapping that leaves one out (null) leaves the collector unscheduled.
 _UNFINISHED_COLUMNS = frozenset({"queue", "status", "scheduled_at"})
@@ -86,10 +91,11 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
-               "Jobs by queue and status. On the reference schema, exact at any size (its "
-               "queue_counts table); elsewhere exact up to exact_count_limit (default "
-               "1,000,000) per queue and status, and above it an estimate from a sample of the "
-               "table as it is now, never below the limit + 1: see "
+               "Jobs by queue and status (pending, processing, done, failed, and cancelled "
+               "where the library has it; see docs/presets.md). On the reference schema, "
+               "exact at any size (its queue_counts table); elsewhere exact up to "
+               "exact_count_limit (default 1,000,000) per queue and status, and above it an "
+               "estimate from a sample of the table as it is now, never below the limit + 1: see "
                "pgq_queue_count_approximate. Elsewhere, done and failed are exact up to 10,000 "
                "and the planner's estimate above it; they leave the table with archiving. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
@@ -103,14 +109,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_count_approximate", G,
                "1 when the queue's count for this status (pending, ready, delayed, processing, "
-               "done, failed) is an estimate because it passed exact_count_limit, 0 when it "
-               "is exact.", (*DBQ, "status"), QUEUE_DEPTH),
+               "done, failed, cancelled) is an estimate because it passed exact_count_limit, 0 "
+               "when it is exact.", (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
                "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",
                DBQ, QUEUE_LATENCY, "seconds"),
     MetricSpec("pgq_queue_stuck_jobs", G,
                "Processing jobs past locked_until that still have attempts left: the reaper "
-               "will return them to pending. Exact up to exact_count_limit; see "
+               "will return them to pending. With a library preset, running jobs abandoned by "
+               "the library's own rule (a stale heartbeat, an expired lease), attempts left or "
+               "not known. Exact up to exact_count_limit; see "
                "pgq_queue_lease_count_approximate.", DBQ, QUEUE_LEASES),
     MetricSpec("pgq_queue_exhausted_jobs", G,
                "Processing jobs past locked_until with no attempts left: the reaper will mark "

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import psycopg
 
@@ -20,6 +20,10 @@ from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError, first_line
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
+
+if TYPE_CHECKING:
+    from pgq_exporter.config import SchemaMapping
+    from pgq_exporter.presets.library import LibraryLayout
 
 Handler = Callable[[argparse.Namespace], int]
 DSN_ENV_VARS = ("PGQ_DSN", "DATA_SOURCE_NAME")
@@ -115,7 +119,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         chosen = collectable(detect(conn))
         layout = chosen[1] if chosen else SchemaMapping()
         name = chosen[0].preset if chosen else "pgq (nothing detected)"
-        print(f"layout: {name}, table {layout.schema}.{layout.table}")
+        print(f"layout: {name}, {_where(layout)}")
         for diagnosis in diagnose(conn, dsn, layout):
             if diagnosis.error:
                 print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
@@ -127,6 +131,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                       "an index that may avoid it:")  # fmt: skip
                 print(f"    {suggestion(conn, diagnosis, scan, layout)}")
     return 0
+
+
+def _where(layout: SchemaMapping | LibraryLayout) -> str:
+    from pgq_exporter.presets.library import LibraryLayout  # noqa: PLC0415
+
+    if isinstance(layout, LibraryLayout):
+        return f"schema {layout.schema}, tables {', '.join(layout.preset.tables)}"
+    return f"table {layout.schema}.{layout.table}"
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.catalogue import (
     BUILTIN_COLLECTORS,
+    QUEUE_COLLECTORS,
     MetricType,
     columns_left_out,
     metric,
@@ -23,6 +24,7 @@ from pgq_exporter.catalogue import (
     taken_series,
 )
 from pgq_exporter.dsn import parse_dsn
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout, LibraryPreset
 from pgq_exporter.queue.names import QUEUE_NAME
 from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located, read_text
 
@@ -46,6 +48,8 @@ RANGES = {
     "timeout": (0.01, 3_600.0),
     "window": (1.0, 86_400.0),
     "queue_memory": (1.0, 30 * 86_400.0),
+    "stalled_worker_timeout": (0.1, 7 * 86_400.0),
+    "heartbeat_timeout": (0.1, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0
@@ -129,7 +133,8 @@ class Builtins:
         for db in self.databases:
             if only and db.name not in only:
                 continue
-            if builtin_runs(collector, settings, db.mapping or self.mapping):
+            if builtin_runs(collector, settings, db.mapping or self.mapping,
+                            db.library.preset if db.library else None):  # fmt: skip
                 return collector, db.name
         return None
 
@@ -174,6 +179,8 @@ class DatabaseConfig:
     mapping: SchemaMapping | None = None
     # `preset: auto`: the layout is found in the database's catalog when it connects.
     auto: bool = False
+    # A library preset (`preset: procrastinate`...): its own SQL feeds the queue metrics.
+    library: LibraryLayout | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +213,19 @@ class Config:
         return self.collectors.get(name, CollectorSettings())
 
 
-def builtin_runs(collector: str, settings: CollectorSettings, mapping: SchemaMapping) -> bool:
-    """Whether a built-in collector is scheduled: enabled, and reading no left-out column."""
-    return settings.enabled and not columns_left_out(collector, mapping.columns)
+def builtin_runs(
+    collector: str,
+    settings: CollectorSettings,
+    mapping: SchemaMapping,
+    library: LibraryPreset | None = None,
+) -> bool:
+    """Whether a built-in collector is scheduled: enabled, and reading no left-out
+    column, or, with a library preset, one whose SQL the preset has."""
+    if not settings.enabled:
+        return False
+    if library is not None:
+        return collector not in QUEUE_COLLECTORS or collector in library.collectors
+    return not columns_left_out(collector, mapping.columns)
 
 
 def parse_duration(text: str) -> float:
@@ -363,7 +380,17 @@ class _Reader:
             path: Path_ = ("databases", i)
             entry = self.mapping(
                 path,
-                ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset", "schema"),
+                (
+                    "name",
+                    "dsn",
+                    "dsn_file",
+                    "dsn_env",
+                    "queues",
+                    "pool_size",
+                    "preset",
+                    "schema",
+                    "preset_params",
+                ),
                 ("name",),
             )
             name = self.string((*path, "name"), _DATABASE_NAME, "database name")
@@ -375,9 +402,11 @@ class _Reader:
                 else ()
             )
             pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
-            mapping = self.preset_mapping(path, entry)
+            library = self.library_layout(path, entry)
+            mapping = None if library else self.preset_mapping(path, entry)
             auto = entry.get("preset") == AUTO_PRESET
-            result.append(DatabaseConfig(name, self.dsn(path, entry), queues, pool, mapping, auto))
+            dsn = self.dsn(path, entry)
+            result.append(DatabaseConfig(name, dsn, queues, pool, mapping, auto, library))
         return tuple(result)
 
     def preset_mapping(self, path: Path_, entry: dict[str, Any]) -> SchemaMapping | None:
@@ -393,12 +422,29 @@ class _Reader:
                 raise self.fail((*path, "schema"), "schema goes with a named preset, not auto")
             return None
         if preset not in PRESET_LAYOUTS:
-            known = ", ".join(sorted([*PRESET_LAYOUTS, AUTO_PRESET]))
+            known = ", ".join(sorted([*PRESET_LAYOUTS, *LIBRARY_PRESETS, AUTO_PRESET]))
             raise self.fail((*path, "preset"), f"unknown preset {preset!r} (known: {known})")
         layout = replace(PRESET_LAYOUTS[preset], where={"table": self.where((*path, "preset"))})
         if "schema" in entry:
             layout = replace(layout, schema=self.string((*path, "schema")))
         return layout
+
+    def library_layout(self, path: Path_, entry: dict[str, Any]) -> LibraryLayout | None:
+        """The library preset a database's `preset:` names, in its `schema:` and with its
+        `preset_params:`; None for the other presets."""
+        preset = LIBRARY_PRESETS.get(str(entry.get("preset")))
+        if preset is None:
+            if "preset_params" in entry:
+                raise self.fail((*path, "preset_params"), "preset_params go with a library "
+                                f"preset ({', '.join(sorted(LIBRARY_PRESETS))})")  # fmt: skip
+            return None
+        schema = self.string((*path, "schema")) if "schema" in entry else preset.schema
+        params = dict(preset.params)
+        if "preset_params" in entry:
+            given = self.mapping((*path, "preset_params"), tuple(preset.params))
+            for key in given:
+                params[key] = self.duration((*path, "preset_params", key))
+        return LibraryLayout(preset, schema, params, self.where((*path, "preset")))
 
     def dsn(self, path: Path_, entry: dict[str, Any]) -> str:
         given = [key for key in ("dsn", "dsn_file", "dsn_env") if key in entry]

@@ -10,6 +10,7 @@ with the index that would make that collector's reads cheap.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -18,13 +19,14 @@ from psycopg import sql
 
 from pgq_exporter.catalogue import (
     JOB_HISTOGRAMS,
+    QUEUE_COLLECTORS,
     QUEUE_DEPTH,
     QUEUE_LATENCY,
     QUEUE_LEASES,
     QUEUE_WINDOW,
 )
-from pgq_exporter.collectors import BUILTIN
-from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
+from pgq_exporter.collectors import BUILTIN, LIBRARY
+from pgq_exporter.collectors.base import Collector, Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.config import (
     CollectorSettings,
@@ -33,8 +35,11 @@ from pgq_exporter.config import (
     SchemaMapping,
     builtin_runs,
 )
+from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.scheduler import set_transaction_settings
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.sqlfiles import named_queries, query
+
+Layout = SchemaMapping | LibraryLayout
 
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
@@ -79,14 +84,26 @@ class _Recording:
         return getattr(self.conn, name)
 
 
-def diagnose(conn: Conn, dsn: str, layout: SchemaMapping) -> list[Diagnosis]:
-    database = DatabaseConfig("doctor", dsn, mapping=layout)
+def _queue_collectors(layout: Layout) -> dict[str, Callable[[], Collector]]:
+    """The queue collectors the exporter would run on ``layout``."""
+    if isinstance(layout, LibraryLayout):
+        return {name: f for name, f in LIBRARY.items() if name in layout.preset.collectors}
+    return {
+        name: factory
+        for name, factory in BUILTIN.items()
+        if name in QUEUE_COLLECTORS and builtin_runs(name, CollectorSettings(), layout)
+    }
+
+
+def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
+    if isinstance(layout, LibraryLayout):
+        database = DatabaseConfig("doctor", dsn, library=layout)
+    else:
+        database = DatabaseConfig("doctor", dsn, mapping=layout)
     config = Config(databases=(database,))
     results = []
-    for name, factory in BUILTIN.items():
+    for name, factory in _queue_collectors(layout).items():
         collector = factory()
-        if not collector.reads_queue_tables or not builtin_runs(name, CollectorSettings(), layout):
-            continue
         ctx = Context(config, database, KnownQueues(), FinishedFeed())
         recording = _Recording(conn)
         diagnosis = Diagnosis(name)
@@ -134,8 +151,17 @@ def _large(conn: Conn, schema: str, table: str) -> Scan | None:
     return Scan(schema, table, rows) if rows >= LARGE else None
 
 
-def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMapping) -> str:
-    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap."""
-    parts = {**mapping_parts(layout), "table": sql.Identifier(scan.schema, scan.table)}
-    statement = sql.SQL(query(_FILE, INDEX_FOR[diagnosis.collector])).format(**parts)
+def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: Layout) -> str:
+    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap; for a
+    library preset, its ``index_<collector>`` block, when it has one for that table."""
+    table = sql.Identifier(scan.schema, scan.table)
+    if isinstance(layout, LibraryLayout):
+        blocks = named_queries(layout.preset.sql_file)
+        block = blocks.get(f"index_{diagnosis.collector}_{scan.table}")
+        if block is None:
+            return "(none known for this preset)"
+        statement = sql.SQL(block).format(schema=sql.Identifier(layout.schema))
+    else:
+        parts = {**mapping_parts(layout), "table": table}
+        statement = sql.SQL(query(_FILE, INDEX_FOR[diagnosis.collector])).format(**parts)
     return " ".join(statement.as_string(conn).split())

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from pgq_exporter.catalogue import columns_left_out
-from pgq_exporter.collectors import BUILTIN
+from pgq_exporter.collectors import BUILTIN, LIBRARY
 from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
@@ -33,6 +33,7 @@ from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
 from pgq_exporter.presets.detect import collectable, detect
+from pgq_exporter.presets.library import LibraryLayout, LibraryPreset
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.scheduler")
@@ -142,9 +143,14 @@ class DatabaseRuntime:
         self.queues.limit = config.max_queues
         # Finished jobs already observed stay observed across a reload.
         self.feed: FinishedFeed = reuse.feed if reuse else FinishedFeed()
-        layout = detected_layout(database) if database.auto else None
+        found = detected_layout(database) if database.auto else None
         self.context = Context(
-            config=config, database=database, queues=self.queues, feed=self.feed, layout=layout
+            config=config,
+            database=database,
+            queues=self.queues,
+            feed=self.feed,
+            layout=found if isinstance(found, SchemaMapping) else None,
+            found_library=found if isinstance(found, LibraryLayout) else None,
         )
         # None until the first connection attempt: unknown, which is not down.
         self.up: bool | None = reuse.up if reuse else None
@@ -152,16 +158,14 @@ class DatabaseRuntime:
         # one collector object is never run by two threads at once.
         self.still_running: set[str] = set()
         self.collectors: dict[str, tuple[Collector, CollectorSettings]] = {}
-        mapping = self.context.mapping
-        for name, factory in BUILTIN.items():
+        mapping, library = self.context.mapping, self.context.library
+        preset = library.preset if library else None
+        for name, builtin in BUILTIN.items():
             settings = config.collector(name)
-            runs = builtin_runs(name, settings, mapping)
+            runs = builtin_runs(name, settings, mapping, preset)
             if settings.enabled and not runs:
-                log.info(
-                    "collector not scheduled: the mapping leaves out a column it reads",
-                    extra={"database": database.name, "collector": name,
-                           "columns": ", ".join(columns_left_out(name, mapping.columns))},
-                )  # fmt: skip
+                _log_not_scheduled(database.name, name, mapping, preset)
+            factory = LIBRARY.get(name, builtin) if preset else builtin
             if runs:
                 kept = reuse.collectors.get(name) if reuse else None
                 if kept and reuse and name in reuse.still_running:
@@ -346,7 +350,25 @@ class Scheduler:
                 next_run = time.monotonic() + interval
 
 
-def detected_layout(database: DatabaseConfig, wait: float = 5.0) -> SchemaMapping | None:
+def _log_not_scheduled(
+    database: str, collector: str, mapping: SchemaMapping, preset: LibraryPreset | None
+) -> None:
+    if preset:
+        log.info(
+            "collector not scheduled: the preset cannot measure what it reads",
+            extra={"database": database, "collector": collector, "preset": preset.name},
+        )
+        return
+    log.info(
+        "collector not scheduled: the mapping leaves out a column it reads",
+        extra={"database": database, "collector": collector,
+               "columns": ", ".join(columns_left_out(collector, mapping.columns))},
+    )  # fmt: skip
+
+
+def detected_layout(
+    database: DatabaseConfig, wait: float = 5.0
+) -> SchemaMapping | LibraryLayout | None:
     """For `preset: auto`: the layout of the first queue the catalog shows that the
     exporter can collect from (the reference queue first); None, with a warning, when
     there is none or the database cannot be read yet (the reference layout is used)."""
@@ -383,6 +405,8 @@ def _reusable(
     """Keep collector state (histogram counters) across a reload when the target is unchanged."""
     mapping = db.mapping or config.mapping
     if old is None or old.database.dsn != db.dsn or old.context.mapping != mapping:
+        return None
+    if old.database.library != db.library:
         return None
     return old
 

@@ -6,8 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,12 @@ def assert_clean_failure(result: subprocess.CompletedProcess[str], *fragments: s
     assert len(lines) == 1, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)

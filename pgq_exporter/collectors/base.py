@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from psycopg import sql
 
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
+from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
 
 if TYPE_CHECKING:
@@ -89,12 +90,20 @@ class KnownQueues:
 
     def discover(self, conn: Conn, mapping: SchemaMapping) -> list[str]:
         """Refresh from the database (partitions, and queues with jobs), then the known list."""
-        now = time.monotonic()
-        if now - self._discovered >= DISCOVERY_GAP:
+
+        def find() -> set[str]:
             found = {row[0] for row in conn.execute(render("queue_partitions", mapping)) if row[0]}
             for statuses in (("pending",), ("processing",), ("done", "failed")):
                 found |= {row[0] for row in conn.execute(distinct_queues(mapping, statuses))}
-            self.saw(found)
+            return found
+
+        return self.refresh(find)
+
+    def refresh(self, find: Callable[[], Iterable[str]]) -> list[str]:
+        """The known list, after adding what ``find`` returns (at most every DISCOVERY_GAP s)."""
+        now = time.monotonic()
+        if now - self._discovered >= DISCOVERY_GAP:
+            self.saw(find())
             self._discovered = now
         return self.known()
 
@@ -106,11 +115,24 @@ class Context:
     queues: KnownQueues
     feed: FinishedFeed
     layout: SchemaMapping | None = None  # found in the catalog, for `preset: auto`
+    found_library: LibraryLayout | None = None  # a library found for `preset: auto`
 
     @property
     def mapping(self) -> SchemaMapping:
         """The layout found for `preset: auto`, the preset's, else the config's `mapping:`."""
         return self.layout or self.database.mapping or self.config.mapping
+
+    @property
+    def library(self) -> LibraryLayout | None:
+        """The library preset the queue collectors read, if any (named or found)."""
+        return self.found_library or self.database.library
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The queue's tables (qualified and quoted), for table health and lock waits."""
+        if self.library:
+            return self.library.qualified_tables()
+        return (sql.Identifier(self.mapping.schema, self.mapping.table).as_string(),)
 
 
 class Collector(ABC):
@@ -132,6 +154,7 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
         "jobs_name": sql.Literal(sql.Identifier(mapping.schema, mapping.table).as_string()),
         "counts": sql.Identifier(mapping.schema, COUNTS_TABLE),
         "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
+        "tables": table_list([sql.Identifier(mapping.schema, mapping.table).as_string()]),
     }
     parts.update(
         {f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items() if col is not None}
@@ -142,7 +165,12 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
 
 def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Composed:
     """A named query of collectors.sql with the mapping's identifiers and literals quoted in."""
-    return sql.SQL(query("collectors.sql", name)).format(**mapping_parts(mapping), **extra)
+    return sql.SQL(query("collectors.sql", name)).format(**{**mapping_parts(mapping), **extra})
+
+
+def table_list(tables: Iterable[str]) -> sql.Composable:
+    """{tables}: the qualified names of the queue's tables, as a text[] literal."""
+    return sql.SQL("ARRAY[{}]::text[]").format(sql.SQL(", ").join(map(sql.Literal, tables)))
 
 
 def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Composed:
@@ -151,7 +179,8 @@ def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Co
 
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:
-    return conn.execute(render(name, ctx.mapping), params).fetchall()
+    statement = render(name, ctx.mapping, tables=table_list(ctx.tables))
+    return conn.execute(statement, params).fetchall()
 
 
 def require_all_stats(conn: Conn, ctx: Context) -> None:

@@ -79,7 +79,12 @@ def _planner_rows(conn: Conn, ctx: Context, queue: str, status: str) -> float:
         queue=sql.Literal(queue),
         status=sql.Literal(ctx.mapping.statuses[status]),
     )
-    row = conn.execute(statement).fetchone()
+    return plan_rows(conn, statement)
+
+
+def plan_rows(conn: Conn, explain: sql.Composed) -> float:
+    """The planner's row estimate from an EXPLAIN (FORMAT JSON) statement."""
+    row = conn.execute(explain).fetchone()
     plan = row[0] if row else None
     if isinstance(plan, str):
         plan = json.loads(plan)

@@ -9,6 +9,7 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter.config import PRESET_LAYOUTS, SchemaMapping
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.sqlfiles import query
 
 _FILE = "detect.sql"
@@ -52,9 +53,12 @@ def _version(conn: psycopg.Connection[Any], preset: str, schema: str) -> str | N
     return str(row[0]) if row and row[0] is not None else None
 
 
-def collectable(found: list[Found]) -> tuple[Found, SchemaMapping] | None:
+def collectable(found: list[Found]) -> tuple[Found, SchemaMapping | LibraryLayout] | None:
     """The first library found that the exporter can collect from, and its layout."""
     for library in found:
         if library.preset in PRESET_LAYOUTS:
             return library, replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
+        preset = LIBRARY_PRESETS.get(library.preset)
+        if preset:
+            return library, LibraryLayout(preset, library.schema, dict(preset.params))
     return None

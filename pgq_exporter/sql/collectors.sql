@@ -166,12 +166,12 @@ FROM (
 WHERE NOT coalesce(j.{c_finished_xid} >= %(since)s::xid8, false);
 
 -- name: table_health
--- Every queue table or partition: tuples, vacuum age, and whether the dead
+-- Every queue table ({tables}) or partition: tuples, vacuum age, and whether the dead
 -- rows have passed autovacuum's trigger point (per-table settings honoured).
 -- The partitions are found in pg_inherits, which takes no lock: a lock held
 -- on the queue table does not stop this query (pg_partition_tree would wait).
 WITH RECURSIVE tree(relid) AS (
-    SELECT to_regclass({jobs_name})::oid
+    SELECT to_regclass(t)::oid FROM unnest({tables}) AS t
     UNION ALL
     SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.relid
 ), tables AS (
@@ -242,7 +242,7 @@ SELECT pg_notification_queue_usage()::float8 AS usage;
 -- each queue table, partition or the parent: row-lock waiters included.
 -- Partitions from pg_inherits, which takes no lock (see table_health).
 WITH RECURSIVE tables(relid) AS (
-    SELECT to_regclass({jobs_name})::oid
+    SELECT to_regclass(t)::oid FROM unnest({tables}) AS t
     UNION ALL
     SELECT i.inhrelid FROM pg_inherits i JOIN tables t ON i.inhparent = t.relid
 )

@@ -1,0 +1,165 @@
+"""The queue collectors of a library preset: its SQL blocks, read into the catalogue's metrics.
+
+They take the names of the built-in queue collectors they stand in for
+(queue_depth, queue_latency, queue_leases), so the collector metrics, the
+dashboards and the alerts are the same whichever library a database holds.
+Unfinished jobs are counted exactly; finished totals up to their cap, then
+from the planner (as for the reference queue), and marked approximate.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from psycopg import sql
+
+from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Row, Sample
+from pgq_exporter.collectors.counting import (
+    ESTIMATE_TTL,
+    Count,
+    estimated,
+    exact,
+    finished_cap,
+    plan_rows,
+)
+from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.sqlfiles import query
+
+FINISHED_STATUSES = ("done", "failed", "cancelled")
+# The blocks the collectors run, in the order check-config plans them.
+COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck")
+
+
+def render_block(layout: LibraryLayout, block: str, **extra: sql.Composable) -> sql.Composed:
+    """A named block of the preset's SQL file, with its schema quoted in."""
+    text = query(layout.preset.sql_file, block)
+    return sql.SQL(text).format(schema=sql.Identifier(layout.schema), **extra)
+
+
+def run_block(conn: Conn, layout: LibraryLayout, block: str, params: dict[str, Any]) -> list[Row]:
+    statement = render_block(layout, block)
+    return conn.execute(statement, {**layout.params, **params}).fetchall()
+
+
+def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
+    """Plan one block without running it: an error says the database does not match."""
+    if block == "estimate_finished":  # an EXPLAIN already
+        statuses = layout.preset.finished_states.get("done", ("",))
+        conn.execute(_estimate(layout, "", statuses))
+        return
+    params = {**layout.params, "queues": [], "finished_cap": 1}
+    conn.execute(sql.SQL("EXPLAIN {}").format(render_block(layout, block)), params)
+
+
+def _estimate(layout: LibraryLayout, queue: str, states: tuple[str, ...]) -> sql.Composed:
+    return render_block(
+        layout,
+        "estimate_finished",
+        queue=sql.Literal(queue),
+        statuses=sql.SQL(", ").join(map(sql.Literal, states)),
+    )
+
+
+def library_of(ctx: Context) -> LibraryLayout:
+    if ctx.library is None:  # the scheduler only builds these for a library preset
+        raise RuntimeError("a library collector needs a library preset")
+    return ctx.library
+
+
+def known_queues(conn: Conn, ctx: Context) -> list[str]:
+    layout = library_of(ctx)
+    return ctx.queues.refresh(lambda: [row[0] for row in run_block(conn, layout, "queues", {})])
+
+
+class LibraryDepth(Collector):
+    name = QUEUE_DEPTH
+
+    def __init__(self) -> None:
+        self._estimates: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        layout = library_of(ctx)
+        queues = known_queues(conn, ctx)
+        cap = finished_cap(ctx)
+        params = {"queues": queues, "finished_cap": cap + 1}
+        samples: list[AnySample] = []
+        rows = run_block(conn, layout, "depth", params)
+        for queue, ready, delayed, processing, *finished in rows:
+            counts = {"ready": exact(ready), "delayed": exact(delayed)}
+            counts["pending"] = exact(ready + delayed)
+            counts["processing"] = exact(processing)
+            for status, n in zip(FINISHED_STATUSES, finished, strict=True):
+                if status in layout.preset.statuses and n is not None:
+                    counts[status] = self._bounded(conn, layout, queue, status, n, cap)
+            samples += _depth_samples(queue, counts)
+        return samples
+
+    def _bounded(  # noqa: PLR0917
+        self, conn: Conn, layout: LibraryLayout, queue: str, status: str, n: int, cap: int
+    ) -> Count:
+        if n <= cap:
+            return exact(n)
+        now = time.monotonic()
+        cached = self._estimates.get((queue, status))
+        if cached is None or now - cached[1] > ESTIMATE_TTL:
+            cached = (_planner_rows(conn, layout, queue, status), now)
+            self._estimates[(queue, status)] = cached
+        return estimated(n, cached[0])
+
+
+def _planner_rows(conn: Conn, layout: LibraryLayout, queue: str, status: str) -> float:
+    return plan_rows(conn, _estimate(layout, queue, layout.preset.finished_states[status]))
+
+
+def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
+    samples: list[AnySample] = [
+        Sample("pgq_queue_jobs", (queue, status), count.value)
+        for status, count in counts.items()
+        if status not in ("ready", "delayed")
+    ]
+    samples += [
+        Sample("pgq_queue_ready_jobs", (queue,), counts["ready"].value),
+        Sample("pgq_queue_delayed_jobs", (queue,), counts["delayed"].value),
+    ]
+    samples += [
+        Sample("pgq_queue_count_approximate", (queue, status), float(count.approximate))
+        for status, count in counts.items()
+    ]
+    return samples
+
+
+class LibraryLatency(Collector):
+    name = QUEUE_LATENCY
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        queues = known_queues(conn, ctx)
+        rows = run_block(conn, library_of(ctx), "oldest_ready", {"queues": queues})
+        return [
+            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(float(age), 0.0))
+            for queue, age in rows
+        ]
+
+
+class LibraryStuck(Collector):
+    """Running jobs the library's own rule says are abandoned; exhausted where it knows."""
+
+    name = QUEUE_LEASES
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        queues = known_queues(conn, ctx)
+        samples: list[AnySample] = []
+        for queue, stuck, exhausted in run_block(
+            conn, library_of(ctx), "stuck", {"queues": queues}
+        ):
+            samples += [
+                Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)),
+                Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), 0.0),
+            ]
+            if exhausted is not None:
+                samples += [
+                    Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)),
+                    Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), 0.0),
+                ]
+        return samples

@@ -1,0 +1,106 @@
+"""The queue libraries collected through a preset of their own SQL.
+
+A library preset is a file of named SQL blocks (``sql/presets/<name>.sql``)
+and this declaration of what the blocks can measure. Its blocks return the
+canonical states, so they feed the catalogue's metrics and the dashboards and
+alerts work unchanged. A collector whose block the preset lacks is not
+scheduled: its metrics are not served, rather than served wrong.
+
+Blocks, each optional but ``queues``:
+- ``queues``: the queue names that have jobs (or had them recently);
+- ``depth``: per queue in ``%(queues)s``: ready, delayed, processing, done,
+  failed, cancelled; NULL where the library keeps no trace;
+- ``estimate_finished``: EXPLAIN of the finished jobs of ``{queue}`` in
+  ``{statuses}``, for totals above their exact cap;
+- ``oldest_ready``: per queue, seconds since the oldest ready job became ready;
+- ``stuck``: per queue, running jobs that the library's own rule says are
+  abandoned, and those among them with no attempt left (NULL when unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from psycopg import sql
+
+from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryPreset:
+    name: str
+    title: str
+    schema: str  # where the library installs its tables by default
+    tables: tuple[str, ...]  # its tables, for table health and lock waits
+    collectors: frozenset[str]  # the queue collectors its blocks feed
+    statuses: tuple[str, ...]  # the pgq_queue_jobs statuses its depth block knows
+    # Canonical finished status -> the library's own states, for estimate_finished.
+    finished_states: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Parameters its blocks take (%(name)s), with their defaults; config may set them.
+    params: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def sql_file(self) -> str:
+        return f"presets/{self.name}.sql"
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryLayout:
+    """A library preset as one database uses it: the schema and the parameters."""
+
+    preset: LibraryPreset
+    schema: str
+    params: Mapping[str, float] = field(default_factory=dict)
+    where: str = field(default="", compare=False)  # the config line of `preset:`
+
+    def qualified_tables(self) -> tuple[str, ...]:
+        """Its tables' qualified names, quoted."""
+        return tuple(sql.Identifier(self.schema, table).as_string() for table in self.preset.tables)
+
+
+_QUEUE_COLLECTORS = frozenset({QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES})
+_ALL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
+
+LIBRARY_PRESETS: dict[str, LibraryPreset] = {
+    preset.name: preset
+    for preset in (
+        LibraryPreset(
+            name="procrastinate",
+            title="Procrastinate 3.x",
+            schema="public",
+            tables=(
+                "procrastinate_jobs",
+                "procrastinate_events",
+                "procrastinate_workers",
+                "procrastinate_periodic_defers",
+            ),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=_ALL_STATUSES,
+            finished_states={
+                "done": ("succeeded",),
+                "failed": ("failed",),
+                "cancelled": ("cancelled", "aborted"),
+            },
+            # A worker whose heartbeat is older than this is gone: the workers'
+            # stalled_worker_timeout (Procrastinate's default, 30 s).
+            params={"stalled_worker_timeout": 30.0},
+        ),
+        LibraryPreset(
+            name="pgqueuer",
+            title="PgQueuer 1.x",
+            schema="public",
+            tables=("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=_ALL_STATUSES,
+            finished_states={
+                "done": ("successful",),
+                "failed": ("exception",),
+                "cancelled": ("canceled", "deleted"),
+            },
+            # A picked job whose heartbeat is older than this is abandoned, and a
+            # consumer picks it again: the consumers' heartbeat_timeout (default 30 s).
+            params={"heartbeat_timeout": 30.0},
+        ),
+    )
+}

@@ -1,0 +1,73 @@
+-- PgQueuer 1.x: the pgqueuer table holds queued and picked jobs (and
+-- terminally failed ones, held with status failed); a finished job leaves it
+-- and is recorded in pgqueuer_log. A queue is an entrypoint. {schema} is the
+-- quoted schema that holds the tables.
+--
+-- States: queued is pending (ready once execute_after has passed, delayed
+-- before, as after a retry); picked is processing; successful in the log is
+-- done; exception in the log, and failed in the table, are failed; canceled
+-- and deleted in the log are cancelled.
+
+-- name: queues
+-- Entrypoints with jobs in the table, and those that finished a job in the
+-- last five minutes (through the log's created index); the exporter keeps a
+-- queue known for queue_memory after it was last seen.
+SELECT DISTINCT j.entrypoint FROM {schema}.pgqueuer j
+UNION
+SELECT DISTINCT l.entrypoint FROM {schema}.pgqueuer_log l
+WHERE l.created > now() - interval '5 minutes';
+
+-- name: depth
+-- The table's jobs exactly (it holds only unfinished and held jobs); the log's
+-- finished ones per queue and state up to %(finished_cap)s rows.
+WITH unfinished AS (
+    SELECT j.entrypoint AS queue,
+           count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after <= now()) AS ready,
+           count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after > now()) AS delayed,
+           count(*) FILTER (WHERE j.status = 'picked') AS processing,
+           count(*) FILTER (WHERE j.status = 'failed') AS held
+    FROM {schema}.pgqueuer j
+    GROUP BY j.entrypoint
+)
+SELECT q.queue,
+       coalesce(u.ready, 0) AS ready,
+       coalesce(u.delayed, 0) AS delayed,
+       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
+            WHERE l.entrypoint = q.queue AND l.status = 'successful'
+            LIMIT %(finished_cap)s) AS c) AS done,
+       coalesce(u.held, 0)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
+            WHERE l.entrypoint = q.queue AND l.status = 'exception'
+            LIMIT %(finished_cap)s) AS c) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
+            WHERE l.entrypoint = q.queue AND l.status IN ('canceled', 'deleted')
+            LIMIT %(finished_cap)s) AS c) AS cancelled
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN unfinished u ON u.queue = q.queue;
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's log rows in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.pgqueuer_log
+WHERE entrypoint = {queue} AND status::text IN ({statuses});
+
+-- name: oldest_ready
+-- Through the (entrypoint, execute_after) index of queued jobs.
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(j.execute_after) FROM {schema}.pgqueuer j
+           WHERE j.entrypoint = q.queue AND j.status = 'queued'
+             AND j.execute_after <= now()))::float8, 0) AS age
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: stuck
+-- PgQueuer's own rule: a picked job whose heartbeat is older than
+-- %(heartbeat_timeout)s seconds is abandoned (a consumer with retry_timer picks it
+-- again). Retries are decided in Python: attempts left are unknown (NULL).
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.pgqueuer j
+        WHERE j.entrypoint = q.queue AND j.status = 'picked'
+          AND j.heartbeat < now() - make_interval(secs => %(heartbeat_timeout)s)) AS stuck,
+       NULL::bigint AS exhausted
+FROM unnest(%(queues)s::text[]) AS q(queue);

@@ -1,0 +1,90 @@
+-- Procrastinate 3.x: the procrastinate_jobs table, its workers' heartbeats
+-- and its events. {schema} is the quoted schema that holds the tables.
+--
+-- States: todo is pending (ready when scheduled_at is NULL or past, delayed
+-- when it is in the future, as after deferred_for_retry); doing is
+-- processing; succeeded is done; failed is failed; cancelled and aborted are
+-- cancelled. Finished jobs stay in the table until the library's
+-- delete_old_jobs removes them.
+
+-- name: queues
+-- Distinct queue names, by skipping through procrastinate_jobs_queue_name_idx_v1
+-- one name at a time: the cost follows the queues, not the jobs.
+WITH RECURSIVE q(queue) AS (
+    (SELECT j.queue_name FROM {schema}.procrastinate_jobs j ORDER BY j.queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue_name FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name > q.queue ORDER BY j.queue_name LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue::text FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+-- Unfinished jobs exactly, read through the todo-and-doing partial index
+-- (procrastinate_jobs_id_lock_idx_v1); finished ones per queue and state up to
+-- %(finished_cap)s rows, through the queue_name index.
+WITH unfinished AS (
+    SELECT j.queue_name::text AS queue,
+           count(*) FILTER (WHERE j.status = 'todo'
+                              AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())) AS ready,
+           count(*) FILTER (WHERE j.status = 'todo' AND j.scheduled_at > now()) AS delayed,
+           count(*) FILTER (WHERE j.status = 'doing') AS processing
+    FROM {schema}.procrastinate_jobs j
+    WHERE j.status = ANY (ARRAY['todo', 'doing']::{schema}.procrastinate_job_status[])
+    GROUP BY j.queue_name
+)
+SELECT q.queue,
+       coalesce(u.ready, 0) AS ready,
+       coalesce(u.delayed, 0) AS delayed,
+       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status = 'succeeded'
+            LIMIT %(finished_cap)s) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status = 'failed'
+            LIMIT %(finished_cap)s) AS c) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status IN ('cancelled', 'aborted')
+            LIMIT %(finished_cap)s) AS c) AS cancelled
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN unfinished u ON u.queue = q.queue;
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished jobs in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.procrastinate_jobs
+WHERE queue_name = {queue} AND status::text IN ({statuses});
+
+-- name: oldest_ready
+-- A ready job became ready at its scheduled_at, or, when it has none, when
+-- it was deferred (its 'deferred' event). The oldest without scheduled_at is
+-- the one with the lowest id.
+SELECT q.queue,
+       greatest(
+           coalesce(extract(epoch FROM now() - (
+               SELECT min(j.scheduled_at) FROM {schema}.procrastinate_jobs j
+               WHERE j.queue_name = q.queue AND j.status = 'todo'
+                 AND j.scheduled_at <= now())), 0),
+           coalesce(extract(epoch FROM now() - (
+               SELECT min(e.at) FROM {schema}.procrastinate_events e
+               WHERE e.type = 'deferred'
+                 AND e.job_id = (SELECT min(j.id) FROM {schema}.procrastinate_jobs j
+                                 WHERE j.queue_name = q.queue AND j.status = 'todo'
+                                   AND j.scheduled_at IS NULL))), 0)
+       )::float8 AS age
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: stuck
+-- Procrastinate's own rule for stalled jobs: doing, and its worker is gone
+-- (worker_id NULL once the worker row is pruned) or has not sent a heartbeat
+-- for %(stalled_worker_timeout)s seconds. Its retry policy lives in the task's Python
+-- code, so whether attempts are left is unknown (NULL).
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.procrastinate_jobs j
+        LEFT JOIN {schema}.procrastinate_workers w ON w.id = j.worker_id
+        WHERE j.queue_name = q.queue AND j.status = 'doing'
+          AND (j.worker_id IS NULL
+               OR w.last_heartbeat < now() - make_interval(secs => %(stalled_worker_timeout)s)))
+           AS stuck,
+       NULL::bigint AS exhausted
+FROM unnest(%(queues)s::text[]) AS q(queue);

@@ -1,0 +1,241 @@
+"""Library presets against the real libraries: each drives a database into one known
+mix of jobs, in two queues, with live and killed workers, and the exporter must
+read every state exactly.
+
+The mix, per queue (gamma is only configured, so it must read zero):
+- alpha: 2 ready, 1 delayed, 1 running on a live worker, 3 done, 2 failed, 1 cancelled;
+- beta: 1 ready, 2 delayed, 1 running on a worker killed by SIGKILL (so stuck),
+  1 done, 1 cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import Database
+from tests.exporter_support import Labels, collect_once, value
+from tests.support import assert_clean_failure, run_cli, wait_for
+
+Samples = dict[str, dict[Labels, float]]
+
+EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2,
+              "cancelled": 1, "stuck": 0},
+    "beta": {"ready": 1, "delayed": 2, "processing": 1, "done": 1, "failed": 0,
+             "cancelled": 1, "stuck": 1},
+    "gamma": {"ready": 0, "delayed": 0, "processing": 0, "done": 0, "failed": 0,
+              "cancelled": 0, "stuck": 0},
+}  # fmt: skip
+# The oldest ready job in alpha is made to have waited this long.
+OLDEST_AGE = 100.0
+
+
+def preset_config(dsn: str, preset: str, params: str) -> str:
+    return (
+        f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n"
+        f"    preset_params: {{{params}}}\n    queues: [gamma]\n"
+    )
+
+
+def assert_mix(samples: Samples) -> None:
+    for queue, want in EXPECTED.items():
+        labels = {"database": "main", "queue": queue}
+        got = {
+            "ready": value(samples, "pgq_queue_ready_jobs", **labels),
+            "delayed": value(samples, "pgq_queue_delayed_jobs", **labels),
+            "stuck": value(samples, "pgq_queue_stuck_jobs", **labels),
+            **{
+                status: value(samples, "pgq_queue_jobs", status=status, **labels)
+                for status in ("processing", "done", "failed", "cancelled")
+            },
+        }
+        assert got == want, queue
+        pending = value(samples, "pgq_queue_jobs", status="pending", **labels)
+        assert pending == want["ready"] + want["delayed"], queue
+        approximate = {
+            k: v for k, v in samples["pgq_queue_count_approximate"].items() if ("queue", queue) in k
+        }
+        assert len(approximate) == 7 and set(approximate.values()) == {0.0}, queue
+    age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
+    assert OLDEST_AGE <= age < OLDEST_AGE + 120
+    assert value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="gamma") == 0
+    # What the preset cannot know is not served; what it serves succeeded.
+    for absent in ("pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
+                   "pgq_queue_window_finished_jobs"):  # fmt: skip
+        assert absent not in samples, absent
+    assert set(samples["pgq_collector_success"].values()) == {1.0}
+
+
+def collected_when(config: str, ready: Callable[[Samples], bool], what: str) -> Samples:
+    """Collect until ``ready`` holds for what the exporter serves."""
+    latest: list[Samples] = []
+
+    def check() -> bool:
+        latest[:] = [collect_once(config)]
+        return ready(latest[0])
+
+    wait_for(check, what)
+    return latest[0]
+
+
+def stuck_in_beta(samples: Samples) -> bool:
+    return value(samples, "pgq_queue_stuck_jobs", database="main", queue="beta") == 1
+
+
+@contextmanager
+def worker(module: str, dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, dsn, queue],
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def count(dsn: str, statement: str, *params: Any) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(statement.encode(), params).fetchone()
+        return int(row[0]) if row else 0
+
+
+# -- Procrastinate ------------------------------------------------------------------
+PROCRASTINATE = "tests.libraries.procrastinate_app"
+PROCRASTINATE_DOING = (
+    "SELECT count(*) FROM procrastinate_jobs WHERE queue_name = %s AND status = 'doing'"
+)
+
+
+def test_procrastinate_preset_reads_every_state(empty_db: Database) -> None:
+    from tests.libraries.procrastinate_app import make_app  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    app = make_app(dsn)
+
+    def defer(task: str, queue: str, **options: Any) -> int:
+        return int(app.tasks[task].configure(queue=queue, **options).defer())
+
+    with app.open():
+        app.schema_manager.apply_schema()
+        for task, queue in (
+            [("ok", "alpha")] * 3
+            + [("boom", "alpha")] * 2
+            + [
+                ("ok", "beta"),
+                ("flaky", "beta"),  # fails once, and is retried in an hour: delayed
+            ]
+        ):
+            defer(task, queue)
+    # It opens the app itself, and exits when no job is left to run.
+    app.run_worker(queues=["alpha", "beta"], wait=False, install_signal_handlers=False)
+    with app.open():
+        for queue in ("alpha", "beta"):
+            assert app.job_manager.cancel_job_by_id(defer("ok", queue))
+        defer("block", "alpha")
+        with worker(PROCRASTINATE, dsn, "alpha"):
+            wait_for(lambda: count(dsn, PROCRASTINATE_DOING, "alpha") == 1, "alpha's job to run")
+            defer("block", "beta")
+            with worker(PROCRASTINATE, dsn, "beta"):
+                wait_for(lambda: count(dsn, PROCRASTINATE_DOING, "beta") == 1, "beta's to run")
+            # The beta worker is killed (SIGKILL): its job stays doing, its heartbeat stops.
+            oldest = defer("ok", "alpha")
+            defer("ok", "alpha")
+            defer("ok", "beta")
+            for queue in ("alpha", "beta"):
+                defer("ok", queue, schedule_in={"hours": 1})
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE procrastinate_events SET at = at - make_interval(secs => %s) "
+                    "WHERE job_id = %s AND type = 'deferred'",
+                    (OLDEST_AGE, oldest),
+                )
+            config = preset_config(dsn, "procrastinate", "stalled_worker_timeout: 2s")
+            assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
+            # preset: auto finds Procrastinate and reads the same queues.
+            auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
+            for queue, want in EXPECTED.items():
+                if queue != "gamma":
+                    got = value(auto, "pgq_queue_ready_jobs", database="main", queue=queue)
+                    assert got == want["ready"], queue
+
+
+# -- PgQueuer ------------------------------------------------------------------------
+PGQUEUER = "tests.libraries.pgqueuer_app"
+PGQUEUER_PICKED = "SELECT count(*) FROM pgqueuer WHERE entrypoint = %s AND status = 'picked'"
+
+
+def pgqueuer(dsn: str, step: Callable[[Any], Any]) -> Any:
+    """Run ``step(queries)`` on a PgQueuer Queries object over its own connection."""
+    from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
+    from pgqueuer.queries import Queries  # noqa: PLC0415
+
+    from bench.competitors import _asyncpg_connect  # noqa: PLC0415
+
+    async def main() -> Any:
+        conn = await _asyncpg_connect(dsn)
+        try:
+            return await step(Queries(AsyncpgDriver(conn)))
+        finally:
+            await conn.close()
+
+    return asyncio.run(main())
+
+
+def enqueue(
+    entrypoints: list[str], payloads: list[bytes], delay: timedelta | None = None
+) -> Callable[[Any], Any]:
+    n = len(entrypoints)
+    return lambda q: q.enqueue(entrypoints, payloads, [0] * n, [delay] * n)
+
+
+def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
+    from tests.libraries.pgqueuer_app import consume  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    pgqueuer(dsn, lambda q: q.install())
+    pgqueuer(dsn, enqueue(["alpha"] * 5 + ["beta"], [b"ok"] * 3 + [b"boom"] * 2 + [b"ok"]))
+    asyncio.run(consume(dsn, ["alpha", "beta"], drain=True))
+
+    async def cancel_one_each(q: Any) -> None:
+        await q.mark_job_as_cancelled(await enqueue(["alpha", "beta"], [b"ok", b"ok"])(q))
+
+    pgqueuer(dsn, cancel_one_each)
+    pgqueuer(dsn, enqueue(["alpha"], [b"block"]))
+    with worker(PGQUEUER, dsn, "alpha"):
+        wait_for(lambda: count(dsn, PGQUEUER_PICKED, "alpha") == 1, "alpha's job to run")
+        pgqueuer(dsn, enqueue(["beta"], [b"block"]))
+        with worker(PGQUEUER, dsn, "beta"):
+            wait_for(lambda: count(dsn, PGQUEUER_PICKED, "beta") == 1, "beta's job to run")
+        [oldest, *_] = pgqueuer(dsn, enqueue(["alpha", "alpha", "beta"], [b"ok"] * 3))
+        pgqueuer(dsn, enqueue(["alpha", "beta", "beta"], [b"ok"] * 3, timedelta(hours=1)))
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE pgqueuer SET execute_after = now() - make_interval(secs => %s) "
+                "WHERE id = %s",
+                (OLDEST_AGE, oldest),
+            )
+        config = preset_config(dsn, "pgqueuer", "heartbeat_timeout: 2s")
+        assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
+
+
+@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer"])
+def test_a_library_preset_on_a_database_without_it_names_the_preset_line(
+    empty_db: Database, preset: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(preset_config(empty_db.dsn, preset, ""))
+    result = run_cli("check-config", "--connect", str(config))
+    assert_clean_failure(result, f"{config}:4: databases[0].preset", "does not match")

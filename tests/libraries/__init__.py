@@ -1,0 +1,1 @@
+"""The real queue libraries, driven into a known mix of jobs for the preset tests."""
