@@ -31,6 +31,7 @@ from pgq_exporter.scheduler import (
     Scheduler,
     set_transaction_settings,
 )
+from pgq_exporter.sqlfiles import named_queries
 from pgq_exporter.yamlpos import ConfigError
 
 log = logging.getLogger("pgq_exporter")
@@ -170,7 +171,8 @@ def _check_library(
     database lacks fails with the line of `preset:`."""
     try:
         with _checking(runtime.database.dsn, wait) as conn:
-            for block in COLLECTED_BLOCKS:
+            blocks = named_queries(library.preset.sql_file)
+            for block in (b for b in COLLECTED_BLOCKS if b in blocks):
                 try:
                     with conn.transaction():  # a savepoint: the next block still runs
                         plan_block(conn, library, block)

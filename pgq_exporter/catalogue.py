@@ -91,8 +91,8 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
-               "Jobs by queue and status (pending, processing, done, failed, and cancelled "
-               "where the library has it; see docs/presets.md). On the reference schema, "
+               "Jobs by queue and status: pending, processing, done, failed, and cancelled "
+               "where a library preset has it. On the reference schema, "
                "exact at any size (its queue_counts table); elsewhere exact up to "
                "exact_count_limit (default 1,000,000) per queue and status, and above it an "
                "estimate from a sample of the table as it is now, never below the limit + 1: see "

@@ -131,7 +131,7 @@ class Context:
     def tables(self) -> tuple[str, ...]:
         """The queue's tables (qualified and quoted), for table health and lock waits."""
         if self.library:
-            return self.library.qualified_tables()
+            return self.library.qualified_tables(self.queues.known())
         return (sql.Identifier(self.mapping.schema, self.mapping.table).as_string(),)
 
 

@@ -32,33 +32,55 @@ FINISHED_STATUSES = ("done", "failed", "cancelled")
 COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck")
 
 
-def render_block(layout: LibraryLayout, block: str, **extra: sql.Composable) -> sql.Composed:
-    """A named block of the preset's SQL file, with its schema quoted in."""
+def render_block(
+    layout: LibraryLayout, block: str, for_queue: str | None = None, **extra: sql.Composable
+) -> sql.Composed:
+    """A named block of the preset's SQL file, with its schema quoted in, and, for a
+    library with a table per queue, the tables of ``for_queue``."""
     text = query(layout.preset.sql_file, block)
-    return sql.SQL(text).format(schema=sql.Identifier(layout.schema), **extra)
+    tables = layout.queue_tables(for_queue) if for_queue is not None else {}
+    return sql.SQL(text).format(schema=sql.Identifier(layout.schema), **tables, **extra)
 
 
 def run_block(conn: Conn, layout: LibraryLayout, block: str, params: dict[str, Any]) -> list[Row]:
-    statement = render_block(layout, block)
-    return conn.execute(statement, {**layout.params, **params}).fetchall()
+    """The block's rows: one statement, or, with a table per queue, one per queue in
+    ``params["queues"]`` that the library has."""
+    params = {**layout.params, **params}
+    if not layout.preset.per_queue or block == "queues":
+        return conn.execute(render_block(layout, block), params).fetchall()
+    present = {row[0] for row in run_block(conn, layout, "queues", {})}
+    rows: list[Row] = []
+    for queue in params.get("queues", ()):
+        if queue in present:
+            statement = render_block(layout, block, queue)
+            rows += conn.execute(statement, {**params, "queue": queue}).fetchall()
+    return rows
 
 
 def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
-    """Plan one block without running it: an error says the database does not match."""
+    """Plan one block without running it: an error says the database does not match.
+    With a table per queue, the blocks are planned on the first queue, if any."""
+    queue: str | None = None
+    if layout.preset.per_queue and block != "queues":
+        queues = run_block(conn, layout, "queues", {})
+        if not queues:
+            return
+        queue = str(queues[0][0])
     if block == "estimate_finished":  # an EXPLAIN already
-        statuses = layout.preset.finished_states.get("done", ("",))
-        conn.execute(_estimate(layout, "", statuses))
+        conn.execute(_estimate(layout, queue or "", "done"))
         return
-    params = {**layout.params, "queues": [], "finished_cap": 1}
-    conn.execute(sql.SQL("EXPLAIN {}").format(render_block(layout, block)), params)
+    params: dict[str, Any] = {**layout.params, "queues": [], "finished_cap": 1, "queue": queue}
+    conn.execute(sql.SQL("EXPLAIN {}").format(render_block(layout, block, queue)), params)
 
 
-def _estimate(layout: LibraryLayout, queue: str, states: tuple[str, ...]) -> sql.Composed:
+def _estimate(layout: LibraryLayout, queue: str, status: str) -> sql.Composed:
+    states = layout.preset.finished_states.get(status, ())
     return render_block(
         layout,
         "estimate_finished",
+        queue if layout.preset.per_queue else None,
         queue=sql.Literal(queue),
-        statuses=sql.SQL(", ").join(map(sql.Literal, states)),
+        statuses=sql.SQL(", ").join(map(sql.Literal, states or ("",))),
     )
 
 
@@ -110,7 +132,7 @@ class LibraryDepth(Collector):
 
 
 def _planner_rows(conn: Conn, layout: LibraryLayout, queue: str, status: str) -> float:
-    return plan_rows(conn, _estimate(layout, queue, layout.preset.finished_states[status]))
+    return plan_rows(conn, _estimate(layout, queue, status))
 
 
 def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

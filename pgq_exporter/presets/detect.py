@@ -20,6 +20,8 @@ LIBRARIES: dict[str, str] = {
     "seed": "a jobs table shaped like the seed article's",
     "procrastinate": "Procrastinate",
     "pgqueuer": "PgQueuer",
+    "pgmq": "pgmq",
+    "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.
 VERSION_QUERIES: dict[str, str] = {"pgq": "reference_version"}

@@ -19,7 +19,7 @@ Blocks, each optional but ``queues``:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from psycopg import sql
@@ -39,6 +39,9 @@ class LibraryPreset:
     finished_states: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Parameters its blocks take (%(name)s), with their defaults; config may set them.
     params: Mapping[str, float] = field(default_factory=dict)
+    # A library with a table per queue: placeholder -> the prefix of each queue's
+    # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
+    per_queue: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def sql_file(self) -> str:
@@ -54,9 +57,19 @@ class LibraryLayout:
     params: Mapping[str, float] = field(default_factory=dict)
     where: str = field(default="", compare=False)  # the config line of `preset:`
 
-    def qualified_tables(self) -> tuple[str, ...]:
-        """Its tables' qualified names, quoted."""
-        return tuple(sql.Identifier(self.schema, table).as_string() for table in self.preset.tables)
+    def qualified_tables(self, queues: Iterable[str] = ()) -> tuple[str, ...]:
+        """Its tables' qualified names, quoted; with a table per queue, those of ``queues``."""
+        names = [*self.preset.tables]
+        for queue in queues:
+            names += [prefix + queue.lower() for prefix in self.preset.per_queue.values()]
+        return tuple(sql.Identifier(self.schema, name).as_string() for name in names)
+
+    def queue_tables(self, queue: str) -> dict[str, sql.Composable]:
+        """The per-queue placeholders of ``queue``'s blocks, quoted."""
+        return {
+            name: sql.Identifier(self.schema, prefix + queue.lower())
+            for name, prefix in self.preset.per_queue.items()
+        }
 
 
 _QUEUE_COLLECTORS = frozenset({QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES})
@@ -101,6 +114,26 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             # A picked job whose heartbeat is older than this is abandoned, and a
             # consumer picks it again: the consumers' heartbeat_timeout (default 30 s).
             params={"heartbeat_timeout": 30.0},
+        ),
+        LibraryPreset(
+            name="django_tasks_db",
+            title="django-tasks-db (Django's database task backend)",
+            schema="public",
+            tables=("django_tasks_database_dbtaskresult",),
+            # No heartbeat or lease: nothing tells a running task from an abandoned one.
+            collectors=frozenset({QUEUE_DEPTH, QUEUE_LATENCY}),
+            statuses=("pending", "processing", "done", "failed"),
+            finished_states={"done": ("SUCCESSFUL",), "failed": ("FAILED",)},
+        ),
+        LibraryPreset(
+            name="pgmq",
+            title="pgmq 1.x (its SQL, as the extension or the Python client installs it)",
+            schema="pgmq",
+            tables=("meta",),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=("pending", "processing", "done"),
+            finished_states={"done": ()},
+            per_queue={"q": "q_", "a": "a_"},
         ),
     )
 }

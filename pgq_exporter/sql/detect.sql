@@ -38,6 +38,14 @@ SELECT 'pgqueuer', t.schema
 FROM tables t
 WHERE t.name = 'pgqueuer'
   AND EXISTS (SELECT FROM tables l WHERE l.schema = t.schema AND l.name = 'pgqueuer_log')
+UNION ALL
+-- pgmq's list of queues, beside its per-queue tables.
+SELECT 'pgmq', c.schema
+FROM columns c
+WHERE c.name = 'meta' AND c.names @> ARRAY['queue_name', 'is_partitioned', 'is_unlogged']
+UNION ALL
+SELECT 'django_tasks_db', t.schema
+FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;
 
 -- name: reference_version

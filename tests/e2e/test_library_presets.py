@@ -48,16 +48,21 @@ def preset_config(dsn: str, preset: str, params: str) -> str:
     )
 
 
-def assert_mix(samples: Samples) -> None:
-    for queue, want in EXPECTED.items():
+def assert_mix(
+    samples: Samples, expected: dict[str, dict[str, int]] = EXPECTED, *, stuck_served: bool = True
+) -> None:
+    """Every count of ``expected``; what the preset cannot know is not served."""
+    for queue, want in expected.items():
         labels = {"database": "main", "queue": queue}
-        got = {
+        stuck = value(samples, "pgq_queue_stuck_jobs", **labels) if stuck_served else 0.0
+        got: dict[str, float] = {
             "ready": value(samples, "pgq_queue_ready_jobs", **labels),
             "delayed": value(samples, "pgq_queue_delayed_jobs", **labels),
-            "stuck": value(samples, "pgq_queue_stuck_jobs", **labels),
+            "stuck": stuck,
             **{
                 status: value(samples, "pgq_queue_jobs", status=status, **labels)
                 for status in ("processing", "done", "failed", "cancelled")
+                if status in want
             },
         }
         assert got == want, queue
@@ -66,11 +71,12 @@ def assert_mix(samples: Samples) -> None:
         approximate = {
             k: v for k, v in samples["pgq_queue_count_approximate"].items() if ("queue", queue) in k
         }
-        assert len(approximate) == 7 and set(approximate.values()) == {0.0}, queue
+        # each count of want but stuck, and pending
+        assert len(approximate) == len(want) and set(approximate.values()) == {0.0}, queue
+        statuses = {dict(k)["status"] for k in samples["pgq_queue_jobs"] if ("queue", queue) in k}
+        assert statuses == {"pending", *want} - {"ready", "delayed", "stuck"}, queue
     age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
-    assert value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="gamma") == 0
-    # What the preset cannot know is not served; what it serves succeeded.
     for absent in ("pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
                    "pgq_queue_window_finished_jobs"):  # fmt: skip
         assert absent not in samples, absent
@@ -231,7 +237,7 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
         assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
 
 
-@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer"])
+@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "pgmq", "django_tasks_db"])
 def test_a_library_preset_on_a_database_without_it_names_the_preset_line(
     empty_db: Database, preset: str, tmp_path: Path
 ) -> None:
@@ -239,3 +245,129 @@ def test_a_library_preset_on_a_database_without_it_names_the_preset_line(
     config.write_text(preset_config(empty_db.dsn, preset, ""))
     result = run_cli("check-config", "--connect", str(config))
     assert_clean_failure(result, f"{config}:4: databases[0].preset", "does not match")
+
+
+# -- pgmq -------------------------------------------------------------------------------
+# pgmq has no failed or cancelled messages, and a message whose visibility timeout ran
+# out while it was read is both stuck and ready again. Unknown queues are not served.
+PGMQ_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "stuck": 0},
+    "beta": {"ready": 2, "delayed": 2, "processing": 1, "done": 1, "stuck": 1},
+}
+
+
+def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
+    from pgmq import PGMQueue, install_pgmq_from_sql  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    install_pgmq_from_sql(dsn=dsn)
+    queue = PGMQueue(conn_string=dsn, init_extension=False, pool_size=1)
+    try:
+        for name, done in (("alpha", 3), ("beta", 1)):
+            queue.create_queue(name)
+            for _ in range(done):
+                queue.send(name, {"n": 1})
+            read = queue.read(name, vt=3600, qty=done)
+            for message in read if isinstance(read, list) else [read]:
+                assert message is not None and queue.archive(name, message.msg_id)
+            queue.send(name, {"n": 2})
+            assert queue.read(name, vt=3600)  # running, its reader alive
+        queue.send("beta", {"n": 3})
+        assert queue.read("beta", vt=1)  # its reader never comes back
+        oldest = queue.send("alpha", {"n": 4})
+        for name in ("alpha", "beta"):
+            queue.send(name, {"n": 5})
+        for name in ("alpha", "beta", "beta"):
+            queue.send(name, {"n": 6}, delay=3600)
+    finally:
+        queue.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE pgmq.q_alpha SET vt = now() - make_interval(secs => %s) WHERE msg_id = %s",
+            (OLDEST_AGE, oldest),
+        )
+    config = preset_config(dsn, "pgmq", "")
+    samples = collected_when(config, stuck_in_beta, "beta's message to count as stuck")
+    assert_mix(samples, PGMQ_EXPECTED)
+    assert not any(("queue", "gamma") in k for k in samples["pgq_queue_jobs"])
+    tables = {dict(k)["table"] for k in samples["pgq_table_live_tuples"]}
+    assert tables == {"meta", "q_alpha", "a_alpha", "q_beta", "a_beta"}
+
+
+# -- django-tasks-db ---------------------------------------------------------------------
+# The backend has no cancelled state and no heartbeat or lease: the task of the killed
+# worker stays RUNNING, and stuck jobs are not served at all.
+DJANGO_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2},
+    "beta": {"ready": 1, "delayed": 2, "processing": 1, "done": 1, "failed": 0},
+    "gamma": {"ready": 0, "delayed": 0, "processing": 0, "done": 0, "failed": 0},
+}
+DJANGO = "tests.libraries.django_tasks"
+DJANGO_RUNNING = (
+    "SELECT count(*) FROM django_tasks_database_dbtaskresult "
+    "WHERE queue_name = %s AND status = 'RUNNING'"
+)
+
+
+def test_django_tasks_db_preset_reads_every_state(
+    empty_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dsn = empty_db.dsn
+    monkeypatch.setenv("PGQ_DJANGO_DSN", dsn)
+    from django.core.management import call_command  # noqa: PLC0415
+    from django.db import connections  # noqa: PLC0415
+    from django.utils import timezone  # noqa: PLC0415
+
+    from tests.libraries import django_tasks as tasks  # noqa: PLC0415
+
+    def enqueue(task: Any, queue: str, delay: timedelta | None = None) -> str:
+        run_after = timezone.now() + delay if delay else None
+        options = {"queue_name": queue, **({"run_after": run_after} if run_after else {})}
+        return str(task.using(**options).enqueue().id)
+
+    try:
+        call_command("migrate", verbosity=0)
+        for task, queue in (
+            [(tasks.ok, "alpha")] * 3 + [(tasks.boom, "alpha")] * 2 + [(tasks.ok, "beta")]
+        ):
+            enqueue(task, queue)
+        for queue in ("alpha", "beta"):
+            subprocess.run([sys.executable, "-m", DJANGO, "batch", queue], check=True,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+        enqueue(tasks.block, "alpha")
+        with django_worker(dsn, "alpha"):
+            wait_for(lambda: count(dsn, DJANGO_RUNNING, "alpha") == 1, "alpha's task to run")
+            enqueue(tasks.block, "beta")
+            with django_worker(dsn, "beta"):
+                wait_for(lambda: count(dsn, DJANGO_RUNNING, "beta") == 1, "beta's task to run")
+            oldest = enqueue(tasks.ok, "alpha")
+            enqueue(tasks.ok, "alpha")
+            enqueue(tasks.ok, "beta")
+            for queue in ("alpha", "beta", "beta"):
+                enqueue(tasks.ok, queue, timedelta(hours=1))
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE django_tasks_database_dbtaskresult "
+                    "SET enqueued_at = enqueued_at - make_interval(secs => %s) WHERE id = %s",
+                    (OLDEST_AGE, oldest),
+                )
+            config = preset_config(dsn, "django_tasks_db", "")
+            samples = collect_once(config)
+    finally:
+        connections.close_all()
+    assert_mix(samples, {q: {**want, "stuck": 0} for q, want in DJANGO_EXPECTED.items()},
+               stuck_served=False)  # fmt: skip
+    assert "pgq_queue_stuck_jobs" not in samples
+
+
+@contextmanager
+def django_worker(dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", DJANGO, "worker", queue],
+        env={**os.environ, "PYTHONPATH": os.getcwd(), "PGQ_DJANGO_DSN": dsn},
+    )
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()

@@ -333,7 +333,31 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: sidekiq\n",
         4,
         "databases[0].preset",
-        "unknown preset 'sidekiq' (known: auto, pgq, seed)",
+        "unknown preset 'sidekiq' (known: auto, django_tasks_db, pgmq, pgq, pgqueuer, procrastinate, seed)",
+    ),
+    (
+        "unknown-preset-param",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: pgqueuer\n"
+        "    preset_params:\n      stalled_worker_timeout: 5s\n",
+        6,
+        "databases[0].preset_params.stalled_worker_timeout",
+        "unknown key",
+    ),
+    (
+        "preset-param-not-a-duration",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: procrastinate\n"
+        "    preset_params: {stalled_worker_timeout: 30}\n",
+        5,
+        "databases[0].preset_params.stalled_worker_timeout",
+        "expected a duration",
+    ),
+    (
+        "preset-params-without-a-library",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: seed\n"
+        "    preset_params: {}\n",
+        5,
+        "databases[0].preset_params",
+        "preset_params go with a library preset",
     ),
     (
         "schema-with-auto",

@@ -1,0 +1,67 @@
+-- django-tasks-db: Django's database task backend, one row per task result in
+-- django_tasks_database_dbtaskresult. {schema} is the quoted schema (public
+-- unless the Django database says otherwise).
+--
+-- States: READY is pending (ready when run_after has passed, or is the
+-- backend's "no run_after" mark, 9999-01-01; delayed before); RUNNING is
+-- processing; SUCCESSFUL is done; FAILED is failed. The backend has no
+-- cancelled state, no heartbeat and no lease: a task whose worker died stays
+-- RUNNING, so no stuck rule exists to apply.
+
+-- name: queues
+-- Distinct queue names by skipping through the queue_name index.
+WITH RECURSIVE q(queue) AS (
+    (SELECT r.queue_name FROM {schema}.django_tasks_database_dbtaskresult r
+     ORDER BY r.queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.queue_name FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name > q.queue ORDER BY r.queue_name LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue::text FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+-- Ready and delayed through the backend's partial index of READY tasks;
+-- RUNNING through the queue_name index (the backend has no index on status
+-- alone: doctor suggests one); finished ones up to %(finished_cap)s.
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
+        WHERE r.status = 'READY' AND r.queue_name = q.queue
+          AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')) AS ready,
+       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
+        WHERE r.status = 'READY' AND r.queue_name = q.queue
+          AND r.run_after > now() AND r.run_after < '9999-01-01 00:00+00') AS delayed,
+       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
+        WHERE r.status = 'RUNNING' AND r.queue_name = q.queue) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'SUCCESSFUL'
+            LIMIT %(finished_cap)s) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'FAILED'
+            LIMIT %(finished_cap)s) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished tasks in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult
+WHERE queue_name = {queue} AND status IN ({statuses});
+
+-- name: oldest_ready
+-- A ready task became ready when it was enqueued, or at its run_after if later.
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(CASE WHEN r.run_after >= '9999-01-01 00:00+00' THEN r.enqueued_at
+                           ELSE greatest(r.enqueued_at, r.run_after) END)
+           FROM {schema}.django_tasks_database_dbtaskresult r
+           WHERE r.status = 'READY' AND r.queue_name = q.queue
+             AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')))::float8, 0)
+           AS age
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: index_queue_depth_django_tasks_database_dbtaskresult
+-- Unfinished tasks per queue without reading the finished ones.
+CREATE INDEX CONCURRENTLY django_tasks_db_unfinished_idx
+    ON {schema}.django_tasks_database_dbtaskresult (queue_name, status)
+    WHERE status IN ('READY', 'RUNNING');
