@@ -16,6 +16,7 @@ venv: $(STAMP)
 
 tools:
 	scripts/install-test-tools
+	scripts/oban-venv
 
 demo: venv
 	$(BIN)/pgq-exporter demo
@@ -47,4 +48,4 @@ bench: venv tools
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .venv-oban .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -50,6 +50,7 @@ RANGES = {
     "queue_memory": (1.0, 30 * 86_400.0),
     "stalled_worker_timeout": (0.1, 7 * 86_400.0),
     "heartbeat_timeout": (0.1, 7 * 86_400.0),
+    "rescue_after": (0.1, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0

@@ -21,6 +21,7 @@ LIBRARIES: dict[str, str] = {
     "procrastinate": "Procrastinate",
     "pgqueuer": "PgQueuer",
     "pgmq": "pgmq",
+    "oban": "Oban",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.

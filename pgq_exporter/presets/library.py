@@ -116,6 +116,22 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             params={"heartbeat_timeout": 30.0},
         ),
         LibraryPreset(
+            name="oban",
+            title="Oban (Oban for Python, or Elixir's Oban, on the Oban schema)",
+            schema="public",
+            tables=("oban_jobs", "oban_producers", "oban_leaders"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=_ALL_STATUSES,
+            finished_states={
+                "done": ("completed",),
+                "failed": ("discarded",),
+                "cancelled": ("cancelled",),
+            },
+            # An executing job attempted longer ago than this is an orphan: the
+            # Lifeline plugin's rescue_after (Oban for Python's default, 300 s).
+            params={"rescue_after": 300.0},
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

@@ -44,6 +44,10 @@ SELECT 'pgmq', c.schema
 FROM columns c
 WHERE c.name = 'meta' AND c.names @> ARRAY['queue_name', 'is_partitioned', 'is_unlogged']
 UNION ALL
+SELECT 'oban', c.schema
+FROM columns c
+WHERE c.name = 'oban_jobs' AND c.names @> ARRAY['state', 'queue', 'attempted_at']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;

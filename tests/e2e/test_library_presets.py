@@ -11,6 +11,7 @@ The mix, per queue (gamma is only configured, so it must read zero):
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, value
-from tests.support import assert_clean_failure, run_cli, wait_for
+from tests.support import IN_CI, assert_clean_failure, run_cli, wait_for
 
 Samples = dict[str, dict[Labels, float]]
 
@@ -65,6 +66,8 @@ def assert_mix(
                 if status in want
             },
         }
+        if "exhausted" in want:
+            got["exhausted"] = value(samples, "pgq_queue_exhausted_jobs", **labels)
         assert got == want, queue
         pending = value(samples, "pgq_queue_jobs", status="pending", **labels)
         assert pending == want["ready"] + want["delayed"], queue
@@ -72,13 +75,15 @@ def assert_mix(
             k: v for k, v in samples["pgq_queue_count_approximate"].items() if ("queue", queue) in k
         }
         # each count of want but stuck, and pending
-        assert len(approximate) == len(want) and set(approximate.values()) == {0.0}, queue
+        counted = {"pending", *want} - {"stuck", "exhausted"}
+        assert len(approximate) == len(counted) and set(approximate.values()) == {0.0}, queue
         statuses = {dict(k)["status"] for k in samples["pgq_queue_jobs"] if ("queue", queue) in k}
-        assert statuses == {"pending", *want} - {"ready", "delayed", "stuck"}, queue
+        assert statuses == counted - {"ready", "delayed"}, queue
     age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
+    exhausted = any("exhausted" in want for want in expected.values())
     for absent in ("pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
-                   "pgq_queue_window_finished_jobs"):  # fmt: skip
+                   "pgq_queue_window_finished_jobs")[exhausted:]:  # fmt: skip
         assert absent not in samples, absent
     assert set(samples["pgq_collector_success"].values()) == {1.0}
 
@@ -237,7 +242,7 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
         assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
 
 
-@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "pgmq", "django_tasks_db"])
+@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "pgmq", "django_tasks_db", "oban"])
 def test_a_library_preset_on_a_database_without_it_names_the_preset_line(
     empty_db: Database, preset: str, tmp_path: Path
 ) -> None:
@@ -371,3 +376,81 @@ def django_worker(dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         process.kill()
         process.wait()
+
+
+# -- Oban --------------------------------------------------------------------------------
+# Oban's rule for orphans is time, not a heartbeat: an executing job attempted more than
+# rescue_after ago. So beta's jobs are killed first and the live worker starts only
+# once they count as stuck; it is read before its own job is old enough. Beta's second
+# killed job has no attempt left: exhausted.
+OBAN_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2,
+              "cancelled": 1, "stuck": 0, "exhausted": 0},
+    "beta": {"ready": 1, "delayed": 2, "processing": 2, "done": 1, "failed": 0,
+             "cancelled": 1, "stuck": 1, "exhausted": 1},
+}  # fmt: skip
+OBAN_RESCUE_AFTER = 8
+OBAN_EXECUTING = "SELECT count(*) FROM oban_jobs WHERE queue = %s AND state = 'executing'"
+
+
+def oban_python() -> str:
+    python = Path(".venv-oban/bin/python")
+    if not python.exists():
+        message = "Oban for Python needs .venv-oban (scripts/oban-venv, run by make test)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(python)
+
+
+def oban(dsn: str, *args: str) -> Any:
+    result = subprocess.run([oban_python(), OBAN, args[0], dsn, *args[1:]],
+                            check=True, capture_output=True, text=True)  # fmt: skip
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def oban_jobs(dsn: str, *specs: dict[str, Any]) -> list[int]:
+    return list(oban(dsn, "enqueue", json.dumps(list(specs))))
+
+
+@contextmanager
+def oban_worker(dsn: str, *queues: str) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen([oban_python(), OBAN, "run", dsn, *queues])
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+OBAN = "tests/libraries/oban_app.py"
+
+
+def test_oban_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    oban(dsn, "install")
+    ok_alpha, ok_beta = {"worker": "ok", "queue": "alpha"}, {"worker": "ok", "queue": "beta"}
+    oban_jobs(dsn, ok_alpha, ok_alpha, ok_alpha, {"worker": "boom", "queue": "alpha"},
+              {"worker": "boom", "queue": "alpha"}, ok_beta,
+              {"worker": "flaky", "queue": "beta"})  # fmt: skip
+    oban(dsn, "drain", "alpha", "beta")  # the flaky job waits an hour for its retry
+    oban(dsn, "cancel", *map(str, oban_jobs(dsn, ok_alpha, ok_beta)))
+    oban_jobs(dsn, {"worker": "block", "queue": "beta"},
+              {"worker": "block", "queue": "beta", "max_attempts": 1})  # fmt: skip
+    with oban_worker(dsn, "beta:2"):
+        wait_for(lambda: count(dsn, OBAN_EXECUTING, "beta") == 2, "beta's jobs to run")
+    oban_jobs(dsn, ok_beta, {**ok_beta, "schedule_in": 3600}, {**ok_alpha, "schedule_in": 3600})
+    config = preset_config(dsn, "oban", f"rescue_after: {OBAN_RESCUE_AFTER}s")
+    collected_when(config, stuck_in_beta, "beta's jobs to be orphans by Oban's rule")
+    oban_jobs(dsn, {"worker": "block", "queue": "alpha"})
+    with oban_worker(dsn, "alpha:1"):
+        wait_for(lambda: count(dsn, OBAN_EXECUTING, "alpha") == 1, "alpha's job to run")
+        [oldest, _] = oban_jobs(dsn, ok_alpha, ok_alpha)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE oban_jobs SET scheduled_at = scheduled_at - make_interval(secs => %s) "
+                "WHERE id = %s",
+                (OLDEST_AGE, oldest),
+            )
+        samples = collect_once(config)
+    assert_mix(samples, OBAN_EXPECTED)

@@ -1,0 +1,81 @@
+-- Oban (the Oban schema, as Oban for Python and Elixir's Oban install it):
+-- oban_jobs, one row per job, kept after it finishes until the pruner
+-- removes it. {schema} is the quoted schema (Oban's prefix). Its timestamps
+-- are UTC without a time zone, so they are compared with timezone('UTC', now()).
+--
+-- States: available is pending and ready; scheduled, retryable and suspended
+-- are pending, ready once scheduled_at has passed (the stager makes them
+-- available within a second or so) and delayed before; executing is
+-- processing; completed is done; discarded is failed; cancelled is cancelled.
+-- Every read goes through oban_jobs_state_queue_priority_scheduled_at_id_index,
+-- whose first two columns are state and queue.
+
+-- name: queues
+-- Distinct queues, one index probe per state and queue: the cost follows the
+-- queues, not the jobs.
+WITH RECURSIVE q(state, queue) AS (
+    SELECT s.state, (SELECT j.queue FROM {schema}.oban_jobs j WHERE j.state = s.state
+                     ORDER BY j.queue LIMIT 1)
+    FROM unnest(ARRAY['available', 'scheduled', 'retryable', 'executing', 'completed',
+                      'discarded', 'cancelled']::{schema}.oban_job_state[]) AS s(state)
+    UNION ALL
+    SELECT q.state, (SELECT j.queue FROM {schema}.oban_jobs j
+                     WHERE j.state = q.state AND j.queue > q.queue
+                     ORDER BY j.queue LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+-- Unfinished jobs exactly; finished ones per queue and state up to %(finished_cap)s.
+WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
+        WHERE j.queue = q.queue
+          AND (j.state = 'available'
+               OR (j.state IN ('scheduled', 'retryable', 'suspended')
+                   AND j.scheduled_at <= n.at))) AS ready,
+       (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
+        WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
+          AND j.scheduled_at > n.at) AS delayed,
+       (SELECT count(*) FROM {schema}.oban_jobs j
+        WHERE j.queue = q.queue AND j.state = 'executing') AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
+            WHERE j.state = 'completed' AND j.queue = q.queue
+            LIMIT %(finished_cap)s) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
+            WHERE j.state = 'discarded' AND j.queue = q.queue
+            LIMIT %(finished_cap)s) AS c) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
+            WHERE j.state = 'cancelled' AND j.queue = q.queue
+            LIMIT %(finished_cap)s) AS c) AS cancelled
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished jobs in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.oban_jobs
+WHERE queue = {queue} AND state::text IN ({statuses});
+
+-- name: oldest_ready
+-- A job became ready at its scheduled_at.
+SELECT q.queue,
+       coalesce(extract(epoch FROM timezone('UTC', now()) - (
+           SELECT min(j.scheduled_at) FROM {schema}.oban_jobs j
+           WHERE j.queue = q.queue
+             AND j.state IN ('available', 'scheduled', 'retryable', 'suspended')
+             AND j.scheduled_at <= timezone('UTC', now())))::float8, 0) AS age
+FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: stuck
+-- Oban's own rule (its Lifeline plugin): an executing job attempted more than
+-- %(rescue_after)s seconds ago is an orphan; it is made available again when
+-- attempts are left (stuck), and discarded when none are (exhausted).
+SELECT q.queue,
+       count(j.id) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
+       count(j.id) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN {schema}.oban_jobs j
+       ON j.queue = q.queue AND j.state = 'executing'
+      AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => %(rescue_after)s)
+GROUP BY q.queue;
