@@ -41,7 +41,8 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
 
 
-PARTS = ("contract", "collection", "throughput", "postgres_exporter")
+PARTS = ("contract", "collection", "throughput", "postgres_exporter", "presets")
+PRESET_JOBS = 1_000_000
 
 
 def main() -> int:
@@ -68,6 +69,10 @@ def main() -> int:
             report["throughput"] = run_throughput(dsn, jobs=2_000 if args.quick else args.jobs,
                                                   workers=args.workers,
                                                   rounds=1 if args.quick else 5)  # fmt: skip
+        if "presets" in parts:
+            from bench.presets import preset_cycles  # noqa: PLC0415
+
+            report["presets"] = preset_cycles(dsn, jobs=20_000 if args.quick else PRESET_JOBS)
         if "postgres_exporter" in parts:
             report["postgres_exporter_jit"] = jit_scrapes(
                 fresh_database(dsn, "bench_jit"), jobs=2_000 if args.quick else 22_000,
@@ -162,6 +167,16 @@ def print_report(report: dict[str, Any]) -> None:
         print_throughput(report)
     if "postgres_exporter_jit" in report:
         print_jit(report["postgres_exporter_jit"])
+    if "presets" in report:
+        print_presets(report["presets"])
+
+
+def print_presets(rows: list[dict[str, Any]]) -> None:
+    print("\n== Library presets: one collection cycle (median of 5) ==")
+    print(f"{'preset':<18}{'jobs':>12}{'cycle':>12}  per collector")
+    for row in rows:
+        per = ", ".join(f"{k} {v:.1f}" for k, v in row["per_collector_ms"].items())
+        print(f"{row['preset']:<18}{row['jobs']:>12,}{row['cycle_ms']:>9.1f} ms  {per}")
 
 
 def print_jit(jit: dict[str, Any]) -> None:

@@ -80,9 +80,15 @@ def _config(dsn: str, **changes: Any) -> Config:
     return replace(Config(databases=(DatabaseConfig("bench", dsn),)), **changes)
 
 
-def exporter_cycle_seconds(dsn: str, runs: int = RUNS) -> tuple[float, dict[str, float]]:
-    """Median time of one full cycle of every built-in collector, and per collector."""
-    exporter = Exporter(_config(dsn))
+def exporter_cycle_seconds(
+    dsn: str, runs: int = RUNS, database: DatabaseConfig | None = None
+) -> tuple[float, dict[str, float]]:
+    """Median time of one full cycle of every scheduled collector, and per collector;
+    ``database`` (named "bench") may name a preset."""
+    config = _config(dsn)
+    if database is not None:
+        config = replace(config, databases=(database,))
+    exporter = Exporter(config)
     runtime = exporter.scheduler.databases["bench"]
     cycles: list[float] = []
     per: dict[str, list[float]] = {name: [] for name in runtime.collectors}

@@ -13,7 +13,7 @@ from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
 from tests.counts_support import assert_counts_exact
-from tests.support import require_tool
+from tests.support import admin_execute, require_tool
 
 
 def test_dataset_and_collection_harness(db: Database) -> None:
@@ -80,3 +80,15 @@ def test_postgres_exporter_jit_harness(db: Database) -> None:
     figures = jit_scrapes(db.dsn, jobs=300, starts=1)
     assert len(figures["on"]) == len(figures["off"]) == 1
     assert all(seconds > 0 for seconds in figures["on"] + figures["off"])
+
+
+def test_presets_harness(server_dsn: str) -> None:
+    from bench.presets import INSTALL, preset_cycles  # noqa: PLC0415
+
+    rows = preset_cycles(server_dsn, jobs=3000)
+    try:
+        assert [row["preset"] for row in rows] == list(INSTALL)
+        assert all(row["cycle_ms"] > 0 and "queue_depth" in row["per_collector_ms"] for row in rows)
+    finally:
+        for name in INSTALL:
+            admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "bench_preset_{name}" WITH (FORCE)')

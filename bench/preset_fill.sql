@@ -1,0 +1,99 @@
+-- Each library's table filled with %(jobs)s jobs in three queues, as the library
+-- writes its rows: 88% finished (80% done, 5% failed, 3% cancelled where the
+-- library has it), 9% pending (7% ready, 2% delayed) and 3% running. Used by
+-- bench/presets.py, after the library's own installer made the tables. Each
+-- block is rendered with psycopg.sql (hence the doubled braces), pgmq's per queue.
+
+-- name: procrastinate
+WITH worker AS (INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id),
+jobs AS (
+    INSERT INTO procrastinate_jobs (queue_name, task_name, status, scheduled_at, attempts,
+                                    worker_id)
+    SELECT 'q' || (n %% 3), 'noop', s.status::procrastinate_job_status,
+           CASE WHEN s.delayed THEN now() + interval '1 hour' END,
+           CASE WHEN s.status = 'todo' THEN 0 ELSE 1 END,
+           CASE WHEN s.status = 'doing' THEN (SELECT id FROM worker) END
+    FROM generate_series(1, %(jobs)s) AS n,
+         LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'succeeded' WHEN n %% 100 < 85 THEN 'failed'
+                              WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 97 THEN 'todo'
+                              ELSE 'doing' END AS status,
+                         n %% 100 BETWEEN 95 AND 96 AS delayed) AS s
+    RETURNING id
+)
+INSERT INTO procrastinate_events (job_id, type, at)
+SELECT id, 'deferred', now() - interval '1 hour' FROM jobs;
+
+-- name: pgqueuer
+-- The table holds the unfinished jobs; the finished ones are rows of the log.
+WITH jobs AS (
+    SELECT n, 'q' || (n %% 3) AS entrypoint,
+           CASE WHEN n %% 100 < 80 THEN 'successful' WHEN n %% 100 < 85 THEN 'exception'
+                WHEN n %% 100 < 88 THEN 'canceled' WHEN n %% 100 < 97 THEN 'queued'
+                ELSE 'picked' END AS status,
+           n %% 100 BETWEEN 95 AND 96 AS delayed
+    FROM generate_series(1, %(jobs)s) AS n
+), queue AS (
+    INSERT INTO pgqueuer (priority, status, entrypoint, execute_after, payload)
+    SELECT 0, status::pgqueuer_status, entrypoint,
+           CASE WHEN delayed THEN now() + interval '1 hour' ELSE now() END, NULL
+    FROM jobs WHERE status IN ('queued', 'picked')
+)
+INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
+SELECT n, status::pgqueuer_status, entrypoint, 0
+FROM jobs WHERE status NOT IN ('queued', 'picked');
+
+-- name: pgmq
+-- Per queue: unfinished messages in q_<queue>, archived ones in a_<queue>.
+WITH messages AS (
+    SELECT n, n %% 100 AS k FROM generate_series(1, %(jobs)s / 3) AS n
+), queued AS (
+    INSERT INTO pgmq.{q} (read_ct, vt, message)
+    SELECT CASE WHEN k >= 97 THEN 1 ELSE 0 END,
+           CASE WHEN k >= 97 OR k BETWEEN 95 AND 96 THEN now() + interval '1 hour'
+                ELSE now() END,
+           '{{}}'::jsonb
+    FROM messages WHERE k >= 88
+)
+INSERT INTO pgmq.{a} (msg_id, read_ct, vt, message)
+SELECT n, 1, now(), '{{}}'::jsonb FROM messages WHERE k < 88;
+
+-- name: oban
+INSERT INTO oban_jobs (state, queue, worker, attempt, scheduled_at, attempted_at, completed_at,
+                       discarded_at, cancelled_at)
+SELECT s.state::oban_job_state, 'q' || (n %% 3), 'Noop',
+       CASE WHEN s.state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
+       timezone('UTC', now()) + CASE WHEN s.state = 'scheduled' THEN interval '1 hour'
+                                     ELSE interval '0' END,
+       CASE WHEN s.state NOT IN ('available', 'scheduled') THEN timezone('UTC', now()) END,
+       CASE WHEN s.state = 'completed' THEN timezone('UTC', now()) END,
+       CASE WHEN s.state = 'discarded' THEN timezone('UTC', now()) END,
+       CASE WHEN s.state = 'cancelled' THEN timezone('UTC', now()) END
+FROM generate_series(1, %(jobs)s) AS n,
+     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'discarded'
+                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 95 THEN 'available'
+                          WHEN n %% 100 < 97 THEN 'scheduled' ELSE 'executing' END AS state) AS s;
+
+-- name: django_tasks_db
+INSERT INTO django_tasks_database_dbtaskresult
+    (id, status, enqueued_at, started_at, finished_at, args_kwargs, priority, task_path,
+     worker_ids, queue_name, backend_name, run_after, return_value, exception_class_path,
+     traceback)
+SELECT gen_random_uuid(), s.status, now(), now(), now(), '{{}}', 0, 'tasks.noop', '[]',
+       'q' || (n %% 3), 'default',
+       CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN now() + interval '1 hour'
+            ELSE '9999-01-01 00:00+00' END,
+       NULL, '', ''
+FROM generate_series(1, %(jobs)s) AS n,
+     LATERAL (SELECT CASE WHEN n %% 100 < 85 THEN 'SUCCESSFUL' WHEN n %% 100 < 88 THEN 'FAILED'
+                          WHEN n %% 100 < 97 THEN 'READY' ELSE 'RUNNING' END AS status) AS s;
+
+-- name: seed
+-- The seed article's jobs table as written (no index but its primary key).
+INSERT INTO app.jobs (queue, status, attempts, scheduled_at, locked_until, updated_at)
+SELECT 'q' || (n %% 3), s.status, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
+       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
+       now() - interval '1 hour'
+FROM generate_series(1, %(jobs)s) AS n,
+     LATERAL (SELECT CASE WHEN n %% 100 < 85 THEN 'done' WHEN n %% 100 < 88 THEN 'failed'
+                          WHEN n %% 100 < 97 THEN 'pending' ELSE 'processing' END AS status) AS s;

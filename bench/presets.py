@@ -1,0 +1,126 @@
+"""Each preset's collection cycle on a database of the library's own tables.
+
+The library's own installer makes the tables (Oban's runs in .venv-oban, Django's
+migrations in a child process), then SQL fills them with ``jobs`` jobs in three
+queues as the library writes its rows (bench/preset_fill.sql), and the exporter
+runs every collector the preset schedules, as in the collection benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from bench.collection import exporter_cycle_seconds
+from bench.server import fresh_database
+from pgq_exporter.config import PRESET_LAYOUTS, DatabaseConfig
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
+from pgq_exporter.sqlfiles import parse_named_blocks
+
+ROOT = Path(__file__).resolve().parent.parent
+FILL = parse_named_blocks((Path(__file__).parent / "preset_fill.sql").read_text())
+PGMQ_QUEUES = ("q0", "q1", "q2")
+
+
+def _seed(dsn: str) -> None:
+    from tests.seed_support import SEED_TABLE  # noqa: PLC0415
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SEED_TABLE.encode())
+
+
+def _procrastinate(dsn: str) -> None:
+    from bench.competitors import _procrastinate_install_and_fill  # noqa: PLC0415
+
+    _procrastinate_install_and_fill(dsn, 0)
+
+
+def _pgqueuer(dsn: str) -> None:
+    from bench.competitors import _pgqueuer_install_and_fill  # noqa: PLC0415
+
+    _pgqueuer_install_and_fill(dsn, 0)
+
+
+def _pgmq(dsn: str) -> None:
+    from pgmq import PGMQueue, install_pgmq_from_sql  # noqa: PLC0415
+
+    install_pgmq_from_sql(dsn=dsn)
+    queue = PGMQueue(conn_string=dsn, init_extension=False, pool_size=1)
+    try:
+        for name in PGMQ_QUEUES:
+            queue.create_queue(name)
+    finally:
+        queue.close()
+
+
+def _oban(dsn: str) -> None:
+    python = ROOT / ".venv-oban" / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError("Oban for Python needs .venv-oban: run scripts/oban-venv")
+    subprocess.run([str(python), str(ROOT / "tests/libraries/oban_app.py"), "install", dsn],
+                   check=True)  # fmt: skip
+
+
+def _django_tasks_db(dsn: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PGQ_DJANGO_DSN": dsn,
+           "DJANGO_SETTINGS_MODULE": "tests.libraries.django_settings"}  # fmt: skip
+    subprocess.run([sys.executable, "-m", "django", "migrate", "--verbosity", "0"],
+                   check=True, env=env)  # fmt: skip
+
+
+INSTALL: dict[str, Callable[[str], None]] = {
+    "seed": _seed,
+    "procrastinate": _procrastinate,
+    "pgqueuer": _pgqueuer,
+    "pgmq": _pgmq,
+    "oban": _oban,
+    "django_tasks_db": _django_tasks_db,
+}
+
+
+def _fill(dsn: str, preset: str, jobs: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if preset == "pgmq":
+            for name in PGMQ_QUEUES:
+                statement = sql.SQL(FILL[preset]).format(
+                    q=sql.Identifier(f"q_{name}"), a=sql.Identifier(f"a_{name}")
+                )
+                conn.execute(statement, {"jobs": jobs})
+        else:
+            conn.execute(sql.SQL(FILL[preset]).format(), {"jobs": jobs})
+        conn.execute("VACUUM ANALYZE")
+
+
+def _database(name: str, dsn: str) -> DatabaseConfig:
+    if name == "seed":  # tests/seed_support.py builds it in schema app
+        return DatabaseConfig("bench", dsn, mapping=replace(PRESET_LAYOUTS["seed"], schema="app"))
+    preset = LIBRARY_PRESETS[name]
+    layout = LibraryLayout(preset, preset.schema, dict(preset.params))
+    return DatabaseConfig("bench", dsn, library=layout)
+
+
+def preset_cycles(dsn: str, *, jobs: int) -> list[dict[str, Any]]:
+    """Per library preset: the time to fill ``jobs`` jobs, and the median collection
+    cycle, in total and per collector."""
+    rows = []
+    for name, install in INSTALL.items():
+        target = fresh_database(dsn, f"bench_preset_{name}")
+        install(target)
+        started = time.perf_counter()
+        _fill(target, name, jobs)
+        filled = time.perf_counter() - started
+        cycle, per = exporter_cycle_seconds(target, database=_database(name, target))
+        rows.append({"preset": name, "jobs": jobs, "fill_s": round(filled, 1),
+                     "cycle_ms": cycle * 1000,
+                     "per_collector_ms": {k: v * 1000 for k, v in per.items()}})  # fmt: skip
+        print(f"preset {name}: {jobs:,} jobs, cycle {cycle * 1000:.1f} ms", flush=True)
+    return rows
