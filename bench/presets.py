@@ -87,7 +87,8 @@ INSTALL: dict[str, Callable[[str], None]] = {
 }
 
 
-def _fill(dsn: str, preset: str, jobs: int) -> None:
+def fill(dsn: str, preset: str, jobs: int) -> None:
+    """``jobs`` jobs in three queues, as the library writes them; then VACUUM ANALYZE."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         if preset == "pgmq":
             for name in PGMQ_QUEUES:
@@ -116,7 +117,7 @@ def preset_cycles(dsn: str, *, jobs: int) -> list[dict[str, Any]]:
         target = fresh_database(dsn, f"bench_preset_{name}")
         install(target)
         started = time.perf_counter()
-        _fill(target, name, jobs)
+        fill(target, name, jobs)
         filled = time.perf_counter() - started
         cycle, per = exporter_cycle_seconds(target, database=_database(name, target))
         rows.append({"preset": name, "jobs": jobs, "fill_s": round(filled, 1),

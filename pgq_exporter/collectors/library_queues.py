@@ -10,7 +10,6 @@ from the planner (as for the reference queue), and marked approximate.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from psycopg import sql
 
@@ -32,28 +31,47 @@ FINISHED_STATUSES = ("done", "failed", "cancelled")
 COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck")
 
 
+# {queues} as the exporter runs a block: the known queues, bound as a parameter.
+BOUND_QUEUES = sql.SQL("%(queues)s::text[]")
+
+
 def render_block(
-    layout: LibraryLayout, block: str, for_queue: str | None = None, **extra: sql.Composable
+    layout: LibraryLayout,
+    block: str,
+    for_queue: str | None = None,
+    finished_cap: int = 0,
+    queues: sql.Composable = BOUND_QUEUES,
+    **extra: sql.Composable,
 ) -> sql.Composed:
-    """A named block of the preset's SQL file, with its schema quoted in, and, for a
-    library with a table per queue, the tables of ``for_queue``."""
+    """A named block of the preset's SQL file: its schema, parameters and finished cap
+    quoted in as literals, and, for a library with a table per queue, the tables and
+    name of ``for_queue``."""
     text = query(layout.preset.sql_file, block)
-    tables = layout.queue_tables(for_queue) if for_queue is not None else {}
-    return sql.SQL(text).format(schema=sql.Identifier(layout.schema), **tables, **extra)
+    parts: dict[str, sql.Composable] = {
+        "schema": sql.Identifier(layout.schema),
+        "queues": queues,
+        "finished_cap": sql.Literal(finished_cap),
+        **{name: sql.Literal(value) for name, value in layout.params.items()},
+    }
+    if for_queue is not None:
+        parts.update(layout.queue_tables(for_queue), queue=sql.Literal(for_queue))
+    return sql.SQL(text).format(**{**parts, **extra})
 
 
-def run_block(conn: Conn, layout: LibraryLayout, block: str, params: dict[str, Any]) -> list[Row]:
-    """The block's rows: one statement, or, with a table per queue, one per queue in
-    ``params["queues"]`` that the library has."""
-    params = {**layout.params, **params}
+def run_block(
+    conn: Conn, layout: LibraryLayout, block: str, queues: list[str], finished_cap: int = 0
+) -> list[Row]:
+    """The block's rows for ``queues``: one statement, or, with a table per queue, one
+    per queue that the library has."""
     if not layout.preset.per_queue or block == "queues":
-        return conn.execute(render_block(layout, block), params).fetchall()
-    present = {row[0] for row in run_block(conn, layout, "queues", {})}
+        statement = render_block(layout, block, finished_cap=finished_cap)
+        return conn.execute(statement, {"queues": queues}).fetchall()
+    present = {row[0] for row in run_block(conn, layout, "queues", [])}
     rows: list[Row] = []
-    for queue in params.get("queues", ()):
+    for queue in queues:
         if queue in present:
-            statement = render_block(layout, block, queue)
-            rows += conn.execute(statement, {**params, "queue": queue}).fetchall()
+            statement = render_block(layout, block, queue, finished_cap)
+            rows += conn.execute(statement).fetchall()
     return rows
 
 
@@ -62,15 +80,15 @@ def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
     With a table per queue, the blocks are planned on the first queue, if any."""
     queue: str | None = None
     if layout.preset.per_queue and block != "queues":
-        queues = run_block(conn, layout, "queues", {})
+        queues = run_block(conn, layout, "queues", [])
         if not queues:
             return
         queue = str(queues[0][0])
     if block == "estimate_finished":  # an EXPLAIN already
         conn.execute(_estimate(layout, queue or "", "done"))
         return
-    params: dict[str, Any] = {**layout.params, "queues": [], "finished_cap": 1, "queue": queue}
-    conn.execute(sql.SQL("EXPLAIN {}").format(render_block(layout, block, queue)), params)
+    statement = render_block(layout, block, queue, finished_cap=1)
+    conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
 
 
 def _estimate(layout: LibraryLayout, queue: str, status: str) -> sql.Composed:
@@ -92,7 +110,7 @@ def library_of(ctx: Context) -> LibraryLayout:
 
 def known_queues(conn: Conn, ctx: Context) -> list[str]:
     layout = library_of(ctx)
-    return ctx.queues.refresh(lambda: [row[0] for row in run_block(conn, layout, "queues", {})])
+    return ctx.queues.refresh(lambda: [row[0] for row in run_block(conn, layout, "queues", [])])
 
 
 class LibraryDepth(Collector):
@@ -105,9 +123,8 @@ class LibraryDepth(Collector):
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
         cap = finished_cap(ctx)
-        params = {"queues": queues, "finished_cap": cap + 1}
         samples: list[AnySample] = []
-        rows = run_block(conn, layout, "depth", params)
+        rows = run_block(conn, layout, "depth", queues, cap + 1)
         for queue, ready, delayed, processing, *finished in rows:
             counts = {"ready": exact(ready), "delayed": exact(delayed)}
             counts["pending"] = exact(ready + delayed)
@@ -157,7 +174,7 @@ class LibraryLatency(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = known_queues(conn, ctx)
-        rows = run_block(conn, library_of(ctx), "oldest_ready", {"queues": queues})
+        rows = run_block(conn, library_of(ctx), "oldest_ready", queues)
         return [
             Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(float(age), 0.0))
             for queue, age in rows
@@ -172,9 +189,7 @@ class LibraryStuck(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = known_queues(conn, ctx)
         samples: list[AnySample] = []
-        for queue, stuck, exhausted in run_block(
-            conn, library_of(ctx), "stuck", {"queues": queues}
-        ):
+        for queue, stuck, exhausted in run_block(conn, library_of(ctx), "stuck", queues):
             samples += [
                 Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)),
                 Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), 0.0),

@@ -15,6 +15,7 @@ import yaml
 
 from pgq_exporter.generators import alerts, docs, grafana, postgres_exporter
 from pgq_exporter.generators.bundle import BundleConfig
+from pgq_exporter.presets.library import LIBRARY_PRESETS
 
 RULES_FILE = "alerts/pgq-alerts.yaml"
 RULE_TESTS_FILE = "alerts/tests/pgq-alerts.test.yaml"
@@ -56,6 +57,10 @@ def render_bundle(config: BundleConfig | None = None) -> dict[str, str]:
     files[RULE_TESTS_FILE] = to_yaml(alerts.rule_tests(config, "../pgq-alerts.yaml"))
     files[INHIBIT_FILE] = to_yaml(alerts.inhibit_rules())
     files["contrib/postgres_exporter/queries.yaml"] = to_yaml(postgres_exporter.queries_yaml())
+    for preset in LIBRARY_PRESETS.values():
+        document = postgres_exporter.preset_queries_yaml(preset)
+        if document is not None:
+            files[f"contrib/postgres_exporter/queries-{preset.name}.yaml"] = to_yaml(document)
     files.update(kubernetes(config, files))
     files["docs/metrics.md"] = docs.metrics_markdown()
     files["docs/runbooks.md"] = alerts.runbooks(config)

@@ -7,8 +7,10 @@ from typing import Any
 from psycopg import sql
 
 from pgq_exporter.catalogue import MetricSpec, metric
-from pgq_exporter.collectors.base import mapping_parts
+from pgq_exporter.collectors.base import mapping_parts, table_list
+from pgq_exporter.collectors.library_queues import render_block
 from pgq_exporter.config import DEFAULT_WINDOW, SchemaMapping
+from pgq_exporter.presets.library import LibraryLayout, LibraryPreset
 from pgq_exporter.sqlfiles import named_queries
 
 _FILE = "postgres_exporter.sql"
@@ -58,13 +60,17 @@ _EMBEDDED = (
 )
 
 
-def _render(name: str, mapping: SchemaMapping, cap: int, window: float) -> str:
+def _render(
+    name: str, mapping: SchemaMapping, cap: int, window: float, tables: tuple[str, ...] = ()
+) -> str:
     blocks = named_queries(_FILE)
     parts: dict[str, sql.Composable] = {
         **mapping_parts(mapping),
         "cap": sql.SQL(str(cap)),
         "window_label": sql.SQL(f"{window:g}"),
     }
+    if tables:
+        parts["tables"] = table_list(tables)
     collectors = named_queries("collectors.sql")
     for block in _EMBEDDED:
         parts[f"sql_{block}"] = sql.SQL(_without_comments(collectors[block])).format(**parts)
@@ -92,27 +98,73 @@ def queries_yaml(
     cache_seconds: int = 15,
 ) -> dict[str, Any]:
     mapping = mapping or SchemaMapping()
+    return {
+        key: _entry(key, names, _render(key, mapping, cap, window), cap, cache_seconds)
+        for key, names in QUERIES.items()
+    }
+
+
+def _entry(
+    key: str, names: tuple[str, ...], query: str, cap: int, cache_seconds: int
+) -> dict[str, Any]:
+    """One queries.yaml entry: its query, and a column per label and per metric."""
+    specs = [metric(name) for name in names]
+    columns: list[dict[str, Any]] = [
+        {label: {"usage": "LABEL", "description": _label_help(label)}} for label in specs[0].labels
+    ]
+    for spec in specs:
+        column = spec.name.removeprefix(f"{key}_")
+        columns.append({column: {"usage": "GAUGE", "description": _help(spec, cap)}})
+    return {"query": query, "cache_seconds": cache_seconds, "metrics": columns}
+
+
+# A library preset's queries.yaml: key -> the catalogue metrics of its columns.
+PRESET_QUERIES: dict[str, tuple[str, ...]] = {
+    "pgq": ("pgq_queue_jobs",),
+    "pgq_queue": (
+        "pgq_queue_ready_jobs",
+        "pgq_queue_delayed_jobs",
+        "pgq_queue_oldest_ready_age_seconds",
+    ),
+    "pgq_queue_stuck": ("pgq_queue_stuck_jobs",),
+    "pgq_queue_exhausted": ("pgq_queue_exhausted_jobs",),
+}
+# The keys that read catalogs and statistics: the same for every preset, on its tables.
+PRESET_SHARED = ("pgq_table", "pgq_xmin_horizon", "pgq_longest_transaction",
+                 "pgq_notify_queue_usage", "pgq_lock")  # fmt: skip
+
+
+def preset_queries_yaml(
+    preset: LibraryPreset, *, cap: int = CAP, cache_seconds: int = 15
+) -> dict[str, Any] | None:
+    """queries.yaml for a library preset, from its own blocks; None where postgres_exporter
+    cannot express it: a library with a table per queue needs a statement per queue."""
+    if preset.per_queue:
+        return None
+    layout = LibraryLayout(preset, preset.schema, dict(preset.params))
+    blocks = named_queries(_FILE)
+    known = _without_comments(render_block(layout, "queues").as_string())
+    queues = sql.SQL(_without_comments(blocks["preset_queues"])).format(known=sql.SQL(known))
+    parts = {
+        name: sql.SQL(_without_comments(
+            render_block(layout, name, finished_cap=cap, queues=queues).as_string()))
+        for name in ("depth", "oldest_ready", "stuck")
+        if name in named_queries(preset.sql_file)
+    }  # fmt: skip
+    keys = ["pgq", "pgq_queue"]
+    if "stuck" in parts:
+        keys.append("pgq_queue_stuck")
+    if preset.knows_exhausted:
+        keys.append("pgq_queue_exhausted")
     document: dict[str, Any] = {}
-    for key, names in QUERIES.items():
-        specs = [metric(name) for name in names]
-        columns: list[dict[str, Any]] = [
-            {label: {"usage": "LABEL", "description": _label_help(label)}}
-            for label in specs[0].labels
-        ]
-        for spec in specs:
-            columns.append(
-                {
-                    spec.name.removeprefix(f"{key}_"): {
-                        "usage": "GAUGE",
-                        "description": _help(spec, cap),
-                    }
-                }
-            )
-        document[key] = {
-            "query": _render(key, mapping, cap, window),
-            "cache_seconds": cache_seconds,
-            "metrics": columns,
-        }
+    for key in keys:
+        statement = sql.SQL(_without_comments(blocks[f"preset_{key}"])).format(**parts)
+        query = _without_comments(statement.as_string()) + "\n"
+        document[key] = _entry(key, PRESET_QUERIES[key], query, cap, cache_seconds)
+    tables = layout.qualified_tables()
+    for key in PRESET_SHARED:
+        query = _render(key, SchemaMapping(), cap, DEFAULT_WINDOW, tables)
+        document[key] = _entry(key, QUERIES[key], query, cap, cache_seconds)
     return document
 
 

@@ -39,6 +39,8 @@ class LibraryPreset:
     finished_states: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Parameters its blocks take (%(name)s), with their defaults; config may set them.
     params: Mapping[str, float] = field(default_factory=dict)
+    # Whether its stuck block knows which stuck jobs have no attempt left (exhausted).
+    knows_exhausted: bool = False
     # A library with a table per queue: placeholder -> the prefix of each queue's
     # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
     per_queue: Mapping[str, str] = field(default_factory=dict)
@@ -130,6 +132,7 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             # An executing job attempted longer ago than this is an orphan: the
             # Lifeline plugin's rescue_after (Oban for Python's default, 300 s).
             params={"rescue_after": 300.0},
+            knows_exhausted=True,
         ),
         LibraryPreset(
             name="django_tasks_db",

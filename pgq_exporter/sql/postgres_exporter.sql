@@ -107,3 +107,31 @@ FROM ({sql_notify_usage}) AS notify
 -- name: pgq_lock
 SELECT current_database() AS database, table_name AS "table", waiting AS waits
 FROM ({sql_lock_waits}) AS waits
+
+-- Library presets: their blocks (sql/presets/<name>.sql) wrapped into the same
+-- keys and columns. {depth}, {oldest_ready} and {stuck} are the preset's blocks,
+-- with {queues} the array of the queues its own queues block finds.
+
+-- name: preset_pgq
+SELECT current_database() AS database, d.queue, s.status, s.value AS queue_jobs
+FROM ({depth}) AS d
+CROSS JOIN LATERAL (VALUES ('pending', d.ready + d.delayed), ('processing', d.processing),
+                           ('done', d.done), ('failed', d.failed), ('cancelled', d.cancelled))
+    AS s(status, value)
+WHERE s.value IS NOT NULL
+
+-- name: preset_pgq_queue
+SELECT current_database() AS database, d.queue, d.ready AS ready_jobs,
+       d.delayed AS delayed_jobs, o.age AS oldest_ready_age_seconds
+FROM ({depth}) AS d
+JOIN ({oldest_ready}) AS o ON o.queue = d.queue
+
+-- name: preset_pgq_queue_stuck
+SELECT current_database() AS database, s.queue, s.stuck AS jobs FROM ({stuck}) AS s
+
+-- name: preset_pgq_queue_exhausted
+SELECT current_database() AS database, s.queue, s.exhausted AS jobs FROM ({stuck}) AS s
+
+-- name: preset_queues
+-- {queues} of the blocks: what the preset's queues block finds.
+ARRAY(SELECT k.queue FROM ({known}) AS k(queue))

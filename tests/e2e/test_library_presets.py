@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -23,10 +24,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
+from pgq_exporter.ports import free_port
 from tests.conftest import Database
-from tests.exporter_support import Labels, collect_once, value
-from tests.support import IN_CI, assert_clean_failure, run_cli, wait_for
+from tests.exporter_support import Labels, collect_once, parse_samples, value
+from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
 
 Samples = dict[str, dict[Labels, float]]
 
@@ -454,3 +457,47 @@ def test_oban_preset_reads_every_state(empty_db: Database) -> None:
             )
         samples = collect_once(config)
     assert_mix(samples, OBAN_EXPECTED)
+
+
+def test_postgres_exporter_serves_a_preset_queries_file(empty_db: Database) -> None:
+    """The real postgres_exporter loads contrib/postgres_exporter/queries-procrastinate.yaml
+    and serves the exporter's queue counts under the same names."""
+    from bench.presets import INSTALL, fill  # noqa: PLC0415
+
+    binary = require_tool("prometheus-postgres-exporter")
+    INSTALL["procrastinate"](empty_db.dsn)
+    fill(empty_db.dsn, "procrastinate", 300)
+    queries = Path("contrib/postgres_exporter/queries-procrastinate.yaml").resolve()
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", f"--extend.query-path={queries}",
+         "--disable-default-metrics", "--disable-settings-metrics"],
+        env={"DATA_SOURCE_NAME": make_conninfo(empty_db.dsn, sslmode="disable")},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        served: list[Samples] = []
+
+        def scraped() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    served[:] = [parse_samples(r.read().decode())]
+            except OSError:
+                return False
+            return "pgq_queue_jobs" in served[0]
+
+        wait_for(scraped, "postgres_exporter to serve the preset's queries")
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+    ours = collect_once(
+        f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: procrastinate\n"
+    )
+    for name in ("pgq_queue_jobs", "pgq_queue_ready_jobs", "pgq_queue_delayed_jobs",
+                 "pgq_queue_stuck_jobs"):  # fmt: skip
+        assert _by_queue(served[0][name]) == _by_queue(ours[name]), name
+
+
+def _by_queue(series: dict[Labels, float]) -> dict[tuple[str, str], float]:
+    """Values by queue and status: postgres_exporter adds labels of its own."""
+    return {(dict(k)["queue"], dict(k).get("status", "")): v for k, v in series.items()}

@@ -23,7 +23,7 @@ SELECT queue::text FROM q WHERE queue IS NOT NULL;
 -- name: depth
 -- Ready and delayed through the backend's partial index of READY tasks;
 -- RUNNING through the queue_name index (the backend has no index on status
--- alone: doctor suggests one); finished ones up to %(finished_cap)s.
+-- alone: doctor suggests one); finished ones up to {finished_cap}.
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
         WHERE r.status = 'READY' AND r.queue_name = q.queue
@@ -35,12 +35,12 @@ SELECT q.queue,
         WHERE r.status = 'RUNNING' AND r.queue_name = q.queue) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'SUCCESSFUL'
-            LIMIT %(finished_cap)s) AS c) AS done,
+            LIMIT {finished_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'FAILED'
-            LIMIT %(finished_cap)s) AS c) AS failed,
+            LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
 
 -- name: estimate_finished
 -- The planner's row estimate of one queue's finished tasks in {statuses}.
@@ -58,7 +58,7 @@ SELECT q.queue,
            WHERE r.status = 'READY' AND r.queue_name = q.queue
              AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')))::float8, 0)
            AS age
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
 
 -- name: index_queue_depth_django_tasks_database_dbtaskresult
 -- Unfinished tasks per queue without reading the finished ones.

@@ -27,7 +27,7 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly; finished ones per queue and state up to %(finished_cap)s.
+-- Unfinished jobs exactly; finished ones per queue and state up to {finished_cap}.
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
@@ -42,14 +42,14 @@ SELECT q.queue,
         WHERE j.queue = q.queue AND j.state = 'executing') AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'completed' AND j.queue = q.queue
-            LIMIT %(finished_cap)s) AS c) AS done,
+            LIMIT {finished_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'discarded' AND j.queue = q.queue
-            LIMIT %(finished_cap)s) AS c) AS failed,
+            LIMIT {finished_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'cancelled' AND j.queue = q.queue
-            LIMIT %(finished_cap)s) AS c) AS cancelled
-FROM unnest(%(queues)s::text[]) AS q(queue);
+            LIMIT {finished_cap}) AS c) AS cancelled
+FROM unnest({queues}) AS q(queue);
 
 -- name: estimate_finished
 -- The planner's row estimate of one queue's finished jobs in {statuses}.
@@ -65,17 +65,17 @@ SELECT q.queue,
            WHERE j.queue = q.queue
              AND j.state IN ('available', 'scheduled', 'retryable', 'suspended')
              AND j.scheduled_at <= timezone('UTC', now())))::float8, 0) AS age
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
 
 -- name: stuck
 -- Oban's own rule (its Lifeline plugin): an executing job attempted more than
--- %(rescue_after)s seconds ago is an orphan; it is made available again when
+-- {rescue_after} seconds ago is an orphan; it is made available again when
 -- attempts are left (stuck), and discarded when none are (exhausted).
 SELECT q.queue,
        count(j.id) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
        count(j.id) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest({queues}) AS q(queue)
 LEFT JOIN {schema}.oban_jobs j
        ON j.queue = q.queue AND j.state = 'executing'
-      AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => %(rescue_after)s)
+      AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => {rescue_after})
 GROUP BY q.queue;

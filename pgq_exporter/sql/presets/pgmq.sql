@@ -1,6 +1,6 @@
 -- pgmq 1.x, as its SQL installs it: one table per queue ({q}, pgmq.q_<name>)
 -- and its archive ({a}, pgmq.a_<name>), listed in pgmq.meta. A message is a
--- job. Every block but queues runs once per queue, with %(queue)s its name.
+-- job. Every block but queues runs once per queue, with {queue} its name.
 --
 -- States: a message whose visibility timeout (vt) has passed is pending and
 -- ready; one sent with a delay and never read is delayed; one read (read_ct
@@ -12,11 +12,11 @@ SELECT m.queue_name::text FROM {schema}.meta m;
 
 -- name: depth
 -- The queue's table holds only the messages not yet deleted or archived.
-SELECT %(queue)s::text AS queue,
+SELECT {queue}::text AS queue,
        count(*) FILTER (WHERE m.vt <= now()) AS ready,
        count(*) FILTER (WHERE m.vt > now() AND m.read_ct = 0) AS delayed,
        count(*) FILTER (WHERE m.vt > now() AND m.read_ct > 0) AS processing,
-       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT %(finished_cap)s) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT {finished_cap}) AS c) AS done,
        NULL::bigint AS failed,
        NULL::bigint AS cancelled
 FROM {q} m;
@@ -28,7 +28,7 @@ SELECT 1 FROM {a};
 
 -- name: oldest_ready
 -- A message became ready when its visibility timeout passed: through the vt index.
-SELECT %(queue)s::text AS queue,
+SELECT {queue}::text AS queue,
        coalesce(extract(epoch FROM now() - (
            SELECT min(m.vt) FROM {q} m WHERE m.vt <= now()))::float8, 0) AS age;
 
@@ -37,6 +37,6 @@ SELECT %(queue)s::text AS queue,
 -- reader deleted or archived it is visible again, to be read again. It is
 -- counted here and among the ready ones. Nothing caps its reads: exhausted is
 -- unknown (NULL).
-SELECT %(queue)s::text AS queue,
+SELECT {queue}::text AS queue,
        (SELECT count(*) FROM {q} m WHERE m.read_ct > 0 AND m.vt <= now()) AS stuck,
        NULL::bigint AS exhausted;

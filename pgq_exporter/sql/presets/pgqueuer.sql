@@ -19,7 +19,7 @@ WHERE l.created > now() - interval '5 minutes';
 
 -- name: depth
 -- The table's jobs exactly (it holds only unfinished and held jobs); the log's
--- finished ones per queue and state up to %(finished_cap)s rows.
+-- finished ones per queue and state up to {finished_cap} rows.
 WITH unfinished AS (
     SELECT j.entrypoint AS queue,
            count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after <= now()) AS ready,
@@ -35,15 +35,15 @@ SELECT q.queue,
        coalesce(u.processing, 0) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status = 'successful'
-            LIMIT %(finished_cap)s) AS c) AS done,
+            LIMIT {finished_cap}) AS c) AS done,
        coalesce(u.held, 0)
        + (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status = 'exception'
-            LIMIT %(finished_cap)s) AS c) AS failed,
+            LIMIT {finished_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status IN ('canceled', 'deleted')
-            LIMIT %(finished_cap)s) AS c) AS cancelled
-FROM unnest(%(queues)s::text[]) AS q(queue)
+            LIMIT {finished_cap}) AS c) AS cancelled
+FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
 -- name: estimate_finished
@@ -59,15 +59,15 @@ SELECT q.queue,
            SELECT min(j.execute_after) FROM {schema}.pgqueuer j
            WHERE j.entrypoint = q.queue AND j.status = 'queued'
              AND j.execute_after <= now()))::float8, 0) AS age
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
 
 -- name: stuck
 -- PgQueuer's own rule: a picked job whose heartbeat is older than
--- %(heartbeat_timeout)s seconds is abandoned (a consumer with retry_timer picks it
+-- {heartbeat_timeout} seconds is abandoned (a consumer with retry_timer picks it
 -- again). Retries are decided in Python: attempts left are unknown (NULL).
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.pgqueuer j
         WHERE j.entrypoint = q.queue AND j.status = 'picked'
-          AND j.heartbeat < now() - make_interval(secs => %(heartbeat_timeout)s)) AS stuck,
+          AND j.heartbeat < now() - make_interval(secs => {heartbeat_timeout})) AS stuck,
        NULL::bigint AS exhausted
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);

@@ -22,7 +22,7 @@ SELECT queue::text FROM q WHERE queue IS NOT NULL;
 -- name: depth
 -- Unfinished jobs exactly, read through the todo-and-doing partial index
 -- (procrastinate_jobs_id_lock_idx_v1); finished ones per queue and state up to
--- %(finished_cap)s rows, through the queue_name index.
+-- {finished_cap} rows, through the queue_name index.
 WITH unfinished AS (
     SELECT j.queue_name::text AS queue,
            count(*) FILTER (WHERE j.status = 'todo'
@@ -39,14 +39,14 @@ SELECT q.queue,
        coalesce(u.processing, 0) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'succeeded'
-            LIMIT %(finished_cap)s) AS c) AS done,
+            LIMIT {finished_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'failed'
-            LIMIT %(finished_cap)s) AS c) AS failed,
+            LIMIT {finished_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status IN ('cancelled', 'aborted')
-            LIMIT %(finished_cap)s) AS c) AS cancelled
-FROM unnest(%(queues)s::text[]) AS q(queue)
+            LIMIT {finished_cap}) AS c) AS cancelled
+FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
 -- name: estimate_finished
@@ -72,19 +72,19 @@ SELECT q.queue,
                                  WHERE j.queue_name = q.queue AND j.status = 'todo'
                                    AND j.scheduled_at IS NULL))), 0)
        )::float8 AS age
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
 
 -- name: stuck
 -- Procrastinate's own rule for stalled jobs: doing, and its worker is gone
 -- (worker_id NULL once the worker row is pruned) or has not sent a heartbeat
--- for %(stalled_worker_timeout)s seconds. Its retry policy lives in the task's Python
+-- for {stalled_worker_timeout} seconds. Its retry policy lives in the task's Python
 -- code, so whether attempts are left is unknown (NULL).
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.procrastinate_jobs j
         LEFT JOIN {schema}.procrastinate_workers w ON w.id = j.worker_id
         WHERE j.queue_name = q.queue AND j.status = 'doing'
           AND (j.worker_id IS NULL
-               OR w.last_heartbeat < now() - make_interval(secs => %(stalled_worker_timeout)s)))
+               OR w.last_heartbeat < now() - make_interval(secs => {stalled_worker_timeout})))
            AS stuck,
        NULL::bigint AS exhausted
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest({queues}) AS q(queue);
