@@ -8,7 +8,12 @@ from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from pgq_exporter.collectors.activity import Activity
 from pgq_exporter.collectors.base import Collector
 from pgq_exporter.collectors.job_histograms import JobHistograms
-from pgq_exporter.collectors.library_queues import LibraryDepth, LibraryLatency, LibraryStuck
+from pgq_exporter.collectors.library_queues import (
+    LibraryDepth,
+    LibraryHistograms,
+    LibraryLatency,
+    LibraryStuck,
+)
 from pgq_exporter.collectors.queue_depth import QueueDepth
 from pgq_exporter.collectors.queue_latency import QueueLatency
 from pgq_exporter.collectors.queue_leases import QueueLeases
@@ -26,7 +31,8 @@ BUILTIN: dict[str, Callable[[], Collector]] = {
 
 # What stands in for a queue collector on a database with a library preset.
 LIBRARY: dict[str, Callable[[], Collector]] = {
-    factory.name: factory for factory in (LibraryDepth, LibraryLatency, LibraryStuck)
+    factory.name: factory
+    for factory in (LibraryDepth, LibraryLatency, LibraryStuck, LibraryHistograms)
 }
 
 if tuple(BUILTIN) != BUILTIN_COLLECTORS:

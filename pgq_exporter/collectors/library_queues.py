@@ -13,8 +13,18 @@ import time
 
 from psycopg import sql
 
-from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Row, Sample
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.collectors.base import (
+    AnySample,
+    Collector,
+    Conn,
+    Context,
+    HistogramSample,
+    Row,
+    Sample,
+    fetch,
+    require_all_stats,
+)
 from pgq_exporter.collectors.counting import (
     ESTIMATE_TTL,
     Count,
@@ -23,12 +33,13 @@ from pgq_exporter.collectors.counting import (
     finished_cap,
     plan_rows,
 )
+from pgq_exporter.collectors.finished_feed import QueueStats
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
 
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 # The blocks the collectors run, in the order check-config plans them.
-COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck")
+COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck", "finished")
 
 
 # {queues} as the exporter runs a block: the known queues, bound as a parameter.
@@ -39,6 +50,7 @@ def render_block(
     layout: LibraryLayout,
     block: str,
     for_queue: str | None = None,
+    *,
     finished_cap: int = 0,
     queues: sql.Composable = BOUND_QUEUES,
     **extra: sql.Composable,
@@ -59,18 +71,24 @@ def render_block(
 
 
 def run_block(
-    conn: Conn, layout: LibraryLayout, block: str, queues: list[str], finished_cap: int = 0
+    conn: Conn,
+    layout: LibraryLayout,
+    block: str,
+    queues: list[str],
+    *,
+    finished_cap: int = 0,
+    **extra: sql.Composable,
 ) -> list[Row]:
     """The block's rows for ``queues``: one statement, or, with a table per queue, one
     per queue that the library has."""
     if not layout.preset.per_queue or block == "queues":
-        statement = render_block(layout, block, finished_cap=finished_cap)
+        statement = render_block(layout, block, None, finished_cap=finished_cap, **extra)
         return conn.execute(statement, {"queues": queues}).fetchall()
     present = {row[0] for row in run_block(conn, layout, "queues", [])}
     rows: list[Row] = []
     for queue in queues:
         if queue in present:
-            statement = render_block(layout, block, queue, finished_cap)
+            statement = render_block(layout, block, queue, finished_cap=finished_cap, **extra)
             rows += conn.execute(statement).fetchall()
     return rows
 
@@ -87,7 +105,7 @@ def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
     if block == "estimate_finished":  # an EXPLAIN already
         conn.execute(_estimate(layout, queue or "", "done"))
         return
-    statement = render_block(layout, block, queue, finished_cap=1)
+    statement = render_block(layout, block, queue, finished_cap=1, since=sql.Literal(0.0))
     conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
 
 
@@ -124,7 +142,7 @@ class LibraryDepth(Collector):
         queues = known_queues(conn, ctx)
         cap = finished_cap(ctx)
         samples: list[AnySample] = []
-        rows = run_block(conn, layout, "depth", queues, cap + 1)
+        rows = run_block(conn, layout, "depth", queues, finished_cap=cap + 1)
         for queue, ready, delayed, processing, *finished in rows:
             counts = {"ready": exact(ready), "delayed": exact(delayed)}
             counts["pending"] = exact(ready + delayed)
@@ -199,4 +217,68 @@ class LibraryStuck(Collector):
                     Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)),
                     Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), 0.0),
                 ]
+        return samples
+
+
+class LibraryHistograms(Collector):
+    """Processing and wait histograms and the completed and failed totals, from the
+    library's trace of finished jobs (its ``finished`` block), each job counted once.
+
+    The library stamps a finished job with its transaction's now(). A read takes the
+    jobs stamped at or after its start point; the next one starts at the earlier of
+    this read's now() and the start of the oldest transaction open during it (see
+    finishing_bound), so a job whose transaction commits late is still read, and the
+    jobs seen at or after that point are remembered so none is counted twice. Like
+    the reference queue's, the totals start from nothing when the exporter starts.
+    """
+
+    name = JOB_HISTOGRAMS
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+        self._seen: dict[tuple[str, int], float] = {}
+        self._stats: dict[str, QueueStats] = {}
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        layout = library_of(ctx)
+        require_all_stats(conn, ctx)
+        [(now, oldest)] = fetch(conn, "finishing_bound", ctx)
+        queues = known_queues(conn, ctx)
+        if self._since is not None:
+            # Every queue the library has, known yet or not: a job finished in a new
+            # queue must not be passed over.
+            present = [str(r[0]) for r in run_block(conn, layout, "queues", [])]
+            since = sql.Literal(self._since)
+            for row in run_block(conn, layout, "finished", present, since=since):
+                self._take(row, layout.preset.knows_wait)
+            ctx.queues.saw(self._stats)
+        self._since = max(self._since or 0.0, min(float(now), float(oldest)))
+        self._seen = {key: at for key, at in self._seen.items() if at >= self._since}
+        return self._samples(sorted(set(queues) | set(self._stats)), layout)
+
+    def _take(self, row: Row, knows_wait: bool) -> None:
+        job_id, queue, done, processing, wait, finished = row
+        key = (str(queue), int(job_id))
+        if key in self._seen:
+            return
+        self._seen[key] = float(finished)
+        stats = self._stats.setdefault(str(queue), QueueStats())
+        stats.count(bool(done), processing, wait if knows_wait else None)
+
+    def _samples(self, queues: list[str], layout: LibraryLayout) -> list[AnySample]:
+        samples: list[AnySample] = []
+        for queue in queues:
+            stats = self._stats.get(queue, QueueStats())
+            samples += [
+                HistogramSample("pgq_job_processing_seconds", (queue,),
+                                stats.processing.cumulative(), stats.processing.total),
+                Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)),
+            ]  # fmt: skip
+            if layout.preset.knows_wait:
+                wait = stats.wait
+                samples.append(
+                    HistogramSample("pgq_job_wait_seconds", (queue,), wait.cumulative(), wait.total)
+                )
+            if "failed" in layout.preset.statuses:
+                samples.append(Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)))
         return samples

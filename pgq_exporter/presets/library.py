@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from psycopg import sql
 
-from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,8 @@ class LibraryPreset:
     params: Mapping[str, float] = field(default_factory=dict)
     # Whether its stuck block knows which stuck jobs have no attempt left (exhausted).
     knows_exhausted: bool = False
+    # Whether its finished block knows when each job became due (the wait histogram).
+    knows_wait: bool = False
     # A library with a table per queue: placeholder -> the prefix of each queue's
     # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
     per_queue: Mapping[str, str] = field(default_factory=dict)
@@ -75,6 +77,8 @@ class LibraryLayout:
 
 
 _QUEUE_COLLECTORS = frozenset({QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES})
+# With a trace of finished jobs that can be read exactly once (a finished block).
+_WITH_HISTOGRAMS = _QUEUE_COLLECTORS | {JOB_HISTOGRAMS}
 _ALL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 
 LIBRARY_PRESETS: dict[str, LibraryPreset] = {
@@ -106,7 +110,7 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             title="PgQueuer 1.x",
             schema="public",
             tables=("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules"),
-            collectors=_QUEUE_COLLECTORS,
+            collectors=_WITH_HISTOGRAMS,
             statuses=_ALL_STATUSES,
             finished_states={
                 "done": ("successful",),
@@ -122,7 +126,7 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             title="Oban (Oban for Python, or Elixir's Oban, on the Oban schema)",
             schema="public",
             tables=("oban_jobs", "oban_producers", "oban_leaders"),
-            collectors=_QUEUE_COLLECTORS,
+            collectors=_WITH_HISTOGRAMS,
             statuses=_ALL_STATUSES,
             finished_states={
                 "done": ("completed",),
@@ -133,6 +137,7 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             # Lifeline plugin's rescue_after (Oban for Python's default, 300 s).
             params={"rescue_after": 300.0},
             knows_exhausted=True,
+            knows_wait=True,
         ),
         LibraryPreset(
             name="django_tasks_db",
@@ -149,7 +154,7 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             title="pgmq 1.x (its SQL, as the extension or the Python client installs it)",
             schema="pgmq",
             tables=("meta",),
-            collectors=_QUEUE_COLLECTORS,
+            collectors=_WITH_HISTOGRAMS,
             statuses=("pending", "processing", "done"),
             finished_states={"done": ()},
             per_queue={"q": "q_", "a": "a_"},

@@ -261,3 +261,14 @@ GROUP BY c.relname;
 SELECT a.attname::text
 FROM pg_attribute a
 WHERE a.attrelid = to_regclass({jobs_name}) AND a.attnum > 0 AND NOT a.attisdropped;
+
+-- name: finishing_bound
+-- For a library preset's feed of finished jobs, which stamps each with its
+-- transaction's now(): this read's now(), and the start of the oldest
+-- transaction open in the database (this one included). A job finished by a
+-- transaction that commits after this read's snapshot was stamped at or after
+-- the earlier of the two, so the next read starts there.
+SELECT extract(epoch FROM now())::float8,
+       extract(epoch FROM coalesce(min(a.xact_start), now()))::float8
+FROM pg_stat_activity a
+WHERE a.datname = current_database() AND a.xact_start IS NOT NULL;

@@ -26,6 +26,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
@@ -53,7 +55,11 @@ def preset_config(dsn: str, preset: str, params: str) -> str:
 
 
 def assert_mix(
-    samples: Samples, expected: dict[str, dict[str, int]] = EXPECTED, *, stuck_served: bool = True
+    samples: Samples,
+    expected: dict[str, dict[str, int]] = EXPECTED,
+    *,
+    stuck_served: bool = True,
+    histograms: bool = False,
 ) -> None:
     """Every count of ``expected``; what the preset cannot know is not served."""
     for queue, want in expected.items():
@@ -85,10 +91,48 @@ def assert_mix(
     age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
     exhausted = any("exhausted" in want for want in expected.values())
-    for absent in ("pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
-                   "pgq_queue_window_finished_jobs")[exhausted:]:  # fmt: skip
-        assert absent not in samples, absent
+    absent = {"pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
+              "pgq_queue_window_finished_jobs"}  # fmt: skip
+    absent -= {"pgq_queue_exhausted_jobs"} if exhausted else set()
+    absent -= {"pgq_job_processing_seconds_count"} if histograms else set()
+    for name in absent:
+        assert name not in samples, name
     assert set(samples["pgq_collector_success"].values()) == {1.0}
+
+
+def assert_counted_once(
+    config: str,
+    finish: Callable[[], None],
+    want: dict[str, tuple[int, int | None]],
+    *,
+    wait: bool = False,
+) -> None:
+    """One exporter reads before and after ``finish()``: its totals and histograms count
+    exactly the jobs finished in between, queue by queue (completed, failed or None
+    where the library has no failed state)."""
+    exporter = Exporter(parse_config(config, "test.yaml", os.environ))
+    try:
+        exporter.collect_once()  # the totals start from nothing here
+        finish()
+        samples = parse_samples(exporter.collect_once().decode())
+        again = parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+    for queue, (completed, failed) in want.items():
+        labels = {"database": "main", "queue": queue}
+        finished = completed + (failed or 0)
+        assert value(samples, "pgq_jobs_completed_total", **labels) == completed, queue
+        if failed is not None:
+            assert value(samples, "pgq_jobs_failed_total", **labels) == failed, queue
+        else:
+            assert "pgq_jobs_failed_total" not in samples
+        assert value(samples, "pgq_job_processing_seconds_count", **labels) == finished, queue
+        if wait:
+            assert value(samples, "pgq_job_wait_seconds_count", **labels) == finished, queue
+        else:
+            assert "pgq_job_wait_seconds_count" not in samples
+        # Read again, nothing is counted twice.
+        assert value(again, "pgq_job_processing_seconds_count", **labels) == finished, queue
 
 
 def collected_when(config: str, ready: Callable[[Samples], bool], what: str) -> Samples:
@@ -242,7 +286,14 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
                 (OLDEST_AGE, oldest),
             )
         config = preset_config(dsn, "pgqueuer", "heartbeat_timeout: 2s")
-        assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
+        samples = collected_when(config, stuck_in_beta, "beta's job to count as stuck")
+        assert_mix(samples, histograms=True)
+
+    def finish() -> None:
+        pgqueuer(dsn, enqueue(["delta"] * 3, [b"ok", b"ok", b"boom"]))
+        asyncio.run(consume(dsn, ["delta"], drain=True))
+
+    assert_counted_once(config, finish, {"delta": (2, 1), "alpha": (0, 0), "beta": (0, 0)})
 
 
 @pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "pgmq", "django_tasks_db", "oban"])
@@ -296,7 +347,21 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
         )
     config = preset_config(dsn, "pgmq", "")
     samples = collected_when(config, stuck_in_beta, "beta's message to count as stuck")
-    assert_mix(samples, PGMQ_EXPECTED)
+    assert_mix(samples, PGMQ_EXPECTED, histograms=True)
+
+    def finish() -> None:
+        queue = PGMQueue(conn_string=dsn, init_extension=False, pool_size=1)
+        try:
+            queue.create_queue("delta")
+            for _ in range(2):
+                queue.send("delta", {"n": 7})
+            read = queue.read("delta", vt=3600, qty=2)
+            for message in read if isinstance(read, list) else [read]:
+                assert message is not None and queue.archive("delta", message.msg_id)
+        finally:
+            queue.close()
+
+    assert_counted_once(config, finish, {"delta": (2, None), "alpha": (0, None)})
     assert not any(("queue", "gamma") in k for k in samples["pgq_queue_jobs"])
     tables = {dict(k)["table"] for k in samples["pgq_table_live_tuples"]}
     assert tables == {"meta", "q_alpha", "a_alpha", "q_beta", "a_beta"}
@@ -456,7 +521,15 @@ def test_oban_preset_reads_every_state(empty_db: Database) -> None:
                 (OLDEST_AGE, oldest),
             )
         samples = collect_once(config)
-    assert_mix(samples, OBAN_EXPECTED)
+    assert_mix(samples, OBAN_EXPECTED, histograms=True)
+
+    def finish() -> None:
+        delta = {"queue": "delta"}
+        oban_jobs(dsn, {"worker": "ok", **delta}, {"worker": "ok", **delta},
+                  {"worker": "boom", **delta})  # fmt: skip
+        oban(dsn, "drain", "delta")
+
+    assert_counted_once(config, finish, {"delta": (2, 1), "alpha": (0, 0)}, wait=True)
 
 
 def test_postgres_exporter_serves_a_preset_queries_file(empty_db: Database) -> None:

@@ -79,3 +79,19 @@ LEFT JOIN {schema}.oban_jobs j
        ON j.queue = q.queue AND j.state = 'executing'
       AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => {rescue_after})
 GROUP BY q.queue;
+
+-- name: finished
+-- Jobs completed or discarded at or after {since} (seconds since the epoch),
+-- through the partial indexes on completed_at and discarded_at. Oban stamps
+-- both with its acknowledging transaction's now(). Wait runs from the last
+-- attempt's scheduled_at to its attempted_at, processing from attempted_at to
+-- the end.
+SELECT j.id, j.queue, j.state = 'completed' AS done,
+       extract(epoch FROM coalesce(j.completed_at, j.discarded_at) - j.attempted_at)::float8
+           AS processing,
+       extract(epoch FROM j.attempted_at - j.scheduled_at)::float8 AS wait,
+       extract(epoch FROM coalesce(j.completed_at, j.discarded_at) AT TIME ZONE 'UTC')::float8
+           AS finished
+FROM {schema}.oban_jobs j
+WHERE (j.state = 'completed' AND j.completed_at >= timezone('UTC', to_timestamp({since})))
+   OR (j.state = 'discarded' AND j.discarded_at >= timezone('UTC', to_timestamp({since})));

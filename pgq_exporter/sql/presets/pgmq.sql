@@ -40,3 +40,15 @@ SELECT {queue}::text AS queue,
 SELECT {queue}::text AS queue,
        (SELECT count(*) FROM {q} m WHERE m.read_ct > 0 AND m.vt <= now()) AS stuck,
        NULL::bigint AS exhausted;
+
+-- name: finished
+-- Messages archived at or after {since} (seconds since the epoch), through the
+-- archive's archived_at index; archive() stamps each with its transaction's
+-- now(). Processing runs from the last read. A message's visibility timeout
+-- is overwritten by each read, so when it became due is lost: wait is unknown.
+SELECT a.msg_id, {queue}::text, true AS done,
+       extract(epoch FROM a.archived_at - a.last_read_at)::float8 AS processing,
+       NULL::float8 AS wait,
+       extract(epoch FROM a.archived_at)::float8 AS finished
+FROM {a} a
+WHERE a.archived_at >= to_timestamp({since});

@@ -71,3 +71,21 @@ SELECT q.queue,
           AND j.heartbeat < now() - make_interval(secs => {heartbeat_timeout})) AS stuck,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
+
+-- name: finished
+-- Log rows of jobs that ended successful or with an exception at or after
+-- {since} (seconds since the epoch), through the log's created index; each is
+-- stamped with its transaction's now(). Processing runs from the job's last
+-- pick before it, found through the (job_id, created) index. The log does not
+-- record when a job became due, so wait is unknown (NULL).
+SELECT l.id, l.entrypoint, l.status = 'successful' AS done,
+       extract(epoch FROM l.created - p.created)::float8 AS processing,
+       NULL::float8 AS wait,
+       extract(epoch FROM l.created)::float8 AS finished
+FROM {schema}.pgqueuer_log l
+LEFT JOIN LATERAL (
+    SELECT p.created FROM {schema}.pgqueuer_log p
+    WHERE p.job_id = l.job_id AND p.status = 'picked' AND p.created <= l.created
+    ORDER BY p.created DESC LIMIT 1
+) AS p ON true
+WHERE l.created >= to_timestamp({since}) AND l.status IN ('successful', 'exception');
