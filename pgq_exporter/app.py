@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from pgq_exporter import __version__
-from pgq_exporter.catalogue import CATALOGUE, COLLECTOR_COLUMNS, MetricSpec
+from pgq_exporter.catalogue import CATALOGUE, MetricSpec, columns_read
 from pgq_exporter.collectors.base import AnySample, Sample, render
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
@@ -142,7 +142,7 @@ def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: flo
         _check_library(name, runtime, library, wait)
         return
     mapping = runtime.context.mapping
-    wanted = sorted({key for c in runtime.collectors for key in COLLECTOR_COLUMNS.get(c, ())})
+    wanted = sorted({key for c in runtime.collectors for key in columns_read(c, mapping.columns)})
     if not wanted:
         return
     try:

@@ -67,11 +67,33 @@ COLLECTOR_COLUMNS: dict[str, frozenset[str]] = {
     QUEUE_WINDOW: _FINISHED_COLUMNS,
     JOB_HISTOGRAMS: _FINISHED_COLUMNS,
 }
+# A table that records no start or end (the seed article's) still gets the window,
+# from updated_at - created_at of the jobs updated in it, as the article's p95 does.
+UPDATED_WINDOW_COLUMNS = frozenset({"queue", "status", "created_at", "updated_at"})
+
+
+def window_from_updates(columns: Mapping[str, str | None]) -> bool:
+    """Whether the window comes from updated_at - created_at: finished columns left out,
+    updated_at and created_at mapped."""
+    return bool(_missing(_FINISHED_COLUMNS, columns)) and not _missing(
+        UPDATED_WINDOW_COLUMNS, columns
+    )
+
+
+def columns_read(collector: str, columns: Mapping[str, str | None]) -> frozenset[str]:
+    """The mapped columns ``collector`` reads with these ``columns``."""
+    if collector == QUEUE_WINDOW and window_from_updates(columns):
+        return UPDATED_WINDOW_COLUMNS
+    return COLLECTOR_COLUMNS.get(collector, frozenset())
 
 
 def columns_left_out(collector: str, columns: Mapping[str, str | None]) -> list[str]:
     """The columns ``collector`` reads that the mapping's ``columns`` leave out."""
-    return sorted(k for k in COLLECTOR_COLUMNS.get(collector, ()) if columns.get(k) is None)
+    return _missing(columns_read(collector, columns), columns)
+
+
+def _missing(wanted: frozenset[str], columns: Mapping[str, str | None]) -> list[str]:
+    return sorted(k for k in wanted if columns.get(k) is None)
 
 
 DB = ("database",)

@@ -68,9 +68,17 @@ _LOG_LEVELS = ("debug", "info", "warning", "error")
 
 MAPPED_COLUMNS = (
     "id", "queue", "status", "attempts", "max_attempts", "scheduled_at", "locked_until",
-    "started_at", "finished_at", "finished_xid",
+    "started_at", "finished_at", "finished_xid", "created_at", "updated_at",
 )  # fmt: skip
 MAPPED_STATUSES = ("pending", "processing", "done", "failed")
+# Mapped only when named: a table without start and end columns gets its window
+# from them (the seed article's p95), and other tables need not have them.
+OPT_IN_COLUMNS = ("created_at", "updated_at")
+
+
+def default_columns() -> dict[str, str | None]:
+    return {c: None if c in OPT_IN_COLUMNS else c for c in MAPPED_COLUMNS}
+
 # The columns a mapping cannot leave out (null): every queue metric reads them.
 REQUIRED_COLUMNS = ("queue", "status")
 
@@ -83,7 +91,7 @@ class SchemaMapping:
     table: str = "jobs"
     # A column mapped to None is one the table does not have: the collectors that
     # need it are not scheduled, and their metrics are not served.
-    columns: dict[str, str | None] = field(default_factory=lambda: {c: c for c in MAPPED_COLUMNS})
+    columns: dict[str, str | None] = field(default_factory=default_columns)
     statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
     # Where in the config each part was set ("table", "columns.<key>" -> "file:line: path"),
     # for the errors of check-config --connect.
@@ -495,7 +503,7 @@ class _Reader:
     def schema_mapping(self) -> SchemaMapping:
         path: Path_ = ("mapping",)
         entry = self.mapping(path, ("schema", "table", "columns", "statuses"))
-        columns: dict[str, str | None] = {c: c for c in MAPPED_COLUMNS}
+        columns = default_columns()
         statuses = {s: s for s in MAPPED_STATUSES}
         if "columns" in entry:
             for key in self.mapping((*path, "columns"), MAPPED_COLUMNS):

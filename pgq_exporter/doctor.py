@@ -24,10 +24,12 @@ from pgq_exporter.catalogue import (
     QUEUE_LATENCY,
     QUEUE_LEASES,
     QUEUE_WINDOW,
+    window_from_updates,
 )
 from pgq_exporter.collectors import BUILTIN, LIBRARY
 from pgq_exporter.collectors.base import Collector, Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.collectors.queue_window import UpdatedWindow
 from pgq_exporter.config import (
     CollectorSettings,
     Config,
@@ -88,11 +90,14 @@ def _queue_collectors(layout: Layout) -> dict[str, Callable[[], Collector]]:
     """The queue collectors the exporter would run on ``layout``."""
     if isinstance(layout, LibraryLayout):
         return {name: f for name, f in LIBRARY.items() if name in layout.preset.collectors}
-    return {
+    chosen = {
         name: factory
         for name, factory in BUILTIN.items()
         if name in QUEUE_COLLECTORS and builtin_runs(name, CollectorSettings(), layout)
     }
+    if QUEUE_WINDOW in chosen and window_from_updates(layout.columns):
+        chosen[QUEUE_WINDOW] = UpdatedWindow
+    return chosen
 
 
 def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
@@ -163,5 +168,8 @@ def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: Layout) -> 
         statement = sql.SQL(block).format(schema=sql.Identifier(layout.schema))
     else:
         parts = {**mapping_parts(layout), "table": table}
-        statement = sql.SQL(query(_FILE, INDEX_FOR[diagnosis.collector])).format(**parts)
+        index = INDEX_FOR[diagnosis.collector]
+        if diagnosis.collector == QUEUE_WINDOW and window_from_updates(layout.columns):
+            index = "index_updated"
+        statement = sql.SQL(query(_FILE, index)).format(**parts)
     return " ".join(statement.as_string(conn).split())

@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 
-from pgq_exporter.catalogue import columns_left_out
+from pgq_exporter.catalogue import QUEUE_WINDOW, columns_left_out, window_from_updates
 from pgq_exporter.collectors import BUILTIN, LIBRARY
 from pgq_exporter.collectors.base import AnySample, Collector, Context, KnownQueues
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.collectors.queue_window import UpdatedWindow
 from pgq_exporter.config import (
     CollectorSettings,
     Config,
@@ -166,6 +167,8 @@ class DatabaseRuntime:
             if settings.enabled and not runs:
                 _log_not_scheduled(database.name, name, mapping, preset)
             factory = LIBRARY.get(name, builtin) if preset else builtin
+            if name == QUEUE_WINDOW and not preset and window_from_updates(mapping.columns):
+                factory = UpdatedWindow
             if runs:
                 kept = reuse.collectors.get(name) if reuse else None
                 if kept and reuse and name in reuse.still_running:

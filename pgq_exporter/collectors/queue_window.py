@@ -14,7 +14,9 @@ from pgq_exporter.collectors.base import (
     Conn,
     Context,
     Sample,
+    fetch,
 )
+from pgq_exporter.collectors.finished_feed import WindowFigures
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 
@@ -24,23 +26,44 @@ class QueueWindow(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window
-        label = f"{window:g}"
         queues = ctx.queues.discover(conn, ctx.mapping)
         ctx.feed.read(conn, ctx)
         samples: list[AnySample] = []
         for queue in queues:
             figures = ctx.feed.window(queue, window, tuple(q for _, q in PERCENTILES))
-            finished = figures.done + figures.failed
-            samples += [
-                Sample("pgq_queue_window_finished_jobs", (queue, "done", label),
-                       float(figures.done)),
-                Sample("pgq_queue_window_finished_jobs", (queue, "failed", label),
-                       float(figures.failed)),
-                Sample("pgq_queue_window_failure_ratio", (queue, label),
-                       figures.failed / finished if finished else 0.0),
-            ]  # fmt: skip
-            samples += [
-                Sample("pgq_queue_window_processing_seconds", (queue, name, label), value)
-                for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
-            ]
+            samples += window_samples(queue, window, figures)
         return samples
+
+
+class UpdatedWindow(Collector):
+    """The window on a table that records no start or end (the seed article's): the
+    jobs whose updated_at falls in it, read again on every run, with updated_at -
+    created_at as their time, as the article computes its p95."""
+
+    name = QUEUE_WINDOW
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        window = ctx.config.window
+        queues = ctx.queues.discover(conn, ctx.mapping)
+        params = {"queues": queues, "window": window}
+        samples: list[AnySample] = []
+        for queue, done, failed, percentiles in fetch(conn, "updated_window", ctx, params):
+            values = tuple(float(p) for p in percentiles) if percentiles else (0.0,) * 3
+            samples += window_samples(queue, window, WindowFigures(done, failed, values))
+        return samples
+
+
+def window_samples(queue: str, window: float, figures: WindowFigures) -> list[AnySample]:
+    label = f"{window:g}"
+    finished = figures.done + figures.failed
+    samples: list[AnySample] = [
+        Sample("pgq_queue_window_finished_jobs", (queue, "done", label), float(figures.done)),
+        Sample("pgq_queue_window_finished_jobs", (queue, "failed", label), float(figures.failed)),
+        Sample("pgq_queue_window_failure_ratio", (queue, label),
+               figures.failed / finished if finished else 0.0),
+    ]  # fmt: skip
+    samples += [
+        Sample("pgq_queue_window_processing_seconds", (queue, name, label), value)
+        for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
+    ]
+    return samples

@@ -272,3 +272,20 @@ SELECT extract(epoch FROM now())::float8,
        extract(epoch FROM coalesce(min(a.xact_start), now()))::float8
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.xact_start IS NOT NULL;
+
+-- name: updated_window
+-- For a table that records no start or end (the seed article's): per queue, the
+-- jobs done or failed whose updated_at falls in the trailing %(window)s seconds,
+-- and the percentiles of their updated_at - created_at (which includes the wait,
+-- as the article's p95 does). Without an index on updated_at this reads the
+-- whole table: pgq-exporter doctor prints one.
+SELECT q.queue,
+       count(j.{c_status}) FILTER (WHERE j.{c_status} = {s_done}) AS done,
+       count(j.{c_status}) FILTER (WHERE j.{c_status} = {s_failed}) AS failed,
+       percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (
+           ORDER BY extract(epoch FROM j.{c_updated_at} - j.{c_created_at})) AS percentiles
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN {jobs} j
+       ON j.{c_queue} = q.queue AND j.{c_status} IN ({s_done}, {s_failed})
+      AND j.{c_updated_at} > now() - make_interval(secs => %(window)s)
+GROUP BY q.queue;

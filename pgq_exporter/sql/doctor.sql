@@ -1,7 +1,8 @@
 -- What `pgq-exporter doctor` reads and suggests. {table} is the scanned table
 -- or partition and the {c_*}, {s_*} placeholders come from the layout, quoted.
 -- CREATE INDEX CONCURRENTLY cannot run on a partitioned parent, so each
--- suggestion names the scanned partition itself.
+-- suggestion names the scanned partition itself. index_updated serves the window
+-- of a table without start and end columns, which reads its recent updates.
 
 -- name: relation_rows
 SELECT greatest(c.reltuples, 0)::bigint
@@ -21,3 +22,6 @@ WHERE {c_status} = {s_processing};
 
 -- name: index_finished
 CREATE INDEX CONCURRENTLY ON {table} ({c_finished_xid}) WHERE {c_finished_xid} IS NOT NULL;
+
+-- name: index_updated
+CREATE INDEX CONCURRENTLY ON {table} ({c_updated_at}) WHERE {c_status} IN ({s_done}, {s_failed});

@@ -25,9 +25,14 @@ def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
     lines = seed.stdout.splitlines()
     assert lines[0] == "layout: seed, table app.jobs"
     ran = [line.split()[0] for line in lines[1:] if not line.startswith(" ")]
-    assert ran == ["queue_depth", "queue_latency", "queue_leases"]  # no finished-job columns
+    # No finished-job columns: no histograms; the window reads updated_at - created_at.
+    assert ran == ["queue_depth", "queue_latency", "queue_leases", "queue_window"]
     assert f"sequential scan of app.jobs ({SEED_ROWS:,} rows)" in seed.stdout
     assert 'CREATE INDEX CONCURRENTLY ON "app"."jobs" ("queue", "status");' in seed.stdout
+    assert (
+        'CREATE INDEX CONCURRENTLY ON "app"."jobs" ("updated_at") '
+        "WHERE \"status\" IN ('done', 'failed');" in seed.stdout
+    )
     reference = run_cli("doctor", "--dsn", db.dsn)  # small tables: nothing to flag
     assert reference.returncode == 0, reference.stderr
     assert reference.stdout.splitlines()[0] == "layout: pgq, table pgq.jobs"

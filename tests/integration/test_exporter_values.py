@@ -346,14 +346,17 @@ def _seed_table(database: Database) -> None:
     with database.connect(autocommit=True) as conn:
         conn.execute(SEED_TABLE)
         conn.execute(
-            "INSERT INTO app.jobs (queue, status, scheduled_at, locked_until, attempts) VALUES"
-            " ('mail', 'pending', now() - interval '1 minute', NULL, 0),"
-            " ('mail', 'pending', now() - interval '2 minutes', NULL, 0),"
-            " ('mail', 'pending', now() + interval '1 hour', NULL, 0),"
-            " ('mail', 'processing', now(), now() - interval '1 minute', 1),"
-            " ('mail', 'processing', now(), now() + interval '1 minute', 1),"
-            " ('mail', 'done', now(), NULL, 1), ('mail', 'done', now(), NULL, 1),"
-            " ('mail', 'failed', now(), NULL, 3)"
+            "INSERT INTO app.jobs (queue, status, scheduled_at, locked_until, attempts,"
+            " created_at) VALUES"
+            " ('mail', 'pending', now() - interval '1 minute', NULL, 0, now()),"
+            " ('mail', 'pending', now() - interval '2 minutes', NULL, 0, now()),"
+            " ('mail', 'pending', now() + interval '1 hour', NULL, 0, now()),"
+            " ('mail', 'processing', now(), now() - interval '1 minute', 1, now()),"
+            " ('mail', 'processing', now(), now() + interval '1 minute', 1, now()),"
+            # updated now (the default), created 10, 20 and 30 s before
+            " ('mail', 'done', now(), NULL, 1, now() - interval '10 seconds'),"
+            " ('mail', 'done', now(), NULL, 1, now() - interval '20 seconds'),"
+            " ('mail', 'failed', now(), NULL, 3, now() - interval '30 seconds')"
         )
 
 
@@ -366,14 +369,16 @@ def test_a_table_without_some_columns_gets_the_metrics_it_can_have(db: Database)
     described = collect_once(basic_config(db.dsn, extra=mapping))
     # The `seed` preset is that mapping, named on the database.
     preset = basic_config(db.dsn).replace("    dsn:", "    preset: seed\n    schema: app\n    dsn:")
-    for samples in (described, collect_once(preset)):
-        _assert_seed_table_metrics(samples)
+    _assert_seed_table_metrics(described, window=False)  # created_at, updated_at not named
+    _assert_seed_table_metrics(collect_once(preset), window=True)
 
 
 def test_preset_auto_finds_the_layout_in_the_catalog(db: Database, empty_db: Database) -> None:
     _seed_table(empty_db)  # a database with only the seed article's table, in schema app
     auto = "    preset: auto\n    dsn:"
-    _assert_seed_table_metrics(collect_once(basic_config(empty_db.dsn).replace("    dsn:", auto)))
+    _assert_seed_table_metrics(
+        collect_once(basic_config(empty_db.dsn).replace("    dsn:", auto)), window=True
+    )
     with db.connect(autocommit=True) as conn:
         conn.execute("SELECT enqueue('mail')")
     reference = collect_once(basic_config(db.dsn).replace("    dsn:", auto))  # the pgq schema
@@ -416,13 +421,24 @@ def test_a_custom_collector_feeds_a_catalogue_metric_zero_filled(db: Database) -
     assert help_line in text and "Mine." not in text  # the catalogue's help, not the config's
 
 
-def _assert_seed_table_metrics(samples: dict[str, dict[Any, float]]) -> None:
+def _assert_seed_table_metrics(samples: dict[str, dict[Any, float]], *, window: bool) -> None:
     ran = {dict(labels)["collector"]: v for labels, v in samples["pgq_collector_success"].items()}
     # What needs a missing column is not scheduled, so it never fails for ever.
-    assert ran == {name: 1 for name in ("queue_depth", "queue_latency", "queue_leases",
-                                        "table_health", "xmin_horizon", "activity")}  # fmt: skip
-    assert not {"pgq_queue_window_finished_jobs", "pgq_jobs_completed_total"} & set(samples)
+    expected = ["queue_depth", "queue_latency", "queue_leases", "table_health", "xmin_horizon",
+                "activity", *(["queue_window"] if window else [])]  # fmt: skip
+    assert ran == dict.fromkeys(expected, 1)
+    assert "pgq_jobs_completed_total" not in samples
     mail = {"database": "main", "queue": "mail"}
+    if window:  # from updated_at - created_at, as the seed article's p95: 10, 20 and 30 s
+        w = {**mail, "window": "300"}
+        assert value(samples, "pgq_queue_window_finished_jobs", status="done", **w) == 2
+        assert value(samples, "pgq_queue_window_finished_jobs", status="failed", **w) == 1
+        assert abs(value(samples, "pgq_queue_window_failure_ratio", **w) - 1 / 3) < 1e-9
+        for percentile, seconds in (("50", 20.0), ("95", 29.0), ("99", 29.8)):
+            got = value(samples, "pgq_queue_window_processing_seconds", percentile=percentile, **w)
+            assert abs(got - seconds) < 1e-6, percentile
+    else:
+        assert "pgq_queue_window_finished_jobs" not in samples
     for status, count in (("pending", 3), ("processing", 2), ("done", 2), ("failed", 1)):
         assert value(samples, "pgq_queue_jobs", status=status, **mail) == count, status
     assert value(samples, "pgq_queue_ready_jobs", **mail) == 2
