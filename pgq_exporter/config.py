@@ -79,6 +79,7 @@ OPT_IN_COLUMNS = ("created_at", "updated_at")
 def default_columns() -> dict[str, str | None]:
     return {c: None if c in OPT_IN_COLUMNS else c for c in MAPPED_COLUMNS}
 
+
 # The columns a mapping cannot leave out (null): every queue metric reads them.
 REQUIRED_COLUMNS = ("queue", "status")
 
