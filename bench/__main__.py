@@ -173,10 +173,10 @@ def print_report(report: dict[str, Any]) -> None:
 
 def print_presets(rows: list[dict[str, Any]]) -> None:
     print("\n== Library presets: one collection cycle (median of 5) ==")
-    print(f"{'preset':<18}{'jobs':>12}{'cycle':>12}  per collector")
+    print(f"{'preset':<26}{'jobs':>12}{'cycle':>12}  per collector")
     for row in rows:
         per = ", ".join(f"{k} {v:.1f}" for k, v in row["per_collector_ms"].items())
-        print(f"{row['preset']:<18}{row['jobs']:>12,}{row['cycle_ms']:>9.1f} ms  {per}")
+        print(f"{row['preset']:<26}{row['jobs']:>12,}{row['cycle_ms']:>9.1f} ms  {per}")
 
 
 def print_jit(jit: dict[str, Any]) -> None:

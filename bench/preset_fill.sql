@@ -97,3 +97,11 @@ SELECT 'q' || (n %% 3), s.status, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 E
 FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN n %% 100 < 85 THEN 'done' WHEN n %% 100 < 88 THEN 'failed'
                           WHEN n %% 100 < 97 THEN 'pending' ELSE 'processing' END AS status) AS s;
+
+-- name: seed_indexes
+-- The indexes pgq-exporter doctor prints for the seed table (without CONCURRENTLY).
+CREATE INDEX ON app.jobs (queue, status);
+CREATE INDEX ON app.jobs (queue, scheduled_at) WHERE status = 'pending';
+CREATE INDEX ON app.jobs (queue, locked_until) WHERE status = 'processing';
+CREATE INDEX ON app.jobs (updated_at) WHERE status IN ('done', 'failed');
+ANALYZE app.jobs;
