@@ -105,3 +105,16 @@ CREATE INDEX ON app.jobs (queue, scheduled_at) WHERE status = 'pending';
 CREATE INDEX ON app.jobs (queue, locked_until) WHERE status = 'processing';
 CREATE INDEX ON app.jobs (updated_at) WHERE status IN ('done', 'failed');
 ANALYZE app.jobs;
+
+-- name: river
+INSERT INTO river_job (state, queue, kind, args, max_attempts, attempt, scheduled_at,
+                       attempted_at, finalized_at)
+SELECT s.state::river_job_state, 'q' || (n %% 3), 'noop', '{{}}', 25,
+       CASE WHEN s.state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
+       now() + CASE WHEN s.state = 'scheduled' THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN s.state NOT IN ('available', 'scheduled') THEN now() END,
+       CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() END
+FROM generate_series(1, %(jobs)s) AS n,
+     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'discarded'
+                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 95 THEN 'available'
+                          WHEN n %% 100 < 97 THEN 'scheduled' ELSE 'running' END AS state) AS s;

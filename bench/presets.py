@@ -1,7 +1,8 @@
 """Each preset's collection cycle on a database of the library's own tables.
 
 The library's own installer makes the tables (Oban's runs in .venv-oban, Django's
-migrations in a child process), then SQL fills them with ``jobs`` jobs in three
+migrations in a child process; River's, a Go library's, come from its published
+migrations in tests/libraries/river_schema.sql), then SQL fills them with ``jobs`` jobs in three
 queues as the library writes its rows (bench/preset_fill.sql), and the exporter
 runs every collector the preset schedules, as in the collection benchmark.
 """
@@ -70,6 +71,11 @@ def _oban(dsn: str) -> None:
                    check=True)  # fmt: skip
 
 
+def _river(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((ROOT / "tests/libraries/river_schema.sql").read_bytes())
+
+
 def _django_tasks_db(dsn: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PGQ_DJANGO_DSN": dsn,
            "DJANGO_SETTINGS_MODULE": "tests.libraries.django_settings"}  # fmt: skip
@@ -83,6 +89,7 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "pgqueuer": _pgqueuer,
     "pgmq": _pgmq,
     "oban": _oban,
+    "river": _river,
     "django_tasks_db": _django_tasks_db,
 }
 

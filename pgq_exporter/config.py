@@ -51,6 +51,7 @@ RANGES = {
     "stalled_worker_timeout": (0.1, 7 * 86_400.0),
     "heartbeat_timeout": (0.1, 7 * 86_400.0),
     "rescue_after": (0.1, 7 * 86_400.0),
+    "rescue_stuck_jobs_after": (0.1, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0

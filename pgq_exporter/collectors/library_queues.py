@@ -245,9 +245,12 @@ class LibraryHistograms(Collector):
         [(now, oldest)] = fetch(conn, "finishing_bound", ctx)
         queues = known_queues(conn, ctx)
         if self._since is not None:
-            # Every queue the library has, known yet or not: a job finished in a new
-            # queue must not be passed over.
-            present = [str(r[0]) for r in run_block(conn, layout, "queues", [])]
+            # With a table per queue, every queue the library has, known yet or not: a
+            # job finished in a new queue must not be passed over. Otherwise the block
+            # reads every queue at once.
+            present = queues
+            if layout.preset.per_queue:
+                present = [str(r[0]) for r in run_block(conn, layout, "queues", [])]
             since = sql.Literal(self._since)
             for row in run_block(conn, layout, "finished", present, since=since):
                 self._take(row, layout.preset.knows_wait)

@@ -22,10 +22,11 @@ LIBRARIES: dict[str, str] = {
     "pgqueuer": "PgQueuer",
     "pgmq": "pgmq",
     "oban": "Oban",
+    "river": "River",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.
-VERSION_QUERIES: dict[str, str] = {"pgq": "reference_version"}
+VERSION_QUERIES: dict[str, str] = {"pgq": "reference_version", "river": "river_version"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,11 @@ def _version(conn: psycopg.Connection[Any], preset: str, schema: str) -> str | N
     if name is None:
         return None
     statement = sql.SQL(query(_FILE, name)).format(schema=sql.Identifier(schema))
-    row = conn.execute(statement).fetchone()
+    try:
+        with conn.transaction():  # a savepoint: an older layout's table lacks the column
+            row = conn.execute(statement).fetchone()
+    except psycopg.errors.UndefinedColumn:
+        return None
     return str(row[0]) if row and row[0] is not None else None
 
 

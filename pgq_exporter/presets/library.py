@@ -140,6 +140,23 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             knows_wait=True,
         ),
         LibraryPreset(
+            name="river",
+            title="River (its main migration line, version 5 on)",
+            schema="public",
+            tables=("river_job", "river_queue", "river_leader"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=_ALL_STATUSES,
+            finished_states={
+                "done": ("completed",),
+                "failed": ("discarded",),
+                "cancelled": ("cancelled",),
+            },
+            # A running job attempted longer ago than this is stuck: River's
+            # RescueStuckJobsAfter (default one hour).
+            params={"rescue_stuck_jobs_after": 3600.0},
+            knows_exhausted=True,
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

@@ -48,9 +48,17 @@ SELECT 'oban', c.schema
 FROM columns c
 WHERE c.name = 'oban_jobs' AND c.names @> ARRAY['state', 'queue', 'attempted_at']
 UNION ALL
+SELECT 'river', c.schema
+FROM columns c
+WHERE c.name = 'river_job' AND c.names @> ARRAY['state', 'queue', 'attempted_at', 'finalized_at']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;
 
 -- name: reference_version
 SELECT max(version)::text FROM {schema}.schema_version;
+
+-- name: river_version
+-- River records the migrations it ran per line; "main" is the job table's.
+SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';

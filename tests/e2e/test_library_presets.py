@@ -18,17 +18,19 @@ import sys
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
+from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
@@ -296,7 +298,7 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
     assert_counted_once(config, finish, {"delta": (2, 1), "alpha": (0, 0), "beta": (0, 0)})
 
 
-@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "pgmq", "django_tasks_db", "oban"])
+@pytest.mark.parametrize("preset", sorted(LIBRARY_PRESETS))
 def test_a_library_preset_on_a_database_without_it_names_the_preset_line(
     empty_db: Database, preset: str, tmp_path: Path
 ) -> None:
@@ -574,3 +576,96 @@ def test_postgres_exporter_serves_a_preset_queries_file(empty_db: Database) -> N
 def _by_queue(series: dict[Labels, float]) -> dict[tuple[str, str], float]:
     """Values by queue and status: postgres_exporter adds labels of its own."""
     return {(dict(k)["queue"], dict(k).get("status", "")): v for k, v in series.items()}
+
+
+# -- River ---------------------------------------------------------------------------------
+# River is a Go library: its tables come from its published migrations
+# (tests/libraries/river_schema.sql), jobs are inserted with River's own Python client,
+# and what River's Go workers write afterwards (running, completed, discarded,
+# cancelled, a retry) is written here as they write it. River's rule for stuck jobs is
+# time: running and attempted more than RescueStuckJobsAfter ago; the killed worker's
+# jobs were attempted two hours ago, the live worker's just now.
+RIVER_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2,
+              "cancelled": 1, "stuck": 0, "exhausted": 0},
+    "beta": {"ready": 1, "delayed": 2, "processing": 2, "done": 1, "failed": 0,
+             "cancelled": 1, "stuck": 1, "exhausted": 1},
+}  # fmt: skip
+RIVER_SCHEMA = Path(__file__).parents[1] / "libraries/river_schema.sql"
+# What River's executor writes when it starts a job, finishes it, or gives it up.
+RIVER_START = (
+    "UPDATE river_job SET state = 'running', attempt = attempt + 1, attempted_at = now() - "
+    "make_interval(secs => %(ago)s), attempted_by = array_append(attempted_by, 'w1') "
+    "WHERE id = %(id)s"
+)
+RIVER_END = (
+    "UPDATE river_job SET state = %(state)s::river_job_state, finalized_at = now() "
+    "WHERE id = %(id)s"
+)
+RIVER_RETRY = (
+    "UPDATE river_job SET state = 'retryable', scheduled_at = now() + interval '1 hour', "
+    'errors = array_append(errors, \'{"error": "flaky"}\'::jsonb) WHERE id = %(id)s'
+)
+
+
+def test_river_preset_reads_every_state(empty_db: Database) -> None:
+    from riverqueue import Client, InsertOpts  # noqa: PLC0415
+    from riverqueue.driver import riversqlalchemy  # noqa: PLC0415
+    from sqlalchemy import create_engine  # noqa: PLC0415
+    from sqlalchemy.engine import URL  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(RIVER_SCHEMA.read_text().encode())
+    parts = {key: str(v) for key, v in conninfo_to_dict(dsn).items() if v is not None}
+    url = URL.create("postgresql+psycopg", username=parts.get("user"),
+                     database=parts.get("dbname"), query={"host": parts.get("host", "")})  # fmt: skip
+    engine = create_engine(url)
+    client = Client(riversqlalchemy.Driver(engine))
+
+    @dataclass
+    class Noop:
+        kind: str = "noop"
+
+        def to_json(self) -> str:
+            return "{}"
+
+    def insert(queue: str, delay: timedelta | None = None, max_attempts: int = 25) -> int:
+        at = datetime.now(UTC) + delay if delay else None
+        opts = InsertOpts(queue=queue, scheduled_at=at, max_attempts=max_attempts)
+        return int(client.insert(Noop(), insert_opts=opts).job.id)
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+
+            def run(statement: str, **params: Any) -> None:
+                conn.execute(statement.encode(), params)
+
+            for queue, state in (
+                [("alpha", "completed")] * 3
+                + [("alpha", "discarded")] * 2
+                + [("beta", "completed"), ("alpha", "cancelled"), ("beta", "cancelled")]
+            ):
+                job = insert(queue)
+                if state != "cancelled":
+                    run(RIVER_START, id=job, ago=1)
+                run(RIVER_END, id=job, state=state)
+            flaky = insert("beta")  # failed once, retried in an hour: delayed
+            run(RIVER_START, id=flaky, ago=1)
+            run(RIVER_RETRY, id=flaky)
+            run(RIVER_START, id=insert("alpha"), ago=1)  # its worker is alive
+            for max_attempts in (3, 1):  # their worker was killed two hours ago
+                run(RIVER_START, id=insert("beta", max_attempts=max_attempts), ago=7200)
+            oldest = insert("alpha")
+            insert("alpha")
+            insert("beta")
+            for queue in ("alpha", "beta"):
+                insert(queue, timedelta(hours=1))
+            run("UPDATE river_job SET scheduled_at = now() - make_interval(secs => %(s)s) "
+                "WHERE id = %(id)s", s=OLDEST_AGE, id=oldest)  # fmt: skip
+    finally:
+        engine.dispose()
+    samples = collect_once(preset_config(dsn, "river", ""))
+    assert_mix(samples, RIVER_EXPECTED)
+    auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
+    assert value(auto, "pgq_queue_ready_jobs", database="main", queue="alpha") == 2

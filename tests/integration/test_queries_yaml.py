@@ -33,7 +33,9 @@ def test_every_query_runs_and_returns_its_declared_columns(db: Database) -> None
                 assert {row[columns.index("queue")] for row in rows} == {"email"}, key
 
 
-@pytest.mark.parametrize("preset", ["procrastinate", "pgqueuer", "oban", "django_tasks_db"])
+@pytest.mark.parametrize(
+    "preset", ["procrastinate", "pgqueuer", "oban", "river", "django_tasks_db"]
+)
 def test_a_preset_queries_file_serves_what_the_exporter_serves(
     empty_db: Database, preset: str
 ) -> None:

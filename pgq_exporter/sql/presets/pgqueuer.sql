@@ -9,13 +9,13 @@
 -- and deleted in the log are cancelled.
 
 -- name: queues
--- Entrypoints with jobs in the table, and those that finished a job in the
--- last five minutes (through the log's created index); the exporter keeps a
--- queue known for queue_memory after it was last seen.
+-- Entrypoints with jobs in the table, and those that logged a job in the last
+-- minute (through the log's created index; the exporter looks every few
+-- seconds, and keeps a queue known for queue_memory after it was last seen).
 SELECT DISTINCT j.entrypoint FROM {schema}.pgqueuer j
 UNION
 SELECT DISTINCT l.entrypoint FROM {schema}.pgqueuer_log l
-WHERE l.created > now() - interval '5 minutes';
+WHERE l.created > now() - interval '1 minute';
 
 -- name: depth
 -- The table's jobs exactly (it holds only unfinished and held jobs); the log's
