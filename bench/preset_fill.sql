@@ -118,3 +118,19 @@ FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'discarded'
                           WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 95 THEN 'available'
                           WHEN n %% 100 < 97 THEN 'scheduled' ELSE 'running' END AS state) AS s;
+
+-- name: laravel
+-- jobs holds the unfinished (done jobs are deleted); failed_jobs the failed.
+WITH jobs_made AS (
+    SELECT n, 'q' || (n %% 3) AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+), queued AS (
+    INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at)
+    SELECT queue, '{{}}', CASE WHEN k >= 97 THEN 1 ELSE 0 END,
+           CASE WHEN k >= 97 THEN extract(epoch FROM now())::int END,
+           extract(epoch FROM now())::int + CASE WHEN k BETWEEN 95 AND 96 THEN 3600 ELSE 0 END,
+           extract(epoch FROM now())::int
+    FROM jobs_made WHERE k >= 88
+)
+INSERT INTO failed_jobs (uuid, connection, queue, payload, exception)
+SELECT gen_random_uuid()::text, 'database', queue, '{{}}', 'RuntimeException'
+FROM jobs_made WHERE k BETWEEN 80 AND 84;

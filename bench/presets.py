@@ -2,7 +2,8 @@
 
 The library's own installer makes the tables (Oban's runs in .venv-oban, Django's
 migrations in a child process; River's, a Go library's, come from its published
-migrations in tests/libraries/river_schema.sql), then SQL fills them with ``jobs`` jobs in three
+migrations in tests/libraries/river_schema.sql, and Laravel's from its default
+migration in tests/libraries/laravel_schema.sql), then SQL fills them with ``jobs`` jobs in three
 queues as the library writes its rows (bench/preset_fill.sql), and the exporter
 runs every collector the preset schedules, as in the collection benchmark.
 """
@@ -76,6 +77,11 @@ def _river(dsn: str) -> None:
         conn.execute((ROOT / "tests/libraries/river_schema.sql").read_bytes())
 
 
+def _laravel(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute((ROOT / "tests/libraries/laravel_schema.sql").read_bytes())
+
+
 def _django_tasks_db(dsn: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PGQ_DJANGO_DSN": dsn,
            "DJANGO_SETTINGS_MODULE": "tests.libraries.django_settings"}  # fmt: skip
@@ -90,6 +96,7 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "pgmq": _pgmq,
     "oban": _oban,
     "river": _river,
+    "laravel": _laravel,
     "django_tasks_db": _django_tasks_db,
 }
 

@@ -52,6 +52,7 @@ RANGES = {
     "heartbeat_timeout": (0.1, 7 * 86_400.0),
     "rescue_after": (0.1, 7 * 86_400.0),
     "rescue_stuck_jobs_after": (0.1, 7 * 86_400.0),
+    "retry_after": (1.0, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0

@@ -23,6 +23,7 @@ LIBRARIES: dict[str, str] = {
     "pgmq": "pgmq",
     "oban": "Oban",
     "river": "River",
+    "laravel": "Laravel's database queue",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.
@@ -62,8 +63,9 @@ def _version(conn: psycopg.Connection[Any], preset: str, schema: str) -> str | N
 
 
 def collectable(found: list[Found]) -> tuple[Found, SchemaMapping | LibraryLayout] | None:
-    """The first library found that the exporter can collect from, and its layout."""
-    for library in found:
+    """The first library found that the exporter can collect from, and its layout: the
+    reference queue before any other, then in the order found."""
+    for library in sorted(found, key=lambda f: f.preset != "pgq"):
         if library.preset in PRESET_LAYOUTS:
             return library, replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
         preset = LIBRARY_PRESETS.get(library.preset)

@@ -157,6 +157,18 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             knows_exhausted=True,
         ),
         LibraryPreset(
+            name="laravel",
+            title="Laravel's database queue driver (its 11.x jobs and failed_jobs tables)",
+            schema="public",
+            tables=("jobs", "failed_jobs", "job_batches"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=("pending", "processing", "failed"),
+            finished_states={"failed": ()},
+            # A reservation this old is taken again: the connection's retry_after
+            # (Laravel's default, 90 s).
+            params={"retry_after": 90.0},
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

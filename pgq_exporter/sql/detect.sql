@@ -52,6 +52,12 @@ SELECT 'river', c.schema
 FROM columns c
 WHERE c.name = 'river_job' AND c.names @> ARRAY['state', 'queue', 'attempted_at', 'finalized_at']
 UNION ALL
+-- Laravel's database queue: jobs with a reservation and Unix-second times.
+SELECT 'laravel', c.schema
+FROM columns c
+WHERE c.name = 'jobs'
+  AND c.names @> ARRAY['queue', 'payload', 'attempts', 'reserved_at', 'available_at']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;

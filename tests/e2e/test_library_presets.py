@@ -669,3 +669,63 @@ def test_river_preset_reads_every_state(empty_db: Database) -> None:
     assert_mix(samples, RIVER_EXPECTED)
     auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
     assert value(auto, "pgq_queue_ready_jobs", database="main", queue="alpha") == 2
+
+
+# -- Laravel --------------------------------------------------------------------------------
+# No registry here serves PHP: the tables are Laravel 11.x's default migration
+# (tests/libraries/laravel_schema.sql), written as its database queue driver writes
+# them. A finished job is deleted, so done is not served; a failed one moves to
+# failed_jobs. Its rule for stuck jobs is time: reserved retry_after seconds ago.
+LARAVEL_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "failed": 2, "stuck": 0},
+    "beta": {"ready": 1, "delayed": 2, "processing": 1, "failed": 0, "stuck": 1},
+}
+LARAVEL_SCHEMA = Path(__file__).parents[1] / "libraries/laravel_schema.sql"
+LARAVEL_PUSH = (
+    "INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at) "
+    'VALUES (%(queue)s, \'{"job": "Noop"}\', 0, NULL, '
+    "extract(epoch FROM now())::int + %(delay)s, extract(epoch FROM now())::int) RETURNING id"
+)
+LARAVEL_RESERVE = (
+    "UPDATE jobs SET reserved_at = extract(epoch FROM now())::int - %(ago)s, "
+    "attempts = attempts + 1 WHERE id = %(id)s"
+)
+LARAVEL_DONE = "DELETE FROM jobs WHERE id = %(id)s"
+LARAVEL_FAIL = (
+    "WITH gone AS (DELETE FROM jobs WHERE id = %(id)s RETURNING queue, payload) "
+    "INSERT INTO failed_jobs (uuid, connection, queue, payload, exception) "
+    "SELECT gen_random_uuid()::text, 'database', queue, payload, 'RuntimeException' FROM gone"
+)
+
+
+def test_laravel_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(LARAVEL_SCHEMA.read_bytes())
+
+        def push(queue: str, delay: int = 0) -> int:
+            row = conn.execute(LARAVEL_PUSH.encode(), {"queue": queue, "delay": delay}).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        def run(statement: str, **params: Any) -> None:
+            conn.execute(statement.encode(), params)
+
+        for queue, end in (
+            [("alpha", LARAVEL_DONE)] * 3 + [("alpha", LARAVEL_FAIL)] * 2 + [("beta", LARAVEL_DONE)]
+        ):
+            job = push(queue)
+            run(LARAVEL_RESERVE, id=job, ago=0)
+            run(end, id=job)
+        run(LARAVEL_RESERVE, id=push("alpha"), ago=0)  # its worker is alive
+        run(LARAVEL_RESERVE, id=push("beta"), ago=7200)  # its worker was killed
+        oldest = push("alpha")
+        push("alpha")
+        push("beta")
+        for queue in ("alpha", "beta", "beta"):
+            push(queue, 3600)
+        run("UPDATE jobs SET available_at = available_at - %(s)s WHERE id = %(id)s",
+            s=int(OLDEST_AGE), id=oldest)  # fmt: skip
+    samples = collect_once(preset_config(dsn, "laravel", ""))
+    assert_mix(samples, LARAVEL_EXPECTED)
+    assert not {"done", "cancelled"} & {dict(k)["status"] for k in samples["pgq_queue_jobs"]}

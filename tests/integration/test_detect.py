@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
 from pgq_exporter.presets.detect import Found, detect
 from pgq_exporter.queue.schema import latest_version
@@ -11,6 +13,7 @@ from tests.support import assert_clean_failure, run_cli
 
 LATEST = str(latest_version())
 
+RIVER_SCHEMA = Path(__file__).parents[1] / "libraries/river_schema.sql"
 # Laravel's jobs table, which must not pass for the seed article's.
 LARAVEL_TABLE = """
 CREATE SCHEMA laravel;
@@ -31,11 +34,14 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     _procrastinate_install_and_fill(db.dsn, 0)
     _pgqueuer_install_and_fill(db.dsn, 0)
     with db.connect(autocommit=True) as conn:
+        conn.execute(RIVER_SCHEMA.read_bytes())
         found = detect(conn)
     assert found == [
+        Found("laravel", "laravel"),  # it has a reservation: not the seed article's table
         Found("pgq", "pgq", LATEST),
         Found("pgqueuer", "public"),
         Found("procrastinate", "public"),
+        Found("river", "pgq", "5"),  # the test role's search_path puts it there
         Found("seed", "app"),
     ]
     result = run_cli("detect", "--dsn", db.dsn)
