@@ -17,6 +17,7 @@ venv: $(STAMP)
 tools:
 	scripts/install-test-tools
 	scripts/oban-venv
+	scripts/node-libs
 
 demo: venv
 	$(BIN)/pgq-exporter demo
@@ -48,4 +49,4 @@ bench: venv tools
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .venv-oban .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .venv-oban tests/libraries/node/node_modules .pytest_cache .mypy_cache .ruff_cache *.egg-info

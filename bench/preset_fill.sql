@@ -134,3 +134,14 @@ WITH jobs_made AS (
 INSERT INTO failed_jobs (uuid, connection, queue, payload, exception)
 SELECT gen_random_uuid()::text, 'database', queue, '{{}}', 'RuntimeException'
 FROM jobs_made WHERE k BETWEEN 80 AND 84;
+
+-- name: pgboss
+INSERT INTO pgboss.job (name, state, start_after, started_on, completed_on, retry_limit)
+SELECT 'q' || (n %% 3), s.state::pgboss.job_state,
+       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN s.state NOT IN ('created', 'cancelled') THEN now() END,
+       CASE WHEN s.state IN ('completed', 'failed', 'cancelled') THEN now() END, 2
+FROM generate_series(1, %(jobs)s) AS n,
+     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'failed'
+                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 97 THEN 'created'
+                          ELSE 'active' END AS state) AS s;

@@ -82,6 +82,15 @@ def _laravel(dsn: str) -> None:
         conn.execute((ROOT / "tests/libraries/laravel_schema.sql").read_bytes())
 
 
+def _pgboss(dsn: str) -> None:
+    from tests.libraries import node_url  # noqa: PLC0415
+
+    driver = ROOT / "tests/libraries/node/pgboss.js"
+    if not (driver.parent / "node_modules").exists():
+        raise RuntimeError("pg-boss needs tests/libraries/node/node_modules: run scripts/node-libs")
+    subprocess.run(["node", str(driver), "install", node_url(dsn), "q0", "q1", "q2"], check=True)
+
+
 def _django_tasks_db(dsn: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PGQ_DJANGO_DSN": dsn,
            "DJANGO_SETTINGS_MODULE": "tests.libraries.django_settings"}  # fmt: skip
@@ -97,6 +106,7 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "oban": _oban,
     "river": _river,
     "laravel": _laravel,
+    "pgboss": _pgboss,
     "django_tasks_db": _django_tasks_db,
 }
 

@@ -12,6 +12,7 @@ from pgq_exporter.collectors.base import (
     fetch,
     require_all_stats,
 )
+from pgq_exporter.collectors.library_queues import table_labels
 
 
 class Activity(Collector):
@@ -26,8 +27,9 @@ class Activity(Collector):
             Sample("pgq_longest_transaction_seconds", (), float(longest)),
             Sample("pgq_notify_queue_usage_ratio", (), float(usage)),
         ]
+        labels = table_labels(conn, ctx)
         samples += [
-            Sample("pgq_lock_waits", (table,), float(waiting))
+            Sample("pgq_lock_waits", (str(labels.get(table, table)),), float(waiting))
             for table, waiting in fetch(conn, "lock_waits", ctx)
         ]
         return samples

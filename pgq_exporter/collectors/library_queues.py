@@ -35,7 +35,7 @@ from pgq_exporter.collectors.counting import (
 )
 from pgq_exporter.collectors.finished_feed import QueueStats
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.sqlfiles import named_queries, query
 
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 # The blocks the collectors run, in the order check-config plans them.
@@ -118,6 +118,15 @@ def _estimate(layout: LibraryLayout, queue: str, status: str) -> sql.Composed:
         queue=sql.Literal(queue),
         statuses=sql.SQL(", ").join(map(sql.Literal, states or ("",))),
     )
+
+
+def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
+    """Table name -> the label it is served under: a library that names its tables
+    after a hash of the queue (pg-boss's partitions) maps them back to the queue."""
+    layout = ctx.library
+    if layout is None or "table_labels" not in named_queries(layout.preset.sql_file):
+        return {}
+    return {str(t): str(label) for t, label in run_block(conn, layout, "table_labels", [])}
 
 
 def library_of(ctx: Context) -> LibraryLayout:

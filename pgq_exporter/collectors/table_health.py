@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import TABLE_HEALTH
 from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.library_queues import table_labels
 
 
 class TableHealth(Collector):
@@ -12,7 +13,9 @@ class TableHealth(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         samples: list[AnySample] = []
-        for table, live, dead, vacuum_age, due in fetch(conn, "table_health", ctx):
+        labels = table_labels(conn, ctx)
+        for name, live, dead, vacuum_age, due in fetch(conn, "table_health", ctx):
+            table = str(labels.get(name, name))
             samples += [
                 Sample("pgq_table_live_tuples", (table,), float(live)),
                 Sample("pgq_table_dead_tuples", (table,), float(dead)),

@@ -129,6 +129,8 @@ PRESET_QUERIES: dict[str, tuple[str, ...]] = {
     "pgq_queue_stuck": ("pgq_queue_stuck_jobs",),
     "pgq_queue_exhausted": ("pgq_queue_exhausted_jobs",),
 }
+# Keys labelled by table: left out for a library whose table names are hashes.
+TABLE_KEYS = frozenset({"pgq_table", "pgq_lock"})
 # The keys that read catalogs and statistics: the same for every preset, on its tables.
 PRESET_SHARED = ("pgq_table", "pgq_xmin_horizon", "pgq_longest_transaction",
                  "pgq_notify_queue_usage", "pgq_lock")  # fmt: skip
@@ -163,6 +165,8 @@ def preset_queries_yaml(
         document[key] = _entry(key, PRESET_QUERIES[key], query, cap, cache_seconds)
     tables = layout.qualified_tables()
     for key in PRESET_SHARED:
+        if key in TABLE_KEYS and "table_labels" in named_queries(preset.sql_file):
+            continue  # postgres_exporter would label the tables with their hashed names
         query = _render(key, SchemaMapping(), cap, DEFAULT_WINDOW, tables)
         document[key] = _entry(key, QUERIES[key], query, cap, cache_seconds)
     return document

@@ -24,10 +24,15 @@ LIBRARIES: dict[str, str] = {
     "oban": "Oban",
     "river": "River",
     "laravel": "Laravel's database queue",
+    "pgboss": "pg-boss",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.
-VERSION_QUERIES: dict[str, str] = {"pgq": "reference_version", "river": "river_version"}
+VERSION_QUERIES: dict[str, str] = {
+    "pgq": "reference_version",
+    "river": "river_version",
+    "pgboss": "pgboss_version",
+}
 
 
 @dataclass(frozen=True, slots=True)

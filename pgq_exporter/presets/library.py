@@ -169,6 +169,20 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             params={"retry_after": 90.0},
         ),
         LibraryPreset(
+            name="pgboss",
+            title="pg-boss 10",
+            schema="pgboss",
+            tables=("job", "archive", "queue"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=_ALL_STATUSES,
+            finished_states={
+                "done": ("completed",),
+                "failed": ("failed",),
+                "cancelled": ("cancelled",),
+            },
+            knows_exhausted=True,
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

@@ -58,6 +58,12 @@ FROM columns c
 WHERE c.name = 'jobs'
   AND c.names @> ARRAY['queue', 'payload', 'attempts', 'reserved_at', 'available_at']
 UNION ALL
+-- pg-boss 10: its job table is partitioned by queue, beside a queue table.
+SELECT 'pgboss', c.schema
+FROM columns c
+WHERE c.name = 'job' AND c.names @> ARRAY['name', 'state', 'start_after', 'expire_in']
+  AND EXISTS (SELECT FROM tables q WHERE q.schema = c.schema AND q.name = 'queue')
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;
@@ -68,3 +74,6 @@ SELECT max(version)::text FROM {schema}.schema_version;
 -- name: river_version
 -- River records the migrations it ran per line; "main" is the job table's.
 SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';
+
+-- name: pgboss_version
+SELECT max(version)::text FROM {schema}.version;

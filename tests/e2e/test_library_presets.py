@@ -33,6 +33,7 @@ from pgq_exporter.ports import free_port
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
+from tests.libraries import node_url
 from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
 
 Samples = dict[str, dict[Labels, float]]
@@ -729,3 +730,81 @@ def test_laravel_preset_reads_every_state(empty_db: Database) -> None:
     samples = collect_once(preset_config(dsn, "laravel", ""))
     assert_mix(samples, LARAVEL_EXPECTED)
     assert not {"done", "cancelled"} & {dict(k)["status"] for k in samples["pgq_queue_jobs"]}
+
+
+# -- pg-boss ----------------------------------------------------------------------------------
+# pg-boss 10 from npm, driven through its own API by tests/libraries/node/pgboss.js
+# (maintenance off, so nothing moves a job behind the test). Its rule for stuck jobs is
+# the job's own expire_in: the killed worker's jobs expire after a second, the live
+# worker's after an hour; one of the killed has no retry left (exhausted).
+PGBOSS = Path(__file__).parents[1] / "libraries/node/pgboss.js"
+
+
+def pgboss(dsn: str, *args: str) -> Any:
+    node = require_tool("node")
+    if not (PGBOSS.parent / "node_modules/pg-boss").exists():
+        message = "pg-boss is not installed (scripts/node-libs, run by make test)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    result = subprocess.run([node, str(PGBOSS), args[0], dsn, *args[1:]],
+                            check=True, capture_output=True, text=True, timeout=60)  # fmt: skip
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def test_pgboss_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    url = node_url(dsn)
+    pgboss(url, "install", "alpha", "beta")
+
+    def send(queue: str, n: int = 1, **options: Any) -> list[str]:
+        return list(pgboss(url, "send", json.dumps([{"queue": queue, "options": options}] * n)))
+
+    send("alpha", 3)
+    pgboss(url, "fetch", "alpha", "3", "complete")
+    send("alpha", 2, retryLimit=0)
+    pgboss(url, "fetch", "alpha", "2", "fail")
+    send("beta")
+    pgboss(url, "fetch", "beta", "1", "complete")
+    send("beta", retryLimit=1, retryDelay=3600)  # failed once, retried in an hour: delayed
+    pgboss(url, "fetch", "beta", "1", "fail")
+    for queue in ("alpha", "beta"):
+        pgboss(url, "cancel", queue, *send(queue))
+    send("beta", expireInSeconds=1, retryLimit=2)
+    send("beta", expireInSeconds=1, retryLimit=0)
+    node = require_tool("node")
+    for _ in range(2):  # each worker holds one job until it is killed
+        with subprocess.Popen([node, str(PGBOSS), "hold", url, "beta"],
+                              stdout=subprocess.PIPE, text=True) as killed:  # fmt: skip
+            try:
+                assert killed.stdout is not None and json.loads(killed.stdout.readline())
+            finally:
+                killed.kill()
+    send("alpha", expireInSeconds=3600)
+    with subprocess.Popen([node, str(PGBOSS), "hold", url, "alpha"],
+                          stdout=subprocess.PIPE, text=True) as live:  # fmt: skip
+        samples = _with_live_pgboss_worker(live, dsn, url)
+    assert_mix(samples, OBAN_EXPECTED)
+    tables = {dict(k)["table"] for k in samples["pgq_table_live_tuples"]}
+    assert {"alpha", "beta", "archive", "queue"} <= tables  # partitions by queue name
+    assert not any(t.startswith("j") and len(t) > 40 for t in tables)
+
+
+def _with_live_pgboss_worker(live: subprocess.Popen[str], dsn: str, url: str) -> Samples:
+    """The rest of the mix while ``live`` holds alpha's job; killed on the way out."""
+
+    def send(queue: str, n: int = 1, **options: Any) -> list[str]:
+        return list(pgboss(url, "send", json.dumps([{"queue": queue, "options": options}] * n)))
+
+    try:
+        assert live.stdout is not None and json.loads(live.stdout.readline())
+        [oldest] = send("alpha")
+        send("alpha")
+        send("beta")
+        for queue in ("alpha", "beta"):
+            send(queue, startAfter=3600)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE pgboss.job SET start_after = start_after - "
+                         "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
+        config = preset_config(dsn, "pgboss", "")
+        return collected_when(config, stuck_in_beta, "beta's jobs to expire")
+    finally:
+        live.kill()

@@ -34,7 +34,8 @@ def test_every_query_runs_and_returns_its_declared_columns(db: Database) -> None
 
 
 @pytest.mark.parametrize(
-    "preset", ["procrastinate", "pgqueuer", "oban", "river", "laravel", "django_tasks_db"]
+    "preset",
+    ["procrastinate", "pgqueuer", "oban", "river", "laravel", "pgboss", "django_tasks_db"],
 )
 def test_a_preset_queries_file_serves_what_the_exporter_serves(
     empty_db: Database, preset: str

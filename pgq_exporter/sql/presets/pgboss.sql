@@ -1,0 +1,60 @@
+-- pg-boss 10: {schema}.job, partitioned by queue (name) into tables with
+-- hashed names that {schema}.queue lists, and {schema}.archive, where
+-- maintenance moves finished jobs (after 12 hours by default). {schema} is the
+-- quoted schema (pgboss by default). A queue's reads are pruned to its partition.
+--
+-- States: created and retry are pending (ready once start_after has passed,
+-- delayed before, as a retry waiting out its delay); active is processing;
+-- completed is done; failed is failed; cancelled is cancelled. Finished jobs
+-- are counted while they are in job, not once archived.
+
+-- name: queues
+SELECT q.name FROM {schema}.queue q;
+
+-- name: depth
+-- Unfinished jobs exactly (through each partition's fetch index for the
+-- pending ones); finished ones per queue and state up to {finished_cap}.
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.job j
+        WHERE j.name = q.queue AND j.state < 'active' AND j.start_after <= now()) AS ready,
+       (SELECT count(*) FROM {schema}.job j
+        WHERE j.name = q.queue AND j.state < 'active' AND j.start_after > now()) AS delayed,
+       (SELECT count(*) FROM {schema}.job j
+        WHERE j.name = q.queue AND j.state = 'active') AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state = 'completed' LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state = 'failed' LIMIT {finished_cap}) AS c) AS failed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state = 'cancelled' LIMIT {finished_cap}) AS c)
+           AS cancelled
+FROM unnest({queues}) AS q(queue);
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished jobs in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.job WHERE name = {queue} AND state::text IN ({statuses});
+
+-- name: oldest_ready
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(j.start_after) FROM {schema}.job j
+           WHERE j.name = q.queue AND j.state < 'active' AND j.start_after <= now()))::float8,
+           0) AS age
+FROM unnest({queues}) AS q(queue);
+
+-- name: stuck
+-- pg-boss's own rule: an active job past started_on + expire_in has expired;
+-- maintenance retries it while retry_count < retry_limit (stuck) and fails it
+-- when none are left (exhausted).
+SELECT q.queue,
+       count(j.id) FILTER (WHERE j.retry_count < j.retry_limit) AS stuck,
+       count(j.id) FILTER (WHERE j.retry_count >= j.retry_limit) AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN {schema}.job j
+       ON j.name = q.queue AND j.state = 'active' AND j.started_on + j.expire_in < now()
+GROUP BY q.queue;
+
+-- name: table_labels
+-- Each queue's partition is labelled with the queue's name, not its hashed one.
+SELECT q.partition_name, q.name FROM {schema}.queue q WHERE q.partition_name IS NOT NULL;

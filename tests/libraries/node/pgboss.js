@@ -1,0 +1,39 @@
+// pg-boss 10, driven for the pgboss preset test through its own API:
+//   node pgboss.js install DSN QUEUE...         the schema and the queues
+//   node pgboss.js send DSN JOBS                 JOBS: JSON [{queue, options}]; prints ids
+//   node pgboss.js fetch DSN QUEUE N OUTCOME     fetch N and complete, fail or cancel them
+//   node pgboss.js cancel DSN QUEUE ID...        cancel these jobs
+//   node pgboss.js hold DSN QUEUE                fetch one and hold it until killed
+// Maintenance is off (supervise: false), so nothing expires a job behind the test.
+'use strict'
+const PgBoss = require('pg-boss')
+
+async function main () {
+  const [command, dsn, ...rest] = process.argv.slice(2)
+  const boss = new PgBoss({ connectionString: dsn, supervise: false, schedule: false })
+  boss.on('error', (error) => console.error(error.message))
+  await boss.start()
+  if (command === 'install') {
+    for (const name of rest) await boss.createQueue(name)
+  } else if (command === 'send') {
+    const ids = []
+    for (const job of JSON.parse(rest[0])) ids.push(await boss.send(job.queue, {}, job.options || {}))
+    console.log(JSON.stringify(ids))
+  } else if (command === 'fetch') {
+    const [queue, count, outcome] = rest
+    const jobs = await boss.fetch(queue, { batchSize: Number(count) })
+    for (const job of jobs) await boss[outcome](queue, job.id)
+    console.log(JSON.stringify(jobs.map((job) => job.id)))
+  } else if (command === 'cancel') {
+    await boss.cancel(rest[0], rest.slice(1))
+  } else if (command === 'hold') {
+    const jobs = await boss.fetch(rest[0], { batchSize: 1 })
+    console.log(JSON.stringify(jobs.map((job) => job.id)))
+    await new Promise(() => {})
+  } else {
+    throw new Error(`unknown command ${command}`)
+  }
+  await boss.stop({ graceful: false, wait: false })
+}
+
+main().catch((error) => { console.error(error); process.exit(1) })
