@@ -145,3 +145,22 @@ FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'failed'
                           WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 97 THEN 'created'
                           ELSE 'active' END AS state) AS s;
+
+-- name: graphile_worker
+-- Completed jobs are deleted: the table holds the unfinished and the failed
+-- (12 in a hundred), in three named queues.
+WITH tasks AS (
+    INSERT INTO graphile_worker._private_tasks (identifier) VALUES ('noop') RETURNING id
+), queues AS (
+    INSERT INTO graphile_worker._private_job_queues (queue_name)
+    SELECT 'q' || n FROM generate_series(0, 2) AS n RETURNING id, queue_name
+)
+INSERT INTO graphile_worker._private_jobs (job_queue_id, task_id, run_at, attempts,
+                                           max_attempts, locked_at, locked_by)
+SELECT (SELECT id FROM queues WHERE queue_name = 'q' || (n %% 3)), (SELECT id FROM tasks),
+       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN n %% 100 < 88 OR n %% 100 >= 97 THEN 1 ELSE 0 END,
+       CASE WHEN n %% 100 < 88 THEN 1 ELSE 25 END,
+       CASE WHEN n %% 100 >= 97 THEN now() END, CASE WHEN n %% 100 >= 97 THEN 'w' END
+FROM generate_series(1, %(jobs)s) AS n
+WHERE n %% 100 >= 85;

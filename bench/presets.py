@@ -91,6 +91,13 @@ def _pgboss(dsn: str) -> None:
     subprocess.run(["node", str(driver), "install", node_url(dsn), "q0", "q1", "q2"], check=True)
 
 
+def _graphile_worker(dsn: str) -> None:
+    from tests.libraries import node_url  # noqa: PLC0415
+
+    driver = ROOT / "tests/libraries/node/graphile.js"
+    subprocess.run(["node", str(driver), "install", node_url(dsn)], check=True)
+
+
 def _django_tasks_db(dsn: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PGQ_DJANGO_DSN": dsn,
            "DJANGO_SETTINGS_MODULE": "tests.libraries.django_settings"}  # fmt: skip
@@ -107,6 +114,7 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "river": _river,
     "laravel": _laravel,
     "pgboss": _pgboss,
+    "graphile_worker": _graphile_worker,
     "django_tasks_db": _django_tasks_db,
 }
 

@@ -165,8 +165,8 @@ class LibraryDepth(Collector):
     def _bounded(  # noqa: PLR0917
         self, conn: Conn, layout: LibraryLayout, queue: str, status: str, n: int, cap: int
     ) -> Count:
-        if n <= cap:
-            return exact(n)
+        if n <= cap or "estimate_finished" not in named_queries(layout.preset.sql_file):
+            return exact(n)  # without that block, the library's finished jobs are all counted
         now = time.monotonic()
         cached = self._estimates.get((queue, status))
         if cached is None or now - cached[1] > ESTIMATE_TTL:

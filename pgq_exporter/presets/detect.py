@@ -25,6 +25,7 @@ LIBRARIES: dict[str, str] = {
     "river": "River",
     "laravel": "Laravel's database queue",
     "pgboss": "pg-boss",
+    "graphile_worker": "graphile-worker",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.
@@ -32,6 +33,7 @@ VERSION_QUERIES: dict[str, str] = {
     "pgq": "reference_version",
     "river": "river_version",
     "pgboss": "pgboss_version",
+    "graphile_worker": "graphile_worker_version",
 }
 
 

@@ -183,6 +183,18 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             knows_exhausted=True,
         ),
         LibraryPreset(
+            name="graphile_worker",
+            title="graphile-worker (0.16 and later)",
+            schema="graphile_worker",
+            tables=("_private_jobs", "_private_job_queues", "_private_tasks"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=("pending", "processing", "failed"),
+            finished_states={"failed": ()},
+            # A lock older than this is stale (graphile-worker's four hours).
+            params={"stale_lock_after": 14400.0},
+            knows_exhausted=True,
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

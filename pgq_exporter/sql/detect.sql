@@ -64,6 +64,11 @@ FROM columns c
 WHERE c.name = 'job' AND c.names @> ARRAY['name', 'state', 'start_after', 'expire_in']
   AND EXISTS (SELECT FROM tables q WHERE q.schema = c.schema AND q.name = 'queue')
 UNION ALL
+SELECT 'graphile_worker', c.schema
+FROM columns c
+WHERE c.name = '_private_jobs'
+  AND c.names @> ARRAY['task_id', 'job_queue_id', 'run_at', 'locked_at', 'max_attempts']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;
@@ -77,3 +82,6 @@ SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';
 
 -- name: pgboss_version
 SELECT max(version)::text FROM {schema}.version;
+
+-- name: graphile_worker_version
+SELECT max(id)::text FROM {schema}.migrations;

@@ -63,6 +63,7 @@ def assert_mix(
     *,
     stuck_served: bool = True,
     histograms: bool = False,
+    oldest_in: str = "alpha",
 ) -> None:
     """Every count of ``expected``; what the preset cannot know is not served."""
     for queue, want in expected.items():
@@ -91,7 +92,7 @@ def assert_mix(
         assert len(approximate) == len(counted) and set(approximate.values()) == {0.0}, queue
         statuses = {dict(k)["status"] for k in samples["pgq_queue_jobs"] if ("queue", queue) in k}
         assert statuses == counted - {"ready", "delayed"}, queue
-    age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
+    age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue=oldest_in)
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
     exhausted = any("exhausted" in want for want in expected.values())
     absent = {"pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
@@ -808,3 +809,74 @@ def _with_live_pgboss_worker(live: subprocess.Popen[str], dsn: str, url: str) ->
         return collected_when(config, stuck_in_beta, "beta's jobs to expire")
     finally:
         live.kill()
+
+
+# -- graphile-worker -----------------------------------------------------------------------
+# graphile-worker 0.17 from npm (tests/libraries/node/graphile.js). It has no status
+# column, deletes completed jobs (done is not served) and has no cancelled state. A job
+# in a named queue waits while another job of that queue runs, so alpha's and beta's
+# runnable jobs are delayed, not ready; jobs without a named queue take their task's
+# name ("ok"). A lock is stale after stale_lock_after: the killed worker's is, the live
+# worker's is read before it is.
+GRAPHILE = Path(__file__).parents[1] / "libraries/node/graphile.js"
+GRAPHILE_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 0, "delayed": 3, "processing": 1, "failed": 2, "stuck": 0,
+              "exhausted": 0},
+    "beta": {"ready": 0, "delayed": 1, "processing": 1, "failed": 0, "stuck": 1,
+             "exhausted": 0},
+    "ok": {"ready": 2, "delayed": 1, "processing": 0, "failed": 0, "stuck": 0,
+           "exhausted": 0},
+}  # fmt: skip
+GRAPHILE_LOCKED = (
+    "SELECT count(*) FROM graphile_worker._private_jobs j "
+    "JOIN graphile_worker._private_job_queues q ON q.id = j.job_queue_id "
+    "WHERE q.queue_name = %s AND j.locked_at IS NOT NULL"
+)
+
+
+def graphile(url: str, *args: str) -> Any:
+    node = require_tool("node")
+    if not (GRAPHILE.parent / "node_modules/graphile-worker").exists():
+        message = "graphile-worker is not installed (scripts/node-libs, run by make test)"
+        pytest.fail(message) if IN_CI else pytest.skip(message)
+    result = subprocess.run([node, str(GRAPHILE), args[0], url, *args[1:]],
+                            check=True, capture_output=True, text=True, timeout=60)  # fmt: skip
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def test_graphile_worker_preset_reads_every_state(empty_db: Database) -> None:
+    dsn, url, node = empty_db.dsn, node_url(empty_db.dsn), require_tool("node")
+    graphile(url, "install")
+
+    def add(*specs: dict[str, Any]) -> list[int]:
+        return list(graphile(url, "add", json.dumps(list(specs))))
+
+    alpha, beta = {"queueName": "alpha"}, {"queueName": "beta"}
+    add(*[{"task": "ok", **alpha}] * 3, *[{"task": "boom", "maxAttempts": 1, **alpha}] * 2)
+    graphile(url, "once")  # 3 done (deleted), 2 failed for good
+    add({"task": "block", **beta})
+    with subprocess.Popen([node, str(GRAPHILE), "hold", url], stdout=subprocess.PIPE,
+                          text=True) as killed:  # fmt: skip
+        try:
+            wait_for(lambda: count(dsn, GRAPHILE_LOCKED, "beta") == 1, "beta's job to run")
+        finally:
+            killed.kill()
+    add({"task": "ok", **beta})  # waits behind beta's lock, which nobody will release
+    config = preset_config(dsn, "graphile_worker", "stale_lock_after: 5s")
+    collected_when(config, stuck_in_beta, "beta's lock to go stale")
+    add({"task": "block", **alpha})
+    with subprocess.Popen([node, str(GRAPHILE), "hold", url], stdout=subprocess.PIPE,
+                          text=True) as live:  # fmt: skip
+        try:
+            wait_for(lambda: count(dsn, GRAPHILE_LOCKED, "alpha") == 1, "alpha's job to run")
+            add({"task": "ok", **alpha}, {"task": "ok", **alpha},
+                {"task": "ok", "runInSeconds": 3600, **alpha})  # fmt: skip
+            [oldest, *_] = add({"task": "ok"}, {"task": "ok"},
+                               {"task": "ok", "runInSeconds": 3600})  # fmt: skip
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("UPDATE graphile_worker._private_jobs SET run_at = run_at - "
+                             "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
+            samples = collect_once(config)
+        finally:
+            live.kill()
+    assert_mix(samples, GRAPHILE_EXPECTED, oldest_in="ok")

@@ -35,7 +35,16 @@ def test_every_query_runs_and_returns_its_declared_columns(db: Database) -> None
 
 @pytest.mark.parametrize(
     "preset",
-    ["procrastinate", "pgqueuer", "oban", "river", "laravel", "pgboss", "django_tasks_db"],
+    [
+        "procrastinate",
+        "pgqueuer",
+        "oban",
+        "river",
+        "laravel",
+        "pgboss",
+        "graphile_worker",
+        "django_tasks_db",
+    ],
 )
 def test_a_preset_queries_file_serves_what_the_exporter_serves(
     empty_db: Database, preset: str

@@ -1,0 +1,75 @@
+-- graphile-worker 0.16 and later: _private_jobs, with its task
+-- (_private_tasks) and, for a job in a named queue, _private_job_queues.
+-- {schema} is the quoted schema (graphile_worker by default). There is no
+-- status column: the states are derived. A job's queue label is its named
+-- queue, or its task's identifier when it has none.
+--
+-- States: a job not locked with attempts left is pending: ready when run_at
+-- has passed and its named queue (if any) is not locked by another job,
+-- delayed otherwise (a future run_at, a retry's backoff, or blocked behind its
+-- queue); a locked job is processing; a job with no attempt left is failed
+-- (permanently). Completed jobs are deleted: done is not known.
+
+-- name: queues
+SELECT DISTINCT coalesce(q.queue_name, t.identifier)
+FROM {schema}._private_jobs j
+JOIN {schema}._private_tasks t ON t.id = j.task_id
+LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id;
+
+-- name: depth
+-- The table holds only jobs not completed: counted exactly, in one pass.
+WITH labelled AS (
+    SELECT coalesce(q.queue_name, t.identifier) AS queue, j.run_at, j.locked_at,
+           j.attempts, j.max_attempts, q.locked_at AS queue_locked_at
+    FROM {schema}._private_jobs j
+    JOIN {schema}._private_tasks t ON t.id = j.task_id
+    LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id
+), counted AS (
+    SELECT l.queue,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts < l.max_attempts
+                              AND l.run_at <= now() AND l.queue_locked_at IS NULL) AS ready,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts < l.max_attempts
+                              AND (l.run_at > now() OR l.queue_locked_at IS NOT NULL))
+               AS delayed,
+           count(*) FILTER (WHERE l.locked_at IS NOT NULL) AS processing,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts >= l.max_attempts)
+               AS failed
+    FROM labelled l
+    GROUP BY l.queue
+)
+SELECT q.queue,
+       coalesce(c.ready, 0) AS ready,
+       coalesce(c.delayed, 0) AS delayed,
+       coalesce(c.processing, 0) AS processing,
+       NULL::bigint AS done,
+       coalesce(c.failed, 0) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN counted c ON c.queue = q.queue;
+
+-- name: oldest_ready
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(j.run_at)
+           FROM {schema}._private_jobs j
+           JOIN {schema}._private_tasks t ON t.id = j.task_id
+           LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+           WHERE coalesce(jq.queue_name, t.identifier) = q.queue
+             AND j.locked_at IS NULL AND j.attempts < j.max_attempts
+             AND j.run_at <= now() AND jq.locked_at IS NULL))::float8, 0) AS age
+FROM unnest({queues}) AS q(queue);
+
+-- name: stuck
+-- graphile-worker's own rule: a lock older than {stale_lock_after} seconds
+-- (four hours in the library) is stale, and the job may be taken again when
+-- it has attempts left (stuck); with none left it stays failed (exhausted).
+SELECT q.queue,
+       count(j.id) FILTER (WHERE j.attempts < j.max_attempts) AS stuck,
+       count(j.id) FILTER (WHERE j.attempts >= j.max_attempts) AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN ({schema}._private_jobs j
+           JOIN {schema}._private_tasks t ON t.id = j.task_id
+           LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id)
+       ON coalesce(jq.queue_name, t.identifier) = q.queue
+      AND j.locked_at < now() - make_interval(secs => {stale_lock_after})
+GROUP BY q.queue;
