@@ -164,3 +164,43 @@ SELECT (SELECT id FROM queues WHERE queue_name = 'q' || (n %% 3)), (SELECT id FR
        CASE WHEN n %% 100 >= 97 THEN now() END, CASE WHEN n %% 100 >= 97 THEN 'w' END
 FROM generate_series(1, %(jobs)s) AS n
 WHERE n %% 100 >= 85;
+
+-- name: solid_queue
+WITH made AS (
+    SELECT n, 'q' || (n %% 3) AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+), jobs AS (
+    INSERT INTO solid_queue_jobs (queue_name, class_name, arguments, scheduled_at, finished_at,
+                                  created_at, updated_at)
+    SELECT queue, 'NoopJob', '{{}}', timezone('UTC', now())
+               + CASE WHEN k BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+           CASE WHEN k < 80 THEN timezone('UTC', now()) END,
+           timezone('UTC', now()), timezone('UTC', now())
+    FROM made ORDER BY n
+    RETURNING id, queue_name, scheduled_at, finished_at
+), numbered AS (
+    SELECT j.*, row_number() OVER (ORDER BY j.id) %% 100 AS k FROM jobs j
+), process AS (
+    INSERT INTO solid_queue_processes (kind, last_heartbeat_at, pid, created_at, name)
+    VALUES ('Worker', timezone('UTC', now()), 1, timezone('UTC', now()), 'worker-1')
+    RETURNING id
+), ready AS (
+    INSERT INTO solid_queue_ready_executions (job_id, queue_name, created_at)
+    SELECT id, queue_name, timezone('UTC', now()) FROM numbered WHERE k BETWEEN 88 AND 94
+), scheduled AS (
+    INSERT INTO solid_queue_scheduled_executions (job_id, queue_name, scheduled_at, created_at)
+    SELECT id, queue_name, scheduled_at, timezone('UTC', now()) FROM numbered
+    WHERE k BETWEEN 95 AND 96
+), claimed AS (
+    INSERT INTO solid_queue_claimed_executions (job_id, process_id, created_at)
+    SELECT id, (SELECT id FROM process), timezone('UTC', now()) FROM numbered WHERE k >= 97
+)
+INSERT INTO solid_queue_failed_executions (job_id, error, created_at)
+SELECT id, 'RuntimeError', timezone('UTC', now()) FROM numbered WHERE k BETWEEN 80 AND 87;
+
+-- name: que
+INSERT INTO que_jobs (queue, job_class, run_at, finished_at, expired_at, job_schema_version)
+SELECT 'q' || (n %% 3), 'NoopJob',
+       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN n %% 100 < 85 THEN now() END,
+       CASE WHEN n %% 100 BETWEEN 85 AND 87 THEN now() END, 2
+FROM generate_series(1, %(jobs)s) AS n;

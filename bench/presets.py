@@ -1,11 +1,11 @@
 """Each preset's collection cycle on a database of the library's own tables.
 
 The library's own installer makes the tables (Oban's runs in .venv-oban, Django's
-migrations in a child process; River's, a Go library's, come from its published
-migrations in tests/libraries/river_schema.sql, and Laravel's from its default
-migration in tests/libraries/laravel_schema.sql), then SQL fills them with ``jobs`` jobs in three
-queues as the library writes its rows (bench/preset_fill.sql), and the exporter
-runs every collector the preset schedules, as in the collection benchmark.
+migrations in a child process); for a Go, Ruby or PHP library, the tables its tests
+build from the published schema (tests/libraries/<name>_schema.sql). Then SQL fills
+them with ``jobs`` jobs in three queues as the library writes its rows
+(bench/preset_fill.sql), and the exporter runs every collector the preset
+schedules, as in the collection benchmark.
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ def _oban(dsn: str) -> None:
                    check=True)  # fmt: skip
 
 
-def _river(dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute((ROOT / "tests/libraries/river_schema.sql").read_bytes())
+def _fixture(name: str) -> Callable[[str], None]:
+    """Install a library's tables from the fixture its tests build them with."""
 
+    def install(dsn: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute((ROOT / f"tests/libraries/{name}_schema.sql").read_bytes())
 
-def _laravel(dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute((ROOT / "tests/libraries/laravel_schema.sql").read_bytes())
+    return install
 
 
 def _pgboss(dsn: str) -> None:
@@ -111,8 +111,10 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "pgqueuer": _pgqueuer,
     "pgmq": _pgmq,
     "oban": _oban,
-    "river": _river,
-    "laravel": _laravel,
+    "river": _fixture("river"),
+    "laravel": _fixture("laravel"),
+    "solid_queue": _fixture("solid_queue"),
+    "que": _fixture("que"),
     "pgboss": _pgboss,
     "graphile_worker": _graphile_worker,
     "django_tasks_db": _django_tasks_db,

@@ -54,6 +54,7 @@ RANGES = {
     "rescue_stuck_jobs_after": (0.1, 7 * 86_400.0),
     "retry_after": (1.0, 7 * 86_400.0),
     "stale_lock_after": (0.1, 7 * 86_400.0),
+    "process_alive_threshold": (0.1, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0

@@ -26,6 +26,8 @@ LIBRARIES: dict[str, str] = {
     "laravel": "Laravel's database queue",
     "pgboss": "pg-boss",
     "graphile_worker": "graphile-worker",
+    "solid_queue": "Solid Queue",
+    "que": "Que",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.

@@ -195,6 +195,35 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             knows_exhausted=True,
         ),
         LibraryPreset(
+            name="solid_queue",
+            title="Solid Queue 1.x",
+            schema="public",
+            tables=(
+                "solid_queue_jobs",
+                "solid_queue_ready_executions",
+                "solid_queue_scheduled_executions",
+                "solid_queue_claimed_executions",
+                "solid_queue_blocked_executions",
+                "solid_queue_failed_executions",
+                "solid_queue_processes",
+            ),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=("pending", "processing", "done", "failed"),
+            finished_states={"done": ()},
+            # A process silent this long is dead: Solid Queue's process_alive_threshold.
+            params={"process_alive_threshold": 300.0},
+        ),
+        LibraryPreset(
+            name="que",
+            title="Que 2.x",
+            schema="public",
+            tables=("que_jobs", "que_lockers", "que_values"),
+            # A dead worker's advisory locks go with its connection: no stuck jobs.
+            collectors=frozenset({QUEUE_DEPTH, QUEUE_LATENCY}),
+            statuses=("pending", "processing", "done", "failed"),
+            finished_states={"done": ("finished",), "failed": ("expired",)},
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

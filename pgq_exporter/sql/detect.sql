@@ -69,6 +69,16 @@ FROM columns c
 WHERE c.name = '_private_jobs'
   AND c.names @> ARRAY['task_id', 'job_queue_id', 'run_at', 'locked_at', 'max_attempts']
 UNION ALL
+SELECT 'solid_queue', t.schema
+FROM tables t
+WHERE t.name = 'solid_queue_jobs'
+  AND EXISTS (SELECT FROM tables c WHERE c.schema = t.schema
+                AND c.name = 'solid_queue_claimed_executions')
+UNION ALL
+SELECT 'que', c.schema
+FROM columns c
+WHERE c.name = 'que_jobs' AND c.names @> ARRAY['queue', 'run_at', 'finished_at', 'expired_at']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;

@@ -880,3 +880,147 @@ def test_graphile_worker_preset_reads_every_state(empty_db: Database) -> None:
         finally:
             live.kill()
     assert_mix(samples, GRAPHILE_EXPECTED, oldest_in="ok")
+
+
+# -- Solid Queue ------------------------------------------------------------------------------
+# No registry here serves Ruby: the tables are Solid Queue 1.x's queue_schema.rb
+# (tests/libraries/solid_queue_schema.sql), written as its workers write them: an
+# execution row per state. A claimed execution is stuck when its process has not sent a
+# heartbeat for process_alive_threshold; there is no cancelled state.
+SOLID_QUEUE_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2, "stuck": 0},
+    "beta": {"ready": 1, "delayed": 2, "processing": 1, "done": 1, "failed": 0, "stuck": 1},
+}
+SOLID_QUEUE_SCHEMA = Path(__file__).parents[1] / "libraries/solid_queue_schema.sql"
+UTC_NOW = "timezone('UTC', now())"
+SOLID_ENQUEUE = (
+    "WITH job AS (INSERT INTO solid_queue_jobs (queue_name, class_name, arguments, "
+    f"scheduled_at, created_at, updated_at) VALUES (%(queue)s, 'NoopJob', '{{}}', "
+    f"{UTC_NOW} + make_interval(secs => %(delay)s), {UTC_NOW}, {UTC_NOW}) RETURNING id) "
+    "SELECT id FROM job"
+)
+SOLID_READY = (
+    "INSERT INTO solid_queue_ready_executions (job_id, queue_name, created_at) "
+    f"SELECT id, queue_name, {UTC_NOW} FROM solid_queue_jobs WHERE id = %(id)s"
+)
+SOLID_SCHEDULE = (
+    "INSERT INTO solid_queue_scheduled_executions (job_id, queue_name, scheduled_at, "
+    f"created_at) SELECT id, queue_name, scheduled_at, {UTC_NOW} FROM solid_queue_jobs "
+    "WHERE id = %(id)s"
+)
+SOLID_CLAIM = (
+    "WITH ready AS (DELETE FROM solid_queue_ready_executions WHERE job_id = %(id)s "
+    "RETURNING job_id) INSERT INTO solid_queue_claimed_executions (job_id, process_id, "
+    f"created_at) SELECT job_id, %(process)s, {UTC_NOW} FROM ready"
+)
+SOLID_FINISH = (
+    "WITH claimed AS (DELETE FROM solid_queue_claimed_executions WHERE job_id = %(id)s) "
+    f"UPDATE solid_queue_jobs SET finished_at = {UTC_NOW}, updated_at = {UTC_NOW} "
+    "WHERE id = %(id)s"
+)
+SOLID_FAIL = (
+    "WITH claimed AS (DELETE FROM solid_queue_claimed_executions WHERE job_id = %(id)s) "
+    "INSERT INTO solid_queue_failed_executions (job_id, error, created_at) "
+    f"VALUES (%(id)s, 'RuntimeError', {UTC_NOW})"
+)
+SOLID_PROCESS = (
+    "INSERT INTO solid_queue_processes (kind, last_heartbeat_at, pid, hostname, created_at, "
+    f"name) VALUES ('Worker', {UTC_NOW} - make_interval(secs => %(silent)s), %(pid)s, 'h', "
+    f"{UTC_NOW}, 'worker-' || %(pid)s) RETURNING id"
+)
+
+
+def test_solid_queue_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(SOLID_QUEUE_SCHEMA.read_bytes())
+
+        def one(statement: str, **params: Any) -> int:
+            row = conn.execute(statement.encode(), params).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        def run(statement: str, **params: Any) -> None:
+            conn.execute(statement.encode(), params)
+
+        def enqueue(queue: str, delay: int = 0) -> int:
+            job = one(SOLID_ENQUEUE, queue=queue, delay=delay)
+            run(SOLID_SCHEDULE if delay else SOLID_READY, id=job)
+            return job
+
+        alive = one(SOLID_PROCESS, silent=1, pid=101)
+        dead = one(SOLID_PROCESS, silent=600, pid=102)  # killed ten minutes ago
+        for queue, end in (
+            [("alpha", SOLID_FINISH)] * 3 + [("alpha", SOLID_FAIL)] * 2 + [("beta", SOLID_FINISH)]
+        ):
+            job = enqueue(queue)
+            run(SOLID_CLAIM, id=job, process=alive)
+            run(end, id=job)
+        run(SOLID_CLAIM, id=enqueue("alpha"), process=alive)
+        run(SOLID_CLAIM, id=enqueue("beta"), process=dead)
+        oldest = enqueue("alpha")
+        enqueue("alpha")
+        enqueue("beta")
+        for queue in ("alpha", "beta", "beta"):
+            enqueue(queue, 3600)
+        run("UPDATE solid_queue_ready_executions SET created_at = created_at - "
+            "make_interval(secs => %(s)s) WHERE job_id = %(id)s", s=OLDEST_AGE, id=oldest)  # fmt: skip
+    samples = collect_once(preset_config(dsn, "solid_queue", ""))
+    assert_mix(samples, SOLID_QUEUE_EXPECTED)
+
+
+# -- Que ---------------------------------------------------------------------------------------
+# No registry here serves Ruby: the table is Que 2.x's (tests/libraries/que_schema.sql),
+# written as Que writes it. A worker holds a job by a session advisory lock on its id;
+# the killed worker's lock went with its connection, so its job is ready again: Que has
+# no stuck jobs, and stuck is not served.
+QUE_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2},
+    "beta": {"ready": 2, "delayed": 2, "processing": 0, "done": 1, "failed": 0},
+}
+QUE_SCHEMA = Path(__file__).parents[1] / "libraries/que_schema.sql"
+QUE_ENQUEUE = (
+    "INSERT INTO que_jobs (queue, job_class, run_at, job_schema_version) "
+    "VALUES (%(queue)s, 'NoopJob', now() + make_interval(secs => %(delay)s), 2) RETURNING id"
+)
+
+
+def test_que_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn, \
+            psycopg.connect(dsn, autocommit=True) as worker:  # fmt: skip
+        conn.execute(QUE_SCHEMA.read_bytes())
+
+        def enqueue(queue: str, delay: int = 0) -> int:
+            row = conn.execute(QUE_ENQUEUE.encode(), {"queue": queue, "delay": delay}).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        for queue, end in (
+            [("alpha", "finished_at")] * 3
+            + [("alpha", "expired_at")] * 2
+            + [("beta", "finished_at")]
+        ):
+            conn.execute(f"UPDATE que_jobs SET {end} = now() WHERE id = %s".encode(),
+                         (enqueue(queue),))  # fmt: skip
+        retried = enqueue("beta")  # failed once: Que sets the backoff in run_at
+        conn.execute("UPDATE que_jobs SET error_count = 1, last_error_message = 'boom', "
+                     "run_at = now() + interval '1 hour' WHERE id = %s", (retried,))  # fmt: skip
+        worker.execute("SELECT pg_advisory_lock(%s)", (enqueue("alpha"),))  # a live worker
+        with psycopg.connect(dsn, autocommit=True) as doomed:
+            doomed.execute("SELECT pg_advisory_lock(%s)", (enqueue("beta"),))
+            pid = doomed.info.backend_pid
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # killed
+            wait_for(lambda: count(dsn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                   pid) == 0, "the killed worker to be gone")  # fmt: skip
+        oldest = enqueue("alpha")
+        enqueue("alpha")
+        enqueue("beta")
+        for queue in ("alpha", "beta"):
+            enqueue(queue, 3600)
+        conn.execute("UPDATE que_jobs SET run_at = run_at - make_interval(secs => %s) "
+                     "WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
+        samples = collect_once(preset_config(dsn, "que", ""))
+    assert_mix(samples, {q: {**want, "stuck": 0} for q, want in QUE_EXPECTED.items()},
+               stuck_served=False)  # fmt: skip
+    assert "pgq_queue_stuck_jobs" not in samples

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
 from tests.exporter_support import collect_once
 from tests.support import IN_CI
@@ -34,17 +35,7 @@ def test_every_query_runs_and_returns_its_declared_columns(db: Database) -> None
 
 
 @pytest.mark.parametrize(
-    "preset",
-    [
-        "procrastinate",
-        "pgqueuer",
-        "oban",
-        "river",
-        "laravel",
-        "pgboss",
-        "graphile_worker",
-        "django_tasks_db",
-    ],
+    "preset", sorted(name for name, p in LIBRARY_PRESETS.items() if not p.per_queue)
 )
 def test_a_preset_queries_file_serves_what_the_exporter_serves(
     empty_db: Database, preset: str

@@ -1,0 +1,76 @@
+-- Que 2.x: que_jobs. A worker holds the jobs it runs by a session advisory
+-- lock on each job's id, which lives as long as its connection. {schema} is
+-- the quoted schema.
+--
+-- States: a job neither finished nor expired is pending, or processing while
+-- an advisory lock on its id is held; pending jobs are ready once run_at has
+-- passed and delayed before (a retry's backoff sets run_at). finished_at
+-- marks done, expired_at failed (out of retries). A job whose worker dies is
+-- ready again at once, since its lock goes with the connection: Que has no
+-- stuck jobs, and deleted (destroyed) jobs leave no trace.
+
+-- name: queues
+-- Distinct queues of the jobs not finished, by skipping through que_poll_idx
+-- one schema version and queue at a time, and of the finished ones.
+WITH RECURSIVE q(queue) AS (
+    (SELECT j.queue FROM {schema}.que_jobs j ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {schema}.que_jobs j WHERE j.queue > q.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+-- Held ids from pg_locks (a bigint key shows as classid, the high half, and
+-- objid, the low half, with objsubid 1); the rest through que_poll_idx.
+WITH held AS (
+    SELECT (l.classid::bigint << 32) | l.objid::bigint AS id
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), unfinished AS (
+    SELECT j.queue,
+           count(*) FILTER (WHERE h.id IS NULL AND j.run_at <= now()) AS ready,
+           count(*) FILTER (WHERE h.id IS NULL AND j.run_at > now()) AS delayed,
+           count(h.id) AS processing
+    FROM {schema}.que_jobs j
+    LEFT JOIN held h ON h.id = j.id
+    WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+    GROUP BY j.queue
+)
+SELECT q.queue,
+       coalesce(u.ready, 0) AS ready,
+       coalesce(u.delayed, 0) AS delayed,
+       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
+            WHERE j.queue = q.queue AND j.finished_at IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
+            WHERE j.queue = q.queue AND j.expired_at IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN unfinished u ON u.queue = q.queue;
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished ('finished') or expired
+-- ('expired') jobs in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.que_jobs
+WHERE queue = {queue}
+  AND CASE WHEN finished_at IS NOT NULL THEN 'finished'
+           WHEN expired_at IS NOT NULL THEN 'expired' END IN ({statuses});
+
+-- name: oldest_ready
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(j.run_at) FROM {schema}.que_jobs j
+           WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
+             AND j.run_at <= now()
+             AND NOT EXISTS (SELECT FROM pg_locks l
+                             WHERE l.locktype = 'advisory' AND l.objsubid = 1
+                               AND l.granted
+                               AND (l.classid::bigint << 32) | l.objid::bigint = j.id)))
+           ::float8, 0) AS age
+FROM unnest({queues}) AS q(queue);

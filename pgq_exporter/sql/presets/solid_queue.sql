@@ -1,0 +1,77 @@
+-- Solid Queue 1.x: solid_queue_jobs, and one table per state of a job's
+-- execution: ready, scheduled, claimed, blocked and failed. Its times are UTC
+-- without a time zone. {schema} is the quoted schema.
+--
+-- States: a ready execution is pending and ready; a scheduled one is pending,
+-- ready once scheduled_at has passed (the dispatcher moves it within a second
+-- or so) and delayed before; a blocked one (waiting on a concurrency limit)
+-- is delayed; a claimed one is processing; a failed one is failed; a job with
+-- finished_at is done (kept unless preserve_finished_jobs is off). Discarded
+-- jobs are deleted: there is no cancelled state.
+
+-- name: queues
+-- Distinct queues of the jobs, by skipping through index_solid_queue_jobs_for_filtering.
+WITH RECURSIVE q(queue) AS (
+    (SELECT j.queue_name FROM {schema}.solid_queue_jobs j ORDER BY j.queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
+            WHERE j.queue_name > q.queue ORDER BY j.queue_name LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue::text FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.solid_queue_ready_executions r
+        WHERE r.queue_name = q.queue)
+       + (SELECT count(*) FROM {schema}.solid_queue_scheduled_executions s, now_utc n
+          WHERE s.queue_name = q.queue AND s.scheduled_at <= n.at) AS ready,
+       (SELECT count(*) FROM {schema}.solid_queue_scheduled_executions s, now_utc n
+        WHERE s.queue_name = q.queue AND s.scheduled_at > n.at)
+       + (SELECT count(*) FROM {schema}.solid_queue_blocked_executions b
+          WHERE b.queue_name = q.queue) AS delayed,
+       (SELECT count(*) FROM {schema}.solid_queue_claimed_executions c
+        JOIN {schema}.solid_queue_jobs j ON j.id = c.job_id
+        WHERE j.queue_name = q.queue) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_failed_executions f
+            JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
+            WHERE j.queue_name = q.queue LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue);
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished jobs (done only: failed
+-- ones are counted through their executions).
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.solid_queue_jobs
+WHERE queue_name = {queue} AND finished_at IS NOT NULL;
+
+-- name: oldest_ready
+-- Ready since its ready execution was made, or since its scheduled time.
+SELECT q.queue,
+       coalesce(extract(epoch FROM timezone('UTC', now()) - least(
+           (SELECT min(r.created_at) FROM {schema}.solid_queue_ready_executions r
+            WHERE r.queue_name = q.queue),
+           (SELECT min(s.scheduled_at) FROM {schema}.solid_queue_scheduled_executions s
+            WHERE s.queue_name = q.queue AND s.scheduled_at <= timezone('UTC', now())))),
+           0)::float8 AS age
+FROM unnest({queues}) AS q(queue);
+
+-- name: stuck
+-- Solid Queue's own rule: a claimed execution whose process is gone, or has
+-- not sent a heartbeat for {process_alive_threshold} seconds (five minutes in
+-- the library), is released back to ready by the supervisor. Retries are
+-- Active Job's, in Ruby: exhausted is unknown (NULL).
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.solid_queue_claimed_executions c
+        JOIN {schema}.solid_queue_jobs j ON j.id = c.job_id
+        LEFT JOIN {schema}.solid_queue_processes p ON p.id = c.process_id
+        WHERE j.queue_name = q.queue
+          AND (p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
+                 - make_interval(secs => {process_alive_threshold}))) AS stuck,
+       NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue);
