@@ -204,3 +204,15 @@ SELECT 'q' || (n %% 3), 'NoopJob',
        CASE WHEN n %% 100 < 85 THEN now() END,
        CASE WHEN n %% 100 BETWEEN 85 AND 87 THEN now() END, 2
 FROM generate_series(1, %(jobs)s) AS n;
+
+-- name: good_job
+INSERT INTO good_jobs (queue_name, priority, serialized_params, scheduled_at, performed_at,
+                       finished_at, error, created_at, updated_at, active_job_id, job_class,
+                       executions_count)
+SELECT 'q' || (n %% 3), 0, '{{}}',
+       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN n %% 100 < 88 THEN now() END,
+       CASE WHEN n %% 100 < 88 THEN now() END,
+       CASE WHEN n %% 100 BETWEEN 80 AND 87 THEN 'RuntimeError' END,
+       now(), now(), gen_random_uuid(), 'NoopJob', 1
+FROM generate_series(1, %(jobs)s) AS n;

@@ -115,6 +115,7 @@ INSTALL: dict[str, Callable[[str], None]] = {
     "laravel": _fixture("laravel"),
     "solid_queue": _fixture("solid_queue"),
     "que": _fixture("que"),
+    "good_job": _fixture("good_job"),
     "pgboss": _pgboss,
     "graphile_worker": _graphile_worker,
     "django_tasks_db": _django_tasks_db,

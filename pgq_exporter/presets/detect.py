@@ -28,6 +28,7 @@ LIBRARIES: dict[str, str] = {
     "graphile_worker": "graphile-worker",
     "solid_queue": "Solid Queue",
     "que": "Que",
+    "good_job": "good_job",
     "django_tasks_db": "django-tasks-db, Django's database task backend",
 }
 # The presets whose library records its schema version in the database.

@@ -224,6 +224,15 @@ LIBRARY_PRESETS: dict[str, LibraryPreset] = {
             finished_states={"done": ("finished",), "failed": ("expired",)},
         ),
         LibraryPreset(
+            name="good_job",
+            title="good_job 4.x",
+            schema="public",
+            tables=("good_jobs", "good_job_processes", "good_job_executions"),
+            collectors=_QUEUE_COLLECTORS,
+            statuses=("pending", "processing", "done", "failed"),
+            finished_states={"done": ("done",), "failed": ("failed",)},
+        ),
+        LibraryPreset(
             name="django_tasks_db",
             title="django-tasks-db (Django's database task backend)",
             schema="public",

@@ -79,6 +79,11 @@ SELECT 'que', c.schema
 FROM columns c
 WHERE c.name = 'que_jobs' AND c.names @> ARRAY['queue', 'run_at', 'finished_at', 'expired_at']
 UNION ALL
+SELECT 'good_job', c.schema
+FROM columns c
+WHERE c.name = 'good_jobs'
+  AND c.names @> ARRAY['queue_name', 'scheduled_at', 'performed_at', 'finished_at', 'error']
+UNION ALL
 SELECT 'django_tasks_db', t.schema
 FROM tables t WHERE t.name = 'django_tasks_database_dbtaskresult'
 ORDER BY 1, 2;

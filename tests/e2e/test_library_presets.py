@@ -1024,3 +1024,76 @@ def test_que_preset_reads_every_state(empty_db: Database) -> None:
     assert_mix(samples, {q: {**want, "stuck": 0} for q, want in QUE_EXPECTED.items()},
                stuck_served=False)  # fmt: skip
     assert "pgq_queue_stuck_jobs" not in samples
+
+
+# -- good_job -----------------------------------------------------------------------------------
+# No registry here serves Ruby: the tables are good_job 4.x's
+# (tests/libraries/good_job_schema.sql), written as good_job writes them, and a worker
+# holds the job it performs by the advisory lock good_job takes. The killed worker's
+# lock went with its connection, leaving a job performed and not finished: stuck, and
+# due again. There is no cancelled state.
+GOOD_JOB_EXPECTED: dict[str, dict[str, int]] = {
+    "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2, "stuck": 0},
+    "beta": {"ready": 2, "delayed": 2, "processing": 0, "done": 1, "failed": 0, "stuck": 1},
+}
+GOOD_JOB_SCHEMA = Path(__file__).parents[1] / "libraries/good_job_schema.sql"
+GOOD_JOB_ENQUEUE = (
+    "INSERT INTO good_jobs (queue_name, priority, serialized_params, scheduled_at, created_at, "
+    "updated_at, active_job_id, job_class, executions_count) VALUES (%(queue)s, 0, '{}', "
+    "now() + make_interval(secs => %(delay)s), now(), now(), gen_random_uuid(), 'NoopJob', 0) "
+    "RETURNING id"
+)
+GOOD_JOB_LOCK = (
+    "SELECT pg_advisory_lock(('x' || substr(md5('good_jobs-' || %s::text), 1, 16))"
+    "::bit(64)::bigint)"
+)
+GOOD_JOB_PERFORM = (
+    "UPDATE good_jobs SET performed_at = now(), executions_count = executions_count + 1 "
+    "WHERE id = %s"
+)
+
+
+def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
+    dsn = empty_db.dsn
+    with psycopg.connect(dsn, autocommit=True) as conn, \
+            psycopg.connect(dsn, autocommit=True) as worker:  # fmt: skip
+        conn.execute(GOOD_JOB_SCHEMA.read_bytes())
+
+        def enqueue(queue: str, delay: int = 0) -> str:
+            row = conn.execute(
+                GOOD_JOB_ENQUEUE.encode(), {"queue": queue, "delay": delay}
+            ).fetchone()
+            assert row is not None
+            return str(row[0])
+
+        for queue, error in (
+            [("alpha", None)] * 3 + [("alpha", "RuntimeError: boom")] * 2 + [("beta", None)]
+        ):
+            job = enqueue(queue)
+            conn.execute(GOOD_JOB_PERFORM.encode(), (job,))
+            conn.execute("UPDATE good_jobs SET finished_at = now(), error = %s WHERE id = %s",
+                         (error, job))  # fmt: skip
+        retried = enqueue("beta")  # failed once; Active Job retries it in an hour
+        conn.execute(GOOD_JOB_PERFORM.encode(), (retried,))
+        conn.execute("UPDATE good_jobs SET error = 'RuntimeError: flaky', performed_at = NULL, "
+                     "scheduled_at = now() + interval '1 hour' WHERE id = %s", (retried,))  # fmt: skip
+        live = enqueue("alpha")
+        worker.execute(GOOD_JOB_LOCK.encode(), (live,))  # a live worker performs it
+        worker.execute(GOOD_JOB_PERFORM.encode(), (live,))
+        with psycopg.connect(dsn, autocommit=True) as doomed:
+            dead = enqueue("beta")
+            doomed.execute(GOOD_JOB_LOCK.encode(), (dead,))
+            doomed.execute(GOOD_JOB_PERFORM.encode(), (dead,))
+            pid = doomed.info.backend_pid
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # killed mid-run
+            wait_for(lambda: count(dsn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                   pid) == 0, "the killed worker to be gone")  # fmt: skip
+        oldest = enqueue("alpha")
+        enqueue("alpha")
+        enqueue("beta")
+        for queue in ("alpha", "beta"):
+            enqueue(queue, 3600)
+        conn.execute("UPDATE good_jobs SET scheduled_at = scheduled_at - "
+                     "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
+        samples = collect_once(preset_config(dsn, "good_job", ""))
+    assert_mix(samples, GOOD_JOB_EXPECTED)

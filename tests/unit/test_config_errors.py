@@ -333,7 +333,7 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: sidekiq\n",
         4,
         "databases[0].preset",
-        "unknown preset 'sidekiq' (known: auto, django_tasks_db, graphile_worker, laravel, oban, pgboss, pgmq, pgq, pgqueuer, procrastinate, que, river, seed, solid_queue)",
+        "unknown preset 'sidekiq' (known: auto, django_tasks_db, good_job, graphile_worker, laravel, oban, pgboss, pgmq, pgq, pgqueuer, procrastinate, que, river, seed, solid_queue)",
     ),
     (
         "unknown-preset-param",

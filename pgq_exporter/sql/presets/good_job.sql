@@ -1,0 +1,102 @@
+-- good_job 4.x: good_jobs, one row per Active Job. A worker holds the job it
+-- performs by a session advisory lock keyed on a hash of 'good_jobs-<id>'
+-- (pg_locks shows its high half as classid, its low half as objid), or, with
+-- the skip-locked strategy, by locked_by_id. {schema} is the quoted schema.
+--
+-- States: a job not finished and not held is pending (ready once scheduled_at
+-- has passed or when it has none, delayed before, as a retry waiting out its
+-- wait); a held one is processing; a finished one is done, or failed when it
+-- finished with an error (discarded). There is no cancelled state.
+
+-- name: queues
+-- Distinct queues of the unfinished jobs, by skipping through their index.
+WITH RECURSIVE q(queue) AS (
+    (SELECT j.queue_name FROM {schema}.good_jobs j WHERE j.finished_at IS NULL
+     ORDER BY j.queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue_name FROM {schema}.good_jobs j
+            WHERE j.finished_at IS NULL AND j.queue_name > q.queue
+            ORDER BY j.queue_name LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM q WHERE queue IS NOT NULL;
+
+-- name: depth
+WITH held AS (
+    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), unfinished AS (
+    SELECT j.queue_name AS queue, j.scheduled_at,
+           (j.locked_by_id IS NOT NULL OR EXISTS (
+               SELECT FROM held h
+               WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
+           )) AS is_held
+    FROM {schema}.good_jobs j
+    WHERE j.finished_at IS NULL
+), counted AS (
+    SELECT u.queue,
+           count(*) FILTER (WHERE NOT u.is_held
+                              AND (u.scheduled_at IS NULL OR u.scheduled_at <= now())) AS ready,
+           count(*) FILTER (WHERE NOT u.is_held AND u.scheduled_at > now()) AS delayed,
+           count(*) FILTER (WHERE u.is_held) AS processing
+    FROM unfinished u
+    GROUP BY u.queue
+)
+SELECT q.queue,
+       coalesce(c.ready, 0) AS ready,
+       coalesce(c.delayed, 0) AS delayed,
+       coalesce(c.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL AND j.error IS NULL
+            LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
+              AND j.error IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN counted c ON c.queue = q.queue;
+
+-- name: estimate_finished
+-- The planner's row estimate of one queue's finished jobs ('done' without an
+-- error, 'failed' with one) in {statuses}.
+EXPLAIN (FORMAT JSON)
+SELECT 1 FROM {schema}.good_jobs
+WHERE queue_name = {queue} AND finished_at IS NOT NULL
+  AND CASE WHEN error IS NULL THEN 'done' ELSE 'failed' END IN ({statuses});
+
+-- name: oldest_ready
+-- A job without scheduled_at has been ready since it was created.
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(coalesce(j.scheduled_at, j.created_at)) FROM {schema}.good_jobs j
+           WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
+             AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
+             AND NOT EXISTS (
+                 SELECT FROM pg_locks l
+                 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                   AND (l.classid::bigint << 32) | (l.objid::bigint & 4294967295)
+                       = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
+             )))::float8, 0) AS age
+FROM unnest({queues}) AS q(queue);
+
+-- name: stuck
+-- A job that was being performed (performed_at set, not finished) whose lock
+-- is gone: its worker stopped mid-run, and good_job will perform it again.
+-- Due jobs only, so that a retry waiting out its wait is not counted. Retries
+-- are Active Job's, in Ruby: exhausted is unknown (NULL).
+SELECT q.queue,
+       (SELECT count(*) FROM {schema}.good_jobs j
+        WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.performed_at IS NOT NULL
+          AND j.locked_by_id IS NULL
+          AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
+          AND NOT EXISTS (
+              SELECT FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                AND (l.classid::bigint << 32) | (l.objid::bigint & 4294967295)
+                    = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
+          )) AS stuck,
+       NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue);
