@@ -30,6 +30,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
+from pgq_exporter.presets.detect import collectable, detect
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
@@ -1097,3 +1098,24 @@ def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
                      "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
         samples = collect_once(preset_config(dsn, "good_job", ""))
     assert_mix(samples, GOOD_JOB_EXPECTED)
+
+
+@pytest.mark.parametrize("preset", ["seed", *sorted(LIBRARY_PRESETS)])
+def test_preset_auto_recognises_each_library(empty_db: Database, preset: str) -> None:
+    """Each library's own installer (or, for Go, Ruby and PHP, its published schema) on
+    an empty database: detect names it, and preset: auto collects it with its preset."""
+    from bench.presets import INSTALL, fill  # noqa: PLC0415
+
+    INSTALL[preset](empty_db.dsn)
+    fill(empty_db.dsn, preset, 300)
+    with empty_db.connect(autocommit=True) as conn:
+        found = detect(conn)
+    assert [f.preset for f in found] == [preset]
+    chosen = collectable(found)
+    assert chosen is not None and chosen[0].preset == preset
+    auto = collect_once(
+        f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n"
+    )
+    assert set(auto["pgq_collector_success"].values()) == {1.0}
+    queues = {dict(k)["queue"] for k in auto["pgq_queue_jobs"]}
+    assert queues == {"q0", "q1", "q2"}
