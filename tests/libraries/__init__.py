@@ -8,7 +8,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 
 def node_url(dsn: str) -> str:
-    """node-postgres takes a URL; a socket directory goes in its host parameter."""
+    """node-postgres takes a URL; the host (a socket directory too) and port go in
+    its parameters."""
     parts = conninfo_to_dict(dsn)
-    host = urllib.parse.quote(str(parts.get("host", "")), safe="")
-    return f"postgresql://{parts.get('user')}@/{parts.get('dbname')}?host={host}"
+    query = {key: str(parts[key]) for key in ("host", "port") if parts.get(key)}
+    return (
+        f"postgresql://{parts.get('user')}@/{parts.get('dbname')}?{urllib.parse.urlencode(query)}"
+    )
