@@ -23,6 +23,7 @@ from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.probe import Probes
 from pgq_exporter.scheduler import (
     CollectorState,
     ConnectionSource,
@@ -198,6 +199,7 @@ class Exporter:
         self._stopping = threading.Event()
         self._renderer: threading.Thread | None = None
         self.scheduler = Scheduler(config, self._changed.set)
+        self.probes = Probes(config)
         self.refresh()
 
     def start(self) -> None:
@@ -209,6 +211,7 @@ class Exporter:
         self._stopping.set()
         self._changed.set()
         self.scheduler.stop()
+        self.probes.stop()
         if self._renderer is not None:
             self._renderer.join(timeout=5)
 
@@ -276,6 +279,8 @@ class Exporter:
         new = Scheduler(config, self._changed.set, previous=old)
         with self._lock:
             self.config, self.scheduler = config, new
+            probes, self.probes = self.probes, Probes(config)
+        probes.stop()  # the next probe starts its target again, on the new config
         self.reload_ok, self.reload_time = True, time.time()
         new.start()
         self.refresh()

@@ -55,6 +55,8 @@ RANGES = {
     "retry_after": (1.0, 7 * 86_400.0),
     "stale_lock_after": (0.1, 7 * 86_400.0),
     "process_alive_threshold": (0.1, 7 * 86_400.0),
+    "wait": (0.1, 60.0),
+    "idle": (1.0, 7 * 86_400.0),
 }
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0
@@ -210,6 +212,15 @@ class LogSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ProbeSettings:
+    """/probe?target=NAME: how long a first probe waits for its target's first
+    collection, and how long a target goes unprobed before it is stopped."""
+
+    wait: float = 5.0
+    idle: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     databases: tuple[DatabaseConfig, ...]
     mapping: SchemaMapping = field(default_factory=SchemaMapping)
@@ -222,6 +233,9 @@ class Config:
     web: WebSettings = field(default_factory=WebSettings)
     log: LogSettings = field(default_factory=LogSettings)
     source: str = "<defaults>"
+    # Collected only while Prometheus probes them (/probe?target=NAME).
+    targets: tuple[DatabaseConfig, ...] = ()
+    probe: ProbeSettings = field(default_factory=ProbeSettings)
 
     def collector(self, name: str) -> CollectorSettings:
         return self.collectors.get(name, CollectorSettings())
@@ -354,10 +368,13 @@ class _Reader:
         top = self.mapping(
             (),
             ("databases", "mapping", "collectors", "custom_collectors", "window",
-             "exact_count_limit", "max_queues", "queue_memory", "web", "log"),
-            ("databases",),
+             "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
+             "probe"),
         )  # fmt: skip
-        databases = self.databases()
+        if "databases" not in top and "targets" not in top:
+            raise self.fail((), "missing required key 'databases' (or 'targets', to be probed)")
+        databases = self.databases("databases") if "databases" in top else ()
+        targets = self.databases("targets", taken=databases) if "targets" in top else ()
         mapping = self.schema_mapping() if "mapping" in top else SchemaMapping()
         collectors = self.collectors() if "collectors" in top else {}
         custom: tuple[CustomCollector, ...] = ()
@@ -383,15 +400,21 @@ class _Reader:
             web=self.web() if "web" in top else WebSettings(),
             log=self.log() if "log" in top else LogSettings(),
             source=self.doc.source,
+            targets=targets,
+            probe=self.probe() if "probe" in top else ProbeSettings(),
         )
 
-    def databases(self) -> tuple[DatabaseConfig, ...]:
-        items = self.sequence(("databases",))
+    def databases(
+        self, key: str, taken: tuple[DatabaseConfig, ...] = ()
+    ) -> tuple[DatabaseConfig, ...]:
+        """The entries of ``databases`` (collected always) or ``targets`` (when probed);
+        a name is unique across both."""
+        items = self.sequence((key,))
         if not items:
-            raise self.fail(("databases",), "at least one database is required")
-        result: list[DatabaseConfig] = []
+            raise self.fail((key,), f"at least one entry is required in {key}")
+        result: list[DatabaseConfig] = [*taken]
         for i in range(len(items)):
-            path: Path_ = ("databases", i)
+            path: Path_ = (key, i)
             entry = self.mapping(
                 path,
                 (
@@ -421,7 +444,15 @@ class _Reader:
             auto = entry.get("preset") == AUTO_PRESET
             dsn = self.dsn(path, entry)
             result.append(DatabaseConfig(name, dsn, queues, pool, mapping, auto, library))
-        return tuple(result)
+        return tuple(result[len(taken) :])
+
+    def probe(self) -> ProbeSettings:
+        entry = self.mapping(("probe",), ("wait", "idle"))
+        default = ProbeSettings()
+        return ProbeSettings(
+            wait=self.duration(("probe", "wait")) if "wait" in entry else default.wait,
+            idle=self.duration(("probe", "idle")) if "idle" in entry else default.idle,
+        )
 
     def preset_mapping(self, path: Path_, entry: dict[str, Any]) -> SchemaMapping | None:
         """The layout a database's `preset:` names, in its `schema:`; None for the default

@@ -8,6 +8,7 @@ import resource
 import ssl
 import threading
 import time
+import urllib.parse
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 from pgq_exporter import __version__
 from pgq_exporter.app import Exporter
 from pgq_exporter.errors import PgqError
+from pgq_exporter.exposition import Snapshot
+from pgq_exporter.probe import UnknownTargetError
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter.http")
@@ -132,6 +135,8 @@ class Handler(BaseHTTPRequestHandler):
         exporter = self.server.exporter
         if path == "/metrics":
             self._send_metrics(exporter)
+        elif path == "/probe":
+            self._send_probe(exporter)
         elif path == "/healthz":
             self._send(HTTPStatus.OK, b"ok\n")
         elif path == "/readyz":
@@ -148,13 +153,34 @@ class Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def _send_metrics(self, exporter: Exporter) -> None:
+        self._send_snapshot(exporter.snapshot)
+
+    def _send_snapshot(self, snapshot: Snapshot, extra: dict[str, str] | None = None) -> None:
         accept = self.headers.get("Accept", "")
         gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
-        body, content_type = exporter.snapshot.body(
+        body, content_type = snapshot.body(
             openmetrics="application/openmetrics-text" in accept, gzipped=gzipped
         )
-        extra = {"Content-Encoding": "gzip", "Vary": "Accept-Encoding"} if gzipped else None
-        self._send(HTTPStatus.OK, body, content_type, extra)
+        headers = dict(extra or {})
+        if gzipped:
+            headers.update({"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
+        self._send(HTTPStatus.OK, body, content_type, headers or None)
+
+    def _send_probe(self, exporter: Exporter) -> None:
+        """/probe?target=NAME: a configured target's metrics, collected while probed."""
+        query = urllib.parse.parse_qs(self.path.partition("?")[2])
+        names = query.get("target", [])
+        if len(names) != 1 or not names[0]:
+            self._send(HTTPStatus.BAD_REQUEST, b"give one target: /probe?target=NAME\n")
+            return
+        try:
+            snapshot, reason = exporter.probes.probe(names[0])
+        except UnknownTargetError:
+            self._send(HTTPStatus.NOT_FOUND, b"unknown target (see targets: in the config)\n")
+            return
+        # The reason a target serves pgq_up 0, on one line, never with a secret in it.
+        extra = {"X-Pgq-Probe-Reason": " ".join(reason.split())[:500]} if reason else None
+        self._send_snapshot(snapshot, extra)
 
     def do_POST(self) -> None:
         if not self._authorised():

@@ -17,7 +17,16 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
     ("unknown-top-key", DB + "colectors: {}\n", 4, "colectors", "unknown key"),
     ("unknown-db-key", DB + "    pasword: x\n", 4, "databases[0].pasword", "unknown key"),
     ("no-databases", "window: 5m\n", 1, "(top level)", "missing required key 'databases'"),
-    ("empty-databases", "databases: []\n", 1, "databases", "at least one database"),
+    ("empty-databases", "databases: []\n", 1, "databases", "at least one entry is required"),
+    (
+        "target-name-taken",
+        DB + "targets:\n  - name: main\n    dsn: postgresql:///b\n",
+        5,
+        "targets[0].name",
+        "duplicate database name 'main'",
+    ),
+    ("probe-wait-too-long", DB + "probe: {wait: 2m}\n", 4, "probe.wait", "must be between"),
+    ("probe-unknown-key", DB + "probe: {timeout: 2s}\n", 4, "probe.timeout", "unknown key"),
     ("databases-not-list", "databases: main\n", 1, "databases", "expected a list"),
     (
         "missing-db-name",
@@ -480,3 +489,15 @@ def test_environment_references_take_a_default() -> None:
     assert parse_config(text, "c.yaml", {}).databases[0].dsn == "postgresql://db.internal/app"
     given = parse_config(text, "c.yaml", {"PGQ_HOST": "other"}).databases[0].dsn
     assert given == "postgresql://other/app"
+
+
+def test_a_config_of_probe_targets_only() -> None:
+    text = (
+        "targets:\n  - name: tenant_a\n    dsn: postgresql:///a\n    preset: oban\n"
+        "probe: {wait: 2s, idle: 30m}\n"
+    )
+    config = parse_config(text, "fleet.yaml", {})
+    assert config.databases == ()
+    assert [t.name for t in config.targets] == ["tenant_a"]
+    assert config.targets[0].library is not None and config.targets[0].library.preset.name == "oban"
+    assert (config.probe.wait, config.probe.idle) == (2.0, 1800.0)

@@ -1,0 +1,108 @@
+"""/probe?target=NAME: targets collected only while Prometheus probes them.
+
+In the style of blackbox_exporter: the first probe of a configured target starts
+its collectors (an exporter of its own, for that one database) and waits up to
+``probe.wait`` for its first collection; until then it answers with ``pgq_up 0``
+and the reason. Later probes serve the target's last snapshot, rendered once per
+collection. A target not probed for ``probe.idle`` is stopped and its
+connections closed, when the next probe of any target comes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pgq_exporter.catalogue import metric
+from pgq_exporter.collectors.base import Sample
+from pgq_exporter.config import Config
+from pgq_exporter.exposition import Snapshot, families
+
+if TYPE_CHECKING:
+    from pgq_exporter.app import Exporter
+
+log = logging.getLogger("pgq_exporter.probe")
+
+
+class UnknownTargetError(LookupError):
+    """The probe names a target the config does not have."""
+
+
+@dataclass
+class _Probed:
+    exporter: Exporter
+    last_probe: float
+
+
+class Probes:
+    """The probed targets of one configuration, started on demand."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._targets = {target.name: target for target in config.targets}
+        self._running: dict[str, _Probed] = {}
+        self._lock = threading.Lock()
+
+    def probe(self, name: str) -> tuple[Snapshot, str | None]:
+        """The target's snapshot, its collectors started if they were not; with the
+        reason, when its first collection has not finished, why it serves pgq_up 0."""
+        from pgq_exporter.app import Exporter  # noqa: PLC0415 - app imports this module
+
+        if name not in self._targets:
+            raise UnknownTargetError(name)
+        now = time.monotonic()
+        with self._lock:
+            self._stop_idle(now)
+            probed = self._running.get(name)
+            if probed is None:
+                config = replace(self._config, databases=(self._targets[name],), targets=())
+                probed = _Probed(Exporter(config), now)
+                probed.exporter.start()
+                self._running[name] = probed
+                log.info("probe target started", extra={"target": name})
+            probed.last_probe = now
+        exporter = probed.exporter
+        deadline = now + self._config.probe.wait
+        while not (exporter.ready or _failed(exporter)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if exporter.ready:
+            return exporter.snapshot, None
+        return _down(name), _reason(exporter, self._config.probe.wait)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return sorted(self._running)
+
+    def stop(self) -> None:
+        with self._lock:
+            for probed in self._running.values():
+                probed.exporter.stop()
+            self._running.clear()
+
+    def _stop_idle(self, now: float) -> None:
+        for name, probed in list(self._running.items()):
+            if now - probed.last_probe > self._config.probe.idle:
+                probed.exporter.stop()
+                del self._running[name]
+                log.info("probe target stopped: not probed", extra={"target": name})
+
+
+def _failed(exporter: Exporter) -> bool:
+    """Its connection failed: no need to wait for a collection."""
+    return any(up is False for up in exporter.database_up().values())
+
+
+def _down(name: str) -> Snapshot:
+    return Snapshot(families(_SPECS, [(name, Sample("pgq_up", (), 0.0))]))
+
+
+def _reason(exporter: Exporter, wait: float) -> str:
+    """Why a target has no collection yet: its first error, else the wait ran out."""
+    errors = [status.error for status in exporter.statuses() if status.error]
+    return errors[0] if errors else f"no collection finished within {wait:g}s"
+
+
+_SPECS = {"pgq_up": metric("pgq_up")}
