@@ -17,6 +17,8 @@ from pgq_exporter.server import ExporterServer
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter")
+# Seconds between the main thread's looks for a signal that another thread received.
+SIGNAL_POLL = 0.5
 
 
 def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
@@ -80,7 +82,10 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
         },
     )
     while not stopping.is_set():
-        wake.wait()
+        # A signal may be delivered to any thread; its Python handler runs only when
+        # the main thread runs bytecode, which a wait without a timeout would not do
+        # until something else woke it. So wait in short steps.
+        wake.wait(SIGNAL_POLL)
         wake.clear()
         if reload_requested.is_set() and not stopping.is_set():
             reload_requested.clear()
