@@ -169,6 +169,19 @@ def worker(module: str, dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes
         process.wait()
 
 
+def killed_after(dsn: str, *steps: tuple[str, Any]) -> None:
+    """A worker's session runs ``steps`` (statement, parameter), taking its locks, and
+    is then terminated, as a worker killed mid-run: its session locks go with it."""
+    with psycopg.connect(dsn, autocommit=True) as worker, \
+            psycopg.connect(dsn, autocommit=True) as admin:  # fmt: skip
+        for statement, param in steps:
+            worker.execute(statement.encode(), (param,))
+        pid = worker.info.backend_pid
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        gone = "SELECT count(*) FROM pg_stat_activity WHERE pid = %s"
+        wait_for(lambda: count(dsn, gone, pid) == 0, "the killed worker to be gone")
+
+
 def count(dsn: str, statement: str, *params: Any) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(statement.encode(), params).fetchone()
@@ -1008,12 +1021,7 @@ def test_que_preset_reads_every_state(empty_db: Database) -> None:
         conn.execute("UPDATE que_jobs SET error_count = 1, last_error_message = 'boom', "
                      "run_at = now() + interval '1 hour' WHERE id = %s", (retried,))  # fmt: skip
         worker.execute("SELECT pg_advisory_lock(%s)", (enqueue("alpha"),))  # a live worker
-        with psycopg.connect(dsn, autocommit=True) as doomed:
-            doomed.execute("SELECT pg_advisory_lock(%s)", (enqueue("beta"),))
-            pid = doomed.info.backend_pid
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # killed
-            wait_for(lambda: count(dsn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                                   pid) == 0, "the killed worker to be gone")  # fmt: skip
+        killed_after(dsn, ("SELECT pg_advisory_lock(%s)", enqueue("beta")))
         oldest = enqueue("alpha")
         enqueue("alpha")
         enqueue("beta")
@@ -1081,14 +1089,8 @@ def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
         live = enqueue("alpha")
         worker.execute(GOOD_JOB_LOCK.encode(), (live,))  # a live worker performs it
         worker.execute(GOOD_JOB_PERFORM.encode(), (live,))
-        with psycopg.connect(dsn, autocommit=True) as doomed:
-            dead = enqueue("beta")
-            doomed.execute(GOOD_JOB_LOCK.encode(), (dead,))
-            doomed.execute(GOOD_JOB_PERFORM.encode(), (dead,))
-            pid = doomed.info.backend_pid
-            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))  # killed mid-run
-            wait_for(lambda: count(dsn, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                                   pid) == 0, "the killed worker to be gone")  # fmt: skip
+        dead = enqueue("beta")
+        killed_after(dsn, (GOOD_JOB_LOCK, dead), (GOOD_JOB_PERFORM, dead))  # killed mid-run
         oldest = enqueue("alpha")
         enqueue("alpha")
         enqueue("beta")
