@@ -66,7 +66,7 @@ class Probes:
             probed.last_probe = now
         exporter = probed.exporter
         deadline = now + self._config.probe.wait
-        while not (exporter.ready or _failed(exporter)) and time.monotonic() < deadline:
+        while not (_collected(exporter) or _failed(exporter)) and time.monotonic() < deadline:
             time.sleep(0.05)
         if exporter.ready:
             return exporter.snapshot, None
@@ -88,6 +88,12 @@ class Probes:
                 probed.exporter.stop()
                 del self._running[name]
                 log.info("probe target stopped: not probed", extra={"target": name})
+
+
+def _collected(exporter: Exporter) -> bool:
+    """Every collector has run once: the first collection is whole."""
+    runtimes = exporter.scheduler.databases.values()
+    return all(state.ran for runtime in runtimes for state in runtime.states.values())
 
 
 def _failed(exporter: Exporter) -> bool:

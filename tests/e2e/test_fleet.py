@@ -1,0 +1,101 @@
+"""A fleet on real parts: 30 databases on one PostgreSQL, three exporter replicas, and
+one Prometheus that shards the targets over them with hashmod relabelling of a file_sd
+list. Every database must be probed by exactly one replica, and each probe return its
+own counts."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.exporter_support import ExporterProcess
+from tests.prometheus_support import running_prometheus
+from tests.support import admin_execute, unique_name, with_dbname
+
+DATABASES = 30
+REPLICAS = 3
+
+
+@pytest.fixture
+def fleet(server_dsn: str, template_db: str) -> Iterator[dict[str, str]]:
+    """Database name -> DSN; database i holds i + 1 pending jobs in queue email."""
+    prefix = unique_name("fleet")
+    names = [f"{prefix}_{i:02d}" for i in range(DATABASES)]
+    try:
+        for i, name in enumerate(names):
+            admin_execute(server_dsn, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+            with psycopg.connect(with_dbname(server_dsn, name), autocommit=True) as conn:
+                conn.execute("SELECT pgq.enqueue('email') FROM generate_series(1, %s)", (i + 1,))
+        yield {name: with_dbname(server_dsn, name) for name in names}
+    finally:
+        for name in names:
+            admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _replica_config(fleet: dict[str, str]) -> str:
+    targets = "".join(f"  - name: {name}\n    dsn: {dsn!r}\n" for name, dsn in fleet.items())
+    return (
+        f"targets:\n{targets}probe: {{wait: 10s, idle: 1h}}\n"
+        "collectors:\n  defaults: {interval: 2s, timeout: 2s}\n"
+    )
+
+
+def _shard_job(shard: int, port: int, targets_file: Path) -> dict[str, object]:
+    """One scrape job per replica: the targets whose hashmod falls to it."""
+    return {
+        "job_name": f"pgq-shard-{shard}",
+        "metrics_path": "/probe",
+        "scrape_interval": "2s",
+        "scrape_timeout": "2s",
+        "file_sd_configs": [{"files": [str(targets_file)], "refresh_interval": "5s"}],
+        "relabel_configs": [
+            {"source_labels": ["__address__"], "target_label": "__param_target"},
+            {"source_labels": ["__param_target"], "modulus": REPLICAS,
+             "target_label": "__tmp_shard", "action": "hashmod"},
+            {"source_labels": ["__tmp_shard"], "regex": str(shard), "action": "keep"},
+            {"source_labels": ["__param_target"], "target_label": "target"},
+            {"target_label": "__address__", "replacement": f"127.0.0.1:{port}"},
+        ],
+    }  # fmt: skip
+
+
+def test_hashmod_shards_the_fleet_over_three_replicas(fleet: dict[str, str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        root = Path(tmp)
+        replicas = [stack.enter_context(ExporterProcess(_replica_config(fleet)))
+                    for _ in range(REPLICAS)]  # fmt: skip
+        targets_file = root / "targets.json"
+        targets_file.write_text(json.dumps([{"targets": sorted(fleet)}]))
+        config = {
+            "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
+            "scrape_configs": [
+                _shard_job(i, replica.port, targets_file) for i, replica in enumerate(replicas)
+            ],
+        }
+        api = stack.enter_context(running_prometheus(root, config))
+        api.wait(f"count(pgq_up == 1) == {DATABASES}", timeout=90)
+        api.wait(f'count(pgq_queue_jobs{{status="pending"}}) == {DATABASES}', timeout=30)
+        # Each database by exactly one replica, under its own name.
+        per_database = api.query("count by (database) (pgq_up)")
+        assert len(per_database) == DATABASES
+        assert {r["metric"]["database"] for r in per_database} == set(fleet)
+        assert {r["value"][1] for r in per_database} == {"1"}
+        # Each probe returns its own database's counts: database i holds i + 1 jobs.
+        pending = api.query('pgq_queue_jobs{queue="email", status="pending"}')
+        got = {r["metric"]["database"]: float(r["value"][1]) for r in pending}
+        assert got == {name: float(i + 1) for i, name in enumerate(sorted(fleet))}
+        # The replicas split the targets between them: each started only its own.
+        started = [
+            {line.split("target=")[1].split()[0] for line in replica.logs().splitlines()
+             if "probe target started" in line}
+            for replica in replicas
+        ]  # fmt: skip
+        assert sum(len(s) for s in started) == DATABASES
+        assert set().union(*started) == set(fleet)
+        assert all(started), "every replica got a share"
