@@ -35,6 +35,7 @@ class UnknownTargetError(LookupError):
 class _Probed:
     exporter: Exporter
     last_probe: float
+    rendered: bool = False  # a whole first collection, or a failure, is in its snapshot
 
 
 class Probes:
@@ -47,8 +48,9 @@ class Probes:
         self._lock = threading.Lock()
 
     def probe(self, name: str) -> tuple[Snapshot, str | None]:
-        """The target's snapshot, its collectors started if they were not; with the
-        reason, when its first collection has not finished, why it serves pgq_up 0."""
+        """The target's snapshot, its collectors started if they were not; and, when its
+        first collection has not finished in time or its database cannot be reached, the
+        reason it serves pgq_up 0."""
         from pgq_exporter.app import Exporter  # noqa: PLC0415 - app imports this module
 
         if name not in self._targets:
@@ -65,12 +67,16 @@ class Probes:
                 log.info("probe target started", extra={"target": name})
             probed.last_probe = now
         exporter = probed.exporter
-        deadline = now + self._config.probe.wait
-        while not (_collected(exporter) or _failed(exporter)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if exporter.ready:
-            return exporter.snapshot, None
-        return _down(name), _reason(exporter, self._config.probe.wait)
+        if not probed.rendered:
+            deadline = now + self._config.probe.wait
+            while not (_collected(exporter) or _failed(exporter)):
+                if time.monotonic() >= deadline:
+                    return _down(name), _reason(exporter, self._config.probe.wait)
+                time.sleep(0.05)
+            exporter.refresh()  # its render loop may not have caught up with the first run
+            probed.rendered = True
+        reason = _reason(exporter, self._config.probe.wait) if _failed(exporter) else None
+        return exporter.snapshot, reason
 
     def running(self) -> list[str]:
         with self._lock:
@@ -106,7 +112,7 @@ def _down(name: str) -> Snapshot:
 
 
 def _reason(exporter: Exporter, wait: float) -> str:
-    """Why a target has no collection yet: its first error, else the wait ran out."""
+    """Why a target has no whole collection yet: its first error, else the wait ran out."""
     errors = [status.error for status in exporter.statuses() if status.error]
     return errors[0] if errors else f"no collection finished within {wait:g}s"
 

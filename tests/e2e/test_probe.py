@@ -16,7 +16,7 @@ targets:
     dsn: {dsn!r}
   - name: tenant_down
     dsn: "host=127.0.0.1 port=1 user=nobody password=s3cret dbname=x"
-probe: {{wait: 3s, idle: 1h}}
+probe: {{wait: 20s, idle: 1h}}
 collectors:
   defaults: {{interval: 1s, timeout: 1s}}
 """
