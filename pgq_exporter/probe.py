@@ -57,7 +57,7 @@ class Probes:
             raise UnknownTargetError(name)
         now = time.monotonic()
         with self._lock:
-            self._stop_idle(now)
+            idle = self._take_idle(now)
             probed = self._running.get(name)
             if probed is None:
                 config = replace(self._config, databases=(self._targets[name],), targets=())
@@ -66,6 +66,8 @@ class Probes:
                 self._running[name] = probed
                 log.info("probe target started", extra={"target": name})
             probed.last_probe = now
+        for stale in idle:  # outside the lock: stopping waits for its collectors
+            stale.stop()
         exporter = probed.exporter
         if not probed.rendered:
             deadline = now + self._config.probe.wait
@@ -88,12 +90,15 @@ class Probes:
                 probed.exporter.stop()
             self._running.clear()
 
-    def _stop_idle(self, now: float) -> None:
+    def _take_idle(self, now: float) -> list[Exporter]:
+        """Forget the targets not probed for probe.idle; their exporters, to stop."""
+        idle = []
         for name, probed in list(self._running.items()):
             if now - probed.last_probe > self._config.probe.idle:
-                probed.exporter.stop()
+                idle.append(probed.exporter)
                 del self._running[name]
                 log.info("probe target stopped: not probed", extra={"target": name})
+        return idle
 
 
 def _collected(exporter: Exporter) -> bool:

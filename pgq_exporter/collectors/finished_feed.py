@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgq_exporter.catalogue import DURATION_BUCKETS
-from pgq_exporter.collectors.base import Conn, Context, fetch
+from pgq_exporter.collectors.base import (
+    AnySample,
+    Conn,
+    Context,
+    HistogramSample,
+    Sample,
+    fetch,
+)
 
 
 @dataclass
@@ -70,6 +77,24 @@ class QueueStats:
             self.processing.observe(max(processing, 0.0))
         if wait is not None:
             self.wait.observe(max(wait, 0.0))
+
+
+def stats_samples(
+    queue: str, stats: QueueStats, *, wait: bool = True, failed: bool = True
+) -> list[AnySample]:
+    """A queue's histograms and totals; ``wait`` and ``failed`` say whether the feed
+    knows when its jobs became due and whether they can fail."""
+    samples: list[AnySample] = [
+        HistogramSample("pgq_job_processing_seconds", (queue,),
+                        stats.processing.cumulative(), stats.processing.total),
+        Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)),
+    ]  # fmt: skip
+    if wait:
+        samples.append(HistogramSample("pgq_job_wait_seconds", (queue,),
+                                       stats.wait.cumulative(), stats.wait.total))  # fmt: skip
+    if failed:
+        samples.append(Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)))
+    return samples
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,8 @@ from pgq_exporter.collectors.base import (
     Collector,
     Conn,
     Context,
-    HistogramSample,
-    Sample,
 )
-from pgq_exporter.collectors.finished_feed import QueueStats
+from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
 
 
 class JobHistograms(Collector):
@@ -23,15 +21,9 @@ class JobHistograms(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         ctx.feed.read(conn, ctx)
-        samples: list[AnySample] = []
-        for queue in sorted(set(ctx.queues.known()) | set(ctx.feed.stats)):
-            stats = ctx.feed.stats.get(queue, QueueStats())
-            samples += [
-                HistogramSample("pgq_job_processing_seconds", (queue,),
-                                stats.processing.cumulative(), stats.processing.total),
-                HistogramSample("pgq_job_wait_seconds", (queue,),
-                                stats.wait.cumulative(), stats.wait.total),
-                Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)),
-                Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)),
-            ]  # fmt: skip
-        return samples
+        queues = sorted(set(ctx.queues.known()) | set(ctx.feed.stats))
+        return [
+            sample
+            for queue in queues
+            for sample in stats_samples(queue, ctx.feed.stats.get(queue, QueueStats()))
+        ]

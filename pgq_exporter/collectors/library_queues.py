@@ -19,7 +19,6 @@ from pgq_exporter.collectors.base import (
     Collector,
     Conn,
     Context,
-    HistogramSample,
     Row,
     Sample,
     fetch,
@@ -33,7 +32,7 @@ from pgq_exporter.collectors.counting import (
     finished_cap,
     plan_rows,
 )
-from pgq_exporter.collectors.finished_feed import QueueStats
+from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import named_queries, query
 
@@ -74,19 +73,19 @@ def run_block(
     conn: Conn,
     layout: LibraryLayout,
     block: str,
-    queues: list[str],
+    queues: list[str] | None,
     *,
     finished_cap: int = 0,
     **extra: sql.Composable,
 ) -> list[Row]:
-    """The block's rows for ``queues``: one statement, or, with a table per queue, one
-    per queue that the library has."""
+    """The block's rows for ``queues`` (None: every queue the library has): one
+    statement, or, with a table per queue, one per queue that the library has."""
     if not layout.preset.per_queue or block == "queues":
         statement = render_block(layout, block, None, finished_cap=finished_cap, **extra)
-        return conn.execute(statement, {"queues": queues}).fetchall()
-    present = {row[0] for row in run_block(conn, layout, "queues", [])}
+        return conn.execute(statement, {"queues": queues or []}).fetchall()
+    present = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
     rows: list[Row] = []
-    for queue in queues:
+    for queue in present if queues is None else queues:
         if queue in present:
             statement = render_block(layout, block, queue, finished_cap=finished_cap, **extra)
             rows += conn.execute(statement).fetchall()
@@ -170,13 +169,9 @@ class LibraryDepth(Collector):
         now = time.monotonic()
         cached = self._estimates.get((queue, status))
         if cached is None or now - cached[1] > ESTIMATE_TTL:
-            cached = (_planner_rows(conn, layout, queue, status), now)
+            cached = (plan_rows(conn, _estimate(layout, queue, status)), now)
             self._estimates[(queue, status)] = cached
         return estimated(n, cached[0])
-
-
-def _planner_rows(conn: Conn, layout: LibraryLayout, queue: str, status: str) -> float:
-    return plan_rows(conn, _estimate(layout, queue, status))
 
 
 def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
@@ -254,14 +249,10 @@ class LibraryHistograms(Collector):
         [(now, oldest)] = fetch(conn, "finishing_bound", ctx)
         queues = known_queues(conn, ctx)
         if self._since is not None:
-            # With a table per queue, every queue the library has, known yet or not: a
-            # job finished in a new queue must not be passed over. Otherwise the block
-            # reads every queue at once.
-            present = queues
-            if layout.preset.per_queue:
-                present = [str(r[0]) for r in run_block(conn, layout, "queues", [])]
+            # Every queue the library has, known yet or not: a job finished in a new
+            # queue must not be passed over.
             since = sql.Literal(self._since)
-            for row in run_block(conn, layout, "finished", present, since=since):
+            for row in run_block(conn, layout, "finished", None, since=since):
                 self._take(row, layout.preset.knows_wait)
             ctx.queues.saw(self._stats)
         self._since = max(self._since or 0.0, min(float(now), float(oldest)))
@@ -278,19 +269,14 @@ class LibraryHistograms(Collector):
         stats.count(bool(done), processing, wait if knows_wait else None)
 
     def _samples(self, queues: list[str], layout: LibraryLayout) -> list[AnySample]:
-        samples: list[AnySample] = []
-        for queue in queues:
-            stats = self._stats.get(queue, QueueStats())
-            samples += [
-                HistogramSample("pgq_job_processing_seconds", (queue,),
-                                stats.processing.cumulative(), stats.processing.total),
-                Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)),
-            ]  # fmt: skip
-            if layout.preset.knows_wait:
-                wait = stats.wait
-                samples.append(
-                    HistogramSample("pgq_job_wait_seconds", (queue,), wait.cumulative(), wait.total)
-                )
-            if "failed" in layout.preset.statuses:
-                samples.append(Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)))
-        return samples
+        preset = layout.preset
+        return [
+            sample
+            for queue in queues
+            for sample in stats_samples(
+                queue,
+                self._stats.get(queue, QueueStats()),
+                wait=preset.knows_wait,
+                failed="failed" in preset.statuses,
+            )
+        ]
