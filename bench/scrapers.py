@@ -17,13 +17,19 @@ import time
 from urllib.parse import urlsplit
 
 TIMEOUT = 10.0
+# What a Prometheus server asks for: OpenMetrics first, gzipped.
+PROMETHEUS_HEADERS = (
+    "Accept: application/openmetrics-text;version=1.0.0;q=0.5,"
+    "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2\r\n"
+    "Accept-Encoding: gzip\r\n"
+)
 
 
 async def _scrape(
     host: str, port: int, path: str, *, every: float, until: float,
     latencies: list[float], errors: list[str],
 ) -> None:  # fmt: skip
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{PROMETHEUS_HEADERS}\r\n".encode()
     reader, writer = await asyncio.open_connection(host, port)
     # Scrapers are not synchronised: each starts at a random point of the period.
     tick = time.monotonic() + random.uniform(0.0, every)

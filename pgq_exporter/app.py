@@ -22,6 +22,7 @@ from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
 from pgq_exporter.config import Config, load_config
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.limits import Limits
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.probe import Probes
 from pgq_exporter.scheduler import (
@@ -187,7 +188,12 @@ def _check_library(
 
 
 class Exporter:
-    def __init__(self, config: Config, config_path: str | None = None) -> None:
+    """``limits``: the caps of the process this exporter shares (a probed target's are its
+    parent's); without, it has its own and serves their process-wide samples."""
+
+    def __init__(
+        self, config: Config, config_path: str | None = None, limits: Limits | None = None
+    ) -> None:
         self.config = config
         self.config_path = config_path
         self._lock = threading.Lock()
@@ -198,8 +204,10 @@ class Exporter:
         self._changed = threading.Event()
         self._stopping = threading.Event()
         self._renderer: threading.Thread | None = None
-        self.scheduler = Scheduler(config, self._changed.set)
-        self.probes = Probes(config)
+        self._serves_limits = limits is None
+        self.limits = limits or Limits(config.limits)
+        self.scheduler = Scheduler(config, self._changed.set, limits=self.limits)
+        self.probes = Probes(config, self.limits)
         self.refresh()
 
     def start(self) -> None:
@@ -276,10 +284,11 @@ class Exporter:
         # scheduler starts from the same samples.
         old = self.scheduler
         old.stop(wait=old.longest_run)
-        new = Scheduler(config, self._changed.set, previous=old)
+        limits = Limits(config.limits) if self._serves_limits else self.limits
+        new = Scheduler(config, self._changed.set, previous=old, limits=limits)
         with self._lock:
-            self.config, self.scheduler = config, new
-            probes, self.probes = self.probes, Probes(config)
+            self.config, self.scheduler, self.limits = config, new, limits
+            probes, self.probes = self.probes, Probes(config, limits)
         probes.stop()  # the next probe starts its target again, on the new config
         self.reload_ok, self.reload_time = True, time.time()
         new.start()
@@ -305,6 +314,9 @@ class Exporter:
             for collector, state in runtime.states.items():
                 yield from ((name, sample) for sample in state.samples)
                 yield from ((name, sample) for sample in _run_samples(collector, state))
+            yield from ((name, sample) for sample in self.limits.samples(name))
+        if self._serves_limits:
+            yield from (("", sample) for sample in self.limits.server_samples())
         yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)

@@ -231,6 +231,17 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_collector_rows_dropped", G,
                "Rows of a custom collector's last run beyond its max_rows (default 10,000), "
                "which are not served.", (*DB, "collector"), EXPORTER),
+    MetricSpec("pgq_limit_delayed_total", C,
+               "Collector runs that waited for a cap: collections (runs at once in the "
+               "exporter process), server_connections (connections open to one server) or "
+               "pool (the database's pool_size).", (*DB, "limit"), EXPORTER),
+    MetricSpec("pgq_limit_dropped_total", C,
+               "Collector runs not made because a cap stayed full for the collector's whole "
+               "interval; the collector's last samples stay served and its last success ages.",
+               (*DB, "limit"), EXPORTER),
+    MetricSpec("pgq_server_connections", G,
+               "Connections the exporter holds open to a PostgreSQL server (host:port), across "
+               "its databases; at most limits.server_connections.", ("server",), EXPORTER),
     MetricSpec("pgq_config_last_reload_successful", G,
                "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
                "and the previous configuration kept running.", (), EXPORTER),

@@ -221,6 +221,15 @@ class ProbeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LimitSettings:
+    """Caps shared by every database one exporter process collects: collector runs at
+    once, and connections held open to one PostgreSQL server."""
+
+    collections: int = 8
+    server_connections: int = 20
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     databases: tuple[DatabaseConfig, ...]
     mapping: SchemaMapping = field(default_factory=SchemaMapping)
@@ -236,6 +245,7 @@ class Config:
     # Collected only while Prometheus probes them (/probe?target=NAME).
     targets: tuple[DatabaseConfig, ...] = ()
     probe: ProbeSettings = field(default_factory=ProbeSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
 
     def collector(self, name: str) -> CollectorSettings:
         return self.collectors.get(name, CollectorSettings())
@@ -369,7 +379,7 @@ class _Reader:
             (),
             ("databases", "mapping", "collectors", "custom_collectors", "window",
              "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
-             "probe"),
+             "probe", "limits"),
         )  # fmt: skip
         if "databases" not in top and "targets" not in top:
             raise self.fail((), "missing required key 'databases' (or 'targets', to be probed)")
@@ -402,6 +412,7 @@ class _Reader:
             source=self.doc.source,
             targets=targets,
             probe=self.probe() if "probe" in top else ProbeSettings(),
+            limits=self.limits() if "limits" in top else LimitSettings(),
         )
 
     def databases(
@@ -452,6 +463,22 @@ class _Reader:
         return ProbeSettings(
             wait=self.duration(("probe", "wait")) if "wait" in entry else default.wait,
             idle=self.duration(("probe", "idle")) if "idle" in entry else default.idle,
+        )
+
+    def limits(self) -> LimitSettings:
+        entry = self.mapping(("limits",), ("collections", "server_connections"))
+        default = LimitSettings()
+        return LimitSettings(
+            collections=(
+                self.integer(("limits", "collections"), 1, 1000)
+                if "collections" in entry
+                else default.collections
+            ),
+            server_connections=(
+                self.integer(("limits", "server_connections"), 2, 10_000)
+                if "server_connections" in entry
+                else default.server_connections
+            ),
         )
 
     def preset_mapping(self, path: Path_, entry: dict[str, Any]) -> SchemaMapping | None:

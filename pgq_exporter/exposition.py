@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import (
@@ -92,26 +91,19 @@ TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 class Snapshot:
     """One rendering of the samples, in each form a scraper may ask for: the text
-    format or OpenMetrics, plain or gzipped. Each form is made once, when first asked."""
+    format or OpenMetrics, plain or gzipped. Every form is made here, by the thread
+    that renders after a collection, so that a scrape only writes bytes out."""
 
     def __init__(self, metrics: list[Metric]) -> None:
-        self._metrics = metrics
         self.text = render_text(metrics)
-        self._forms: dict[tuple[bool, bool], bytes] = {(False, False): self.text}
-        self._lock = threading.Lock()
+        openmetrics: bytes = generate_openmetrics(_registry(metrics))  # type: ignore[no-untyped-call]
+        self._forms = {
+            (False, False): self.text,
+            (True, False): openmetrics,
+            (False, True): gzip.compress(self.text, compresslevel=6),
+            (True, True): gzip.compress(openmetrics, compresslevel=6),
+        }
 
     def body(self, *, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
         """The body and its content type."""
-        key = (openmetrics, gzipped)
-        with self._lock:
-            if key not in self._forms:
-                plain = self._plain(openmetrics)
-                self._forms[key] = gzip.compress(plain, compresslevel=6) if gzipped else plain
-            return self._forms[key], OPENMETRICS if openmetrics else TEXT
-
-    def _plain(self, openmetrics: bool) -> bytes:
-        key = (openmetrics, False)
-        if key not in self._forms:
-            text: bytes = generate_openmetrics(_registry(self._metrics))  # type: ignore[no-untyped-call]
-            self._forms[key] = text
-        return self._forms[key]
+        return self._forms[(openmetrics, gzipped)], OPENMETRICS if openmetrics else TEXT

@@ -23,6 +23,7 @@ from pgq_exporter.exposition import Snapshot, families
 
 if TYPE_CHECKING:
     from pgq_exporter.app import Exporter
+    from pgq_exporter.limits import Limits
 
 log = logging.getLogger("pgq_exporter.probe")
 
@@ -41,8 +42,9 @@ class _Probed:
 class Probes:
     """The probed targets of one configuration, started on demand."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, limits: Limits) -> None:
         self._config = config
+        self._limits = limits
         self._targets = {target.name: target for target in config.targets}
         self._running: dict[str, _Probed] = {}
         self._lock = threading.Lock()
@@ -61,7 +63,7 @@ class Probes:
             probed = self._running.get(name)
             if probed is None:
                 config = replace(self._config, databases=(self._targets[name],), targets=())
-                probed = _Probed(Exporter(config), now)
+                probed = _Probed(Exporter(config, limits=self._limits), now)
                 probed.exporter.start()
                 self._running[name] = probed
                 log.info("probe target started", extra={"target": name})

@@ -33,6 +33,15 @@ from pgq_exporter.config import (
 from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
+from pgq_exporter.limits import (
+    DELAYED,
+    DROPPED,
+    POOL,
+    SERVER_CONNECTIONS,
+    CapReachedError,
+    Limits,
+    ServerConnections,
+)
 from pgq_exporter.presets.detect import collectable, detect
 from pgq_exporter.presets.library import LibraryLayout, LibraryPreset
 from pgq_exporter.sqlfiles import query
@@ -42,10 +51,6 @@ log = logging.getLogger("pgq_exporter.scheduler")
 
 class ConnectionUnavailableError(Exception):
     """No connection could be had: the database is down or the pool is busy."""
-
-
-class PoolBusyError(ConnectionUnavailableError):
-    """Every connection of the pool stayed in use: the database may be up."""
 
 
 @dataclass
@@ -59,23 +64,38 @@ class CollectorState:
     ran: bool = False  # until the first run ends, nothing is known, not even failure
 
 
-class ConnectionSource:
-    """Up to ``size`` connections to one database, opened on demand, dropped when broken."""
+@dataclass(frozen=True, slots=True)
+class SourceCaps:
+    """The process's caps a database's pools answer to, and where they count."""
 
-    def __init__(self, dsn: str, size: int) -> None:
+    limits: Limits
+    database: str
+    server: ServerConnections
+
+
+class ConnectionSource:
+    """Up to ``size`` connections to one database, opened on demand, dropped when broken;
+    with ``caps``, each one also takes a place among the connections to its server."""
+
+    def __init__(self, dsn: str, size: int, caps: SourceCaps | None = None) -> None:
         self._dsn = dsn
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._caps = caps
+        if caps:
+            caps.server.register(self)
 
     @contextmanager
     def connection(self, wait: float, connect_timeout: float) -> Iterator[psycopg.Connection[Any]]:
         """A connection, waiting up to ``wait`` seconds for a free one."""
-        if not self._slots.acquire(timeout=wait):
-            raise PoolBusyError("every connection of the pool is busy")
+        if not self._slots.acquire(blocking=False):
+            self._note(POOL)
+            if not self._slots.acquire(timeout=wait):
+                raise CapReachedError(POOL)
         try:
-            conn = self._take() or self._open(connect_timeout)
+            conn = self._take() or self._open(wait, connect_timeout)
             try:
                 yield conn
             except BaseException:
@@ -92,17 +112,26 @@ class ConnectionSource:
             self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
-            conn.close()
+            self._discard(conn)
+
+    def pop_idle(self) -> psycopg.Connection[Any] | None:
+        """The longest idle connection, for its server's cap to close and reuse the place."""
+        with self._lock:
+            return self._idle.pop(0) if self._idle else None
 
     def _take(self) -> psycopg.Connection[Any] | None:
-        with self._lock:
-            while self._idle:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
                 conn = self._idle.pop()
-                if not conn.closed and not conn.broken:
-                    return conn
-        return None
+            if not conn.closed and not conn.broken:
+                return conn
+            self._discard(conn)  # outside the lock: the server's cap takes its own
 
-    def _open(self, connect_timeout: float) -> psycopg.Connection[Any]:
+    def _open(self, wait: float, connect_timeout: float) -> psycopg.Connection[Any]:
+        if self._caps and self._caps.server.take(self, wait):
+            self._note(SERVER_CONNECTIONS)
         try:
             return psycopg.connect(
                 self._dsn,
@@ -111,32 +140,49 @@ class ConnectionSource:
                 connect_timeout=max(2, round(connect_timeout)),
             )
         except psycopg.Error as exc:
+            if self._caps:
+                self._caps.server.give_back()
             raise ConnectionUnavailableError(describe_connect_error(self._dsn, exc)) from None
 
     def _recycle(self, conn: psycopg.Connection[Any]) -> None:
         if conn.closed or conn.broken or conn.info.transaction_status != 0:
-            conn.close()
+            self._discard(conn)
             return
         with self._lock:
             if not self._closed:
                 self._idle.append(conn)
                 return
+        self._discard(conn)
+
+    def _discard(self, conn: psycopg.Connection[Any]) -> None:
         conn.close()
+        if self._caps:
+            self._caps.server.give_back()
+
+    def _note(self, limit: str) -> None:
+        if self._caps:
+            self._caps.limits.note(self._caps.database, limit, DELAYED)
 
 
 class DatabaseRuntime:
     """One database: its connections, its known queues, its collectors and their states."""
 
     def __init__(
-        self, config: Config, database: DatabaseConfig, reuse: DatabaseRuntime | None
+        self,
+        config: Config,
+        database: DatabaseConfig,
+        reuse: DatabaseRuntime | None,
+        limits: Limits,
     ) -> None:
         self.database = database
+        self.limits = limits
+        caps = SourceCaps(limits, database.name, limits.server(database.dsn))
         # Queue collectors share pool_size connections; the collectors that read
         # only catalogs and statistics have one of their own, so that a lock on a
         # queue table (the incident they report) never starves them.
         self.sources = {
-            True: ConnectionSource(database.dsn, database.pool_size),
-            False: ConnectionSource(database.dsn, 1),
+            True: ConnectionSource(database.dsn, database.pool_size, caps),
+            False: ConnectionSource(database.dsn, 1, caps),
         }
         self.queues: KnownQueues = reuse.queues if reuse else KnownQueues()
         self.queues.configured = database.queues
@@ -193,7 +239,11 @@ class DatabaseRuntime:
         state = self.states[name]
         clock = _RunClock()
         try:
-            samples = self._collect(collector, settings, clock)
+            with self.limits.collection(self.database.name, settings.interval):
+                samples = self._collect(collector, settings, clock)
+        except CapReachedError as exc:  # the last samples stay, and the last success ages
+            self.limits.note(self.database.name, exc.limit, DROPPED)
+            return
         except Exception as exc:  # a failing collector never stops the others
             state.samples, state.success, state.error = [], False, _describe(exc)
             log.warning(
@@ -237,8 +287,6 @@ class DatabaseRuntime:
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     set_transaction_settings(conn, settings.timeout)
                     return collector.collect(conn, self.context)
-        except PoolBusyError:
-            raise  # says nothing about the database: pgq_up means "can connect"
         except ConnectionUnavailableError:
             self.up = False
             raise
@@ -289,14 +337,18 @@ class Scheduler:
         config: Config,
         on_change: Callable[[], None],
         previous: Scheduler | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.config = config
+        self.limits = limits or Limits(config.limits)
         self._on_change = on_change
         self._stop = threading.Event()
         self._threads: list[tuple[DatabaseRuntime, str, threading.Thread]] = []
         old = previous.databases if previous else {}
         self.databases: dict[str, DatabaseRuntime] = {
-            db.name: DatabaseRuntime(config, db, _reusable(old.get(db.name), db, config))
+            db.name: DatabaseRuntime(
+                config, db, _reusable(old.get(db.name), db, config), self.limits
+            )
             for db in config.databases
         }
 

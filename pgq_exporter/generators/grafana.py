@@ -22,6 +22,7 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 TARGET_SEL = 'job=~"$job", instance=~"$instance", database=~"$database"'
 QUEUE_SEL = TARGET_SEL + ', queue=~"$queue"'
 RATE = "[$__rate_interval]"
+PROCESS_SEL = 'job=~"$job", instance=~"$instance"'  # the exporter's own, not a database's
 UP = 'up{job=~"$job", instance=~"$instance"}'  # the scrape's own series: not catalogued
 BUCKETS = "pgq_job_processing_seconds_bucket"
 # The heatmap's smallest step: increase() over $__interval, never shorter than a few
@@ -385,6 +386,35 @@ def exporter_health(config: BundleConfig) -> Dashboard:
                         f"time() - max by (database, collector) "
                         f"({t('pgq_collector_last_success_timestamp_seconds')})",
                         "{{database}} {{collector}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Runs held back by caps",
+                "Collector runs per second that waited for a cap (limits.collections, "
+                "limits.server_connections, pool_size), and those dropped because it stayed "
+                "full for the collector's interval.",
+                "ops",
+                (
+                    Target(
+                        f"sum by (database, limit) (rate({t('pgq_limit_delayed_total')}{RATE}))",
+                        "{{database}} {{limit}} delayed",
+                    ),
+                    Target(
+                        f"sum by (database, limit) (rate({t('pgq_limit_dropped_total')}{RATE}))",
+                        "{{database}} {{limit}} dropped",
+                    ),
+                ),
+            ),
+            Panel(
+                "Server connections",
+                "Connections each exporter holds open to each PostgreSQL server.",
+                "short",
+                (
+                    Target(
+                        "max by (instance, server) "
+                        f"({_q('pgq_server_connections', config, PROCESS_SEL)})",
+                        "{{instance}} {{server}}",
                     ),
                 ),
             ),

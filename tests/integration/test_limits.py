@@ -1,0 +1,124 @@
+"""The process's caps on a real server: connections to one server across its databases,
+and collector runs at once, dropping (not failing) the runs a full cap holds back."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
+from tests.conftest import Database
+from tests.exporter_support import parse_samples, value
+from tests.support import admin_execute, unique_name, wait_for, with_dbname
+
+DATABASES = 6
+CAP = 3
+
+
+@pytest.fixture
+def six_databases(server_dsn: str, template_db: str) -> Iterator[list[str]]:
+    names = [unique_name("pgq_cap") for _ in range(DATABASES)]
+    for name in names:
+        admin_execute(server_dsn, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        yield names
+    finally:
+        for name in names:
+            admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _all_ran(exporter: Exporter) -> bool:
+    states = [s for rt in exporter.scheduler.databases.values() for s in rt.states.values()]
+    return all(state.ran and state.success for state in states)
+
+
+def test_connections_to_one_server_stay_under_the_cap(
+    server_dsn: str, six_databases: list[str]
+) -> None:
+    entries = "".join(
+        f"  - name: d{i}\n    dsn: {with_dbname(server_dsn, name)!r}\n"
+        for i, name in enumerate(six_databases)
+    )
+    config = parse_config(
+        f"databases:\n{entries}collectors:\n  defaults: {{interval: 500ms, timeout: 500ms}}\n"
+        f"limits: {{server_connections: {CAP}}}\n",
+        "test.yaml",
+        os.environ,
+    )
+    exporter = Exporter(config)
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        with psycopg.connect(server_dsn, autocommit=True) as conn:
+            while not stop.wait(0.005):
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = ANY(%s)",
+                    (six_databases,),
+                ).fetchone()
+                seen.append(row[0] if row else 0)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    exporter.start()
+    try:
+        wait_for(lambda: _all_ran(exporter), "every collector of every database to succeed")
+        rounds = exporter.limits.server(server_dsn)
+        wait_for(lambda: len(seen) > 400, "the watcher to sample the connections")
+        exporter.refresh()
+        samples = parse_samples(exporter.metrics_text.decode())
+    finally:
+        stop.set()
+        watcher.join()
+        exporter.stop()
+    # Without the cap, six databases would hold twelve: a queue and a catalog connection each.
+    assert max(seen) <= CAP, f"connections seen: max {max(seen)}"
+    assert max(seen) == CAP, "the cap should be reached, else nothing was tested"
+    assert rounds.open <= CAP
+    (served,) = samples["pgq_server_connections"].values()
+    assert 0 < served <= CAP
+    served_for = {dict(labels)["database"] for labels in samples["pgq_limit_delayed_total"]}
+    assert served_for == {f"d{i}" for i in range(DATABASES)}
+
+
+def test_a_full_collections_cap_drops_runs_and_keeps_their_samples(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = parse_config(
+        f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n"
+        "collectors:\n  defaults: {interval: 500ms, timeout: 500ms}\n"
+        "  queue_depth: {interval: 3s, timeout: 3s}\n"
+        "limits: {collections: 1}\n",
+        "test.yaml",
+        os.environ,
+    )
+    exporter = Exporter(config)
+    exporter.start()
+    try:
+        wait_for(lambda: _all_ran(exporter), "a first whole collection")
+        with psycopg.connect(db.dsn) as locker, caplog.at_level(logging.INFO):
+            # queue_depth now holds the only turn for its 3 s lock timeout.
+            locker.execute("LOCK TABLE pgq.jobs IN ACCESS EXCLUSIVE MODE")
+
+            def dropped() -> float:
+                exporter.refresh()
+                samples = parse_samples(exporter.metrics_text.decode())
+                return value(
+                    samples, "pgq_limit_dropped_total", database="main", limit="collections"
+                )
+
+            wait_for(lambda: dropped() >= 1, "a run dropped by the collections cap")
+            states = exporter.scheduler.databases["main"].states
+            # A catalog collector never waits on the lock: held back, it keeps its samples.
+            assert states["xmin_horizon"].success and states["xmin_horizon"].samples
+            locker.rollback()
+    finally:
+        exporter.stop()
+    lines = [r for r in caplog.records if r.getMessage() == "collector runs dropped by a cap"]
+    assert lines and lines[0].__dict__["limit"] == "collections"
