@@ -41,7 +41,8 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
 
 
-PARTS = ("contract", "collection", "throughput", "postgres_exporter", "presets")
+PARTS = ("contract", "collection", "throughput", "postgres_exporter", "presets", "fleet")
+FLEET_DATABASES = 200
 PRESET_JOBS = 1_000_000
 
 
@@ -73,6 +74,14 @@ def main() -> int:
             from bench.presets import preset_cycles  # noqa: PLC0415
 
             report["presets"] = preset_cycles(dsn, jobs=20_000 if args.quick else PRESET_JOBS)
+        if "fleet" in parts:
+            from bench.fleet import fleet_footprint, serving_while_collecting  # noqa: PLC0415
+
+            report["fleet"] = fleet_footprint(dsn, databases=10 if args.quick else FLEET_DATABASES,
+                                              seconds=15 if args.quick else 60)  # fmt: skip
+            report["serving_while_collecting"] = serving_while_collecting(
+                dsn, jobs=20_000 if args.quick else 10_000_000, seconds=5 if args.quick else 20
+            )
         if "postgres_exporter" in parts:
             report["postgres_exporter_jit"] = jit_scrapes(
                 fresh_database(dsn, "bench_jit"), jobs=2_000 if args.quick else 22_000,
@@ -169,6 +178,32 @@ def print_report(report: dict[str, Any]) -> None:
         print_jit(report["postgres_exporter_jit"])
     if "presets" in report:
         print_presets(report["presets"])
+    if "fleet" in report:
+        print_fleet(report["fleet"], report["serving_while_collecting"])
+
+
+def print_fleet(fleet: dict[str, Any], serving: dict[str, Any]) -> None:
+    capped, uncapped = fleet["capped"], fleet["uncapped"]
+    print(f"\n== Fleet: one exporter, {capped['databases']} discovered databases, each probed "
+          "every 15 s ==")  # fmt: skip
+    print(f"{'':28} {'default caps':>14} {'no caps':>10} {'ratio':>7}")
+    for key, label in (("first_full_collection_s", "first full collection (s)"),
+                       ("connections_max", "connections held, most"),
+                       ("rss_mb", "RSS (MB)"), ("cpu_percent_of_core", "CPU (% of a core)"),
+                       ("threads", "threads"), ("dropped_runs", "runs dropped")):  # fmt: skip
+        a, b = capped[key], uncapped[key]
+        ratio = f"{a / b:.2f}x" if b else "-"
+        print(f"{label:28} {a:>14} {b:>10} {ratio:>7}")
+    print(f"discovery of the {capped['databases']}: {capped['discovered_s']} s")
+    collecting, idle = serving["collecting"], serving["idle"]
+    print(f"\n== Scrape latency, 50 paced scrapers every 100 ms, {serving['jobs']:,} jobs ==")
+    for label, row in (("collecting every 1 s, live load", collecting), ("idle", idle)):
+        print(
+            f"{label:34} p50 {_ms(row['p50_ms'])}  p99 {_ms(row['p99_ms'])}  "
+            f"max {_ms(row['max_ms'])}  ({row['requests']:,} answered)"
+        )
+    if collecting["p99_ms"] and idle["p99_ms"]:
+        print(f"p99 collecting / idle: {collecting['p99_ms'] / idle['p99_ms']:.2f}x")
 
 
 def print_presets(rows: list[dict[str, Any]]) -> None:

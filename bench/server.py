@@ -34,6 +34,8 @@ SETTINGS = {
     "max_wal_size": "8GB",
     "checkpoint_timeout": "15min",
     "listen_addresses": "127.0.0.1",
+    # Room for the fleet bench's run without caps (200 databases, 2 connections each).
+    "max_connections": "500",
 }
 
 

@@ -25,7 +25,7 @@ from pgq_exporter.ports import free_port
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
-def _wait_http(url: str, timeout: float = 30) -> None:
+def wait_http(url: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -53,7 +53,7 @@ def exporter_process(
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}/metrics"
         try:
-            _wait_http(f"http://127.0.0.1:{port}/readyz")
+            wait_http(f"http://127.0.0.1:{port}/readyz")
             yield url, process
         finally:
             process.terminate()
@@ -78,7 +78,7 @@ def postgres_exporter_process(dsn: str) -> Iterator[str | None]:
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}/metrics"
         try:
-            _wait_http(url)
+            wait_http(url)
             yield url
         finally:
             process.terminate()

@@ -19,7 +19,8 @@ from pgq_exporter.catalogue import CATALOGUE, MetricSpec, columns_read
 from pgq_exporter.collectors.base import AnySample, Sample, render
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
-from pgq_exporter.config import Config, load_config
+from pgq_exporter.config import Config, DatabaseConfig, load_config
+from pgq_exporter.discovery import Discovery, list_targets
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.limits import Limits
@@ -135,6 +136,21 @@ def check_connections(config: Config) -> None:
         scheduler.stop(wait=0)
 
 
+def check_discovery(config: Config) -> list[DatabaseConfig]:
+    """List every discover: source's databases once; a source that cannot be listed is a
+    ConfigError naming its entry."""
+    targets: list[DatabaseConfig] = []
+    for i, source in enumerate(config.discover):
+        try:
+            targets.extend(list_targets(source))
+        except (PgqError, psycopg.Error) as exc:
+            raise ConfigError(
+                f"{config.source}: discover[{i}] ({source.name}): cannot list the databases: "
+                f"{first_line(exc)}"
+            ) from None
+    return targets
+
+
 def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: float = 5.0) -> None:
     """The mapped table, and each column the scheduled collectors read, must exist;
     the error names where the config sets them. An unreachable database is left to
@@ -208,9 +224,20 @@ class Exporter:
         self.limits = limits or Limits(config.limits)
         self.scheduler = Scheduler(config, self._changed.set, limits=self.limits)
         self.probes = Probes(config, self.limits)
+        self.discovery = self._discovery(config)
         self.refresh()
 
+    def _discovery(self, config: Config) -> Discovery:
+        probes = self.probes
+
+        def found(targets: tuple[DatabaseConfig, ...]) -> None:
+            probes.set_discovered(targets)
+            self._changed.set()
+
+        return Discovery(config.discover, found)
+
     def start(self) -> None:
+        self.discovery.start()
         self.scheduler.start()
         self._renderer = threading.Thread(target=self._render_loop, name="render", daemon=True)
         self._renderer.start()
@@ -218,6 +245,7 @@ class Exporter:
     def stop(self) -> None:
         self._stopping.set()
         self._changed.set()
+        self.discovery.stop()
         self.scheduler.stop()
         self.probes.stop()
         if self._renderer is not None:
@@ -286,10 +314,13 @@ class Exporter:
         old.stop(wait=old.longest_run)
         limits = Limits(config.limits) if self._serves_limits else self.limits
         new = Scheduler(config, self._changed.set, previous=old, limits=limits)
+        self.discovery.stop()
         with self._lock:
             self.config, self.scheduler, self.limits = config, new, limits
             probes, self.probes = self.probes, Probes(config, limits)
+            self.discovery = self._discovery(config)
         probes.stop()  # the next probe starts its target again, on the new config
+        self.discovery.start()
         self.reload_ok, self.reload_time = True, time.time()
         new.start()
         self.refresh()
@@ -317,6 +348,9 @@ class Exporter:
             yield from ((name, sample) for sample in self.limits.samples(name))
         if self._serves_limits:
             yield from (("", sample) for sample in self.limits.server_samples())
+        for source, listing in self.discovery.listings().items():
+            yield "", Sample("pgq_discovery_success", (source,), float(listing.success))
+            yield "", Sample("pgq_discovery_targets", (source,), float(len(listing.targets)))
         yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)

@@ -242,6 +242,12 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_server_connections", G,
                "Connections the exporter holds open to a PostgreSQL server (host:port), across "
                "its databases; at most limits.server_connections.", ("server",), EXPORTER),
+    MetricSpec("pgq_discovery_success", G,
+               "1 when the last listing of a discover: source's databases succeeded; on a "
+               "failure its last targets are kept.", ("source",), EXPORTER),
+    MetricSpec("pgq_discovery_targets", G,
+               "Databases a discover: source found that hold a queue the exporter can read, "
+               "each a probe target named <source>/<database>.", ("source",), EXPORTER),
     MetricSpec("pgq_config_last_reload_successful", G,
                "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
                "and the previous configuration kept running.", (), EXPORTER),

@@ -148,16 +148,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from pgq_exporter.app import check_connections  # noqa: PLC0415
+    from pgq_exporter.app import check_connections, check_discovery  # noqa: PLC0415
     from pgq_exporter.config import load_config  # noqa: PLC0415
 
     config = load_config(args.file)
+    found = ""
     if args.connect:
         check_connections(config)
+        if config.discover:
+            found = f", {len(check_discovery(config))} discovered target(s)"
     custom = sum(len(c.metrics) for c in config.custom)
     print(
-        f"{args.file}: ok ({len(config.databases)} database(s), "
-        f"{len(config.custom)} custom collector(s) with {custom} metric(s))"
+        f"{args.file}: ok ({len(config.databases)} database(s), {len(config.targets)} "
+        f"target(s){found}, {len(config.custom)} custom collector(s) with {custom} metric(s))"
     )
     return 0
 

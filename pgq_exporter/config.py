@@ -68,6 +68,10 @@ _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DATABASE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_PATTERN = re.compile(r"^[^/\x00]+$")
+_DATABASE_KEYS = ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset",
+                  "schema", "preset_params")  # fmt: skip
+DEFAULT_DISCOVERY = 300.0
 _RESERVED_LABELS = frozenset({"le", "quantile", "type", "database"})
 _LOG_FORMATS = ("logfmt", "json")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -221,6 +225,21 @@ class ProbeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DiscoverySource:
+    """`discover:`: the databases of one server, found by listing them, each probed as the
+    target ``<name>/<database>`` with ``template``'s credentials, preset and pool."""
+
+    template: DatabaseConfig
+    include: tuple[str, ...] = ()  # shell patterns on database names; none: every database
+    exclude: tuple[str, ...] = ()
+    interval: float = 300.0
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+
+@dataclass(frozen=True, slots=True)
 class LimitSettings:
     """Caps shared by every database one exporter process collects: collector runs at
     once, and connections held open to one PostgreSQL server."""
@@ -246,6 +265,7 @@ class Config:
     targets: tuple[DatabaseConfig, ...] = ()
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
+    discover: tuple[DiscoverySource, ...] = ()
 
     def collector(self, name: str) -> CollectorSettings:
         return self.collectors.get(name, CollectorSettings())
@@ -379,10 +399,12 @@ class _Reader:
             (),
             ("databases", "mapping", "collectors", "custom_collectors", "window",
              "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
-             "probe", "limits"),
+             "probe", "limits", "discover"),
         )  # fmt: skip
-        if "databases" not in top and "targets" not in top:
-            raise self.fail((), "missing required key 'databases' (or 'targets', to be probed)")
+        if not {"databases", "targets", "discover"} & set(top):
+            raise self.fail(
+                (), "missing required key 'databases' (or 'targets' or 'discover', to be probed)"
+            )
         databases = self.databases("databases") if "databases" in top else ()
         targets = self.databases("targets", taken=databases) if "targets" in top else ()
         mapping = self.schema_mapping() if "mapping" in top else SchemaMapping()
@@ -413,6 +435,7 @@ class _Reader:
             targets=targets,
             probe=self.probe() if "probe" in top else ProbeSettings(),
             limits=self.limits() if "limits" in top else LimitSettings(),
+            discover=self.discover() if "discover" in top else (),
         )
 
     def databases(
@@ -426,36 +449,54 @@ class _Reader:
         result: list[DatabaseConfig] = [*taken]
         for i in range(len(items)):
             path: Path_ = (key, i)
-            entry = self.mapping(
-                path,
-                (
-                    "name",
-                    "dsn",
-                    "dsn_file",
-                    "dsn_env",
-                    "queues",
-                    "pool_size",
-                    "preset",
-                    "schema",
-                    "preset_params",
-                ),
-                ("name",),
-            )
-            name = self.string((*path, "name"), _DATABASE_NAME, "database name")
-            if any(db.name == name for db in result):
-                raise self.fail((*path, "name"), f"duplicate database name {name!r}")
-            queues = (
-                self.string_list((*path, "queues"), QUEUE_NAME, "queue name")
-                if "queues" in entry
-                else ()
-            )
-            pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
-            library = self.library_layout(path, entry)
-            mapping = None if library else self.preset_mapping(path, entry)
-            auto = entry.get("preset") == AUTO_PRESET
-            dsn = self.dsn(path, entry)
-            result.append(DatabaseConfig(name, dsn, queues, pool, mapping, auto, library))
+            self.mapping(path, _DATABASE_KEYS, ("name",))
+            database = self.database(path)
+            if any(db.name == database.name for db in result):
+                raise self.fail((*path, "name"), f"duplicate database name {database.name!r}")
+            result.append(database)
         return tuple(result[len(taken) :])
+
+    def database(self, path: Path_) -> DatabaseConfig:
+        """One database: its name, DSN, queues, pool and preset, as the entry at ``path`` says."""
+        entry = self.get(path)
+        name = self.string((*path, "name"), _DATABASE_NAME, "database name")
+        queues = (
+            self.string_list((*path, "queues"), QUEUE_NAME, "queue name")
+            if "queues" in entry
+            else ()
+        )
+        pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
+        library = self.library_layout(path, entry)
+        mapping = None if library else self.preset_mapping(path, entry)
+        auto = entry.get("preset") == AUTO_PRESET
+        dsn = self.dsn(path, entry)
+        return DatabaseConfig(name, dsn, queues, pool, mapping, auto, library)
+
+    def discover(self) -> tuple[DiscoverySource, ...]:
+        items = self.sequence(("discover",))
+        result: list[DiscoverySource] = []
+        for i in range(len(items)):
+            path: Path_ = ("discover", i)
+            entry = self.mapping(path, (*_DATABASE_KEYS, "include", "exclude", "interval"),
+                                 ("name",))  # fmt: skip
+            if "preset" not in entry:
+                entry["preset"] = AUTO_PRESET  # a database is kept when a known queue is found
+            template = self.database(path)
+            if any(source.name == template.name for source in result):
+                raise self.fail((*path, "name"), f"duplicate discover name {template.name!r}")
+            patterns = {
+                key: self.string_list((*path, key), _PATTERN, "database name pattern")
+                if key in entry
+                else ()
+                for key in ("include", "exclude")
+            }
+            interval = (
+                self.duration((*path, "interval")) if "interval" in entry else DEFAULT_DISCOVERY
+            )
+            result.append(
+                DiscoverySource(template, patterns["include"], patterns["exclude"], interval)
+            )
+        return tuple(result)
 
     def probe(self) -> ProbeSettings:
         entry = self.mapping(("probe",), ("wait", "idle"))

@@ -88,6 +88,11 @@ class ServerConnections:
             self.open -= 1
             self._cond.notify()
 
+    def went_idle(self) -> None:
+        """A connection went back to its pool: a run waiting for a place may close it."""
+        with self._cond:
+            self._cond.notify()
+
     def _idle_elsewhere(self, holder: IdleHolder) -> psycopg.Connection[Any] | None:
         for other in list(self._holders):
             if other is not holder:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from pgq_exporter.catalogue import metric
 from pgq_exporter.collectors.base import Sample
-from pgq_exporter.config import Config
+from pgq_exporter.config import Config, DatabaseConfig
 from pgq_exporter.exposition import Snapshot, families
 
 if TYPE_CHECKING:
@@ -45,9 +45,30 @@ class Probes:
     def __init__(self, config: Config, limits: Limits) -> None:
         self._config = config
         self._limits = limits
-        self._targets = {target.name: target for target in config.targets}
+        self._configured = {target.name: target for target in config.targets}
+        self._targets = dict(self._configured)
         self._running: dict[str, _Probed] = {}
         self._lock = threading.Lock()
+
+    def targets(self) -> list[DatabaseConfig]:
+        """Every target a probe may name: configured, then discovered."""
+        return list(self._targets.values())
+
+    def set_discovered(self, discovered: tuple[DatabaseConfig, ...]) -> None:
+        """The targets discovery found last; a running one that is gone, or now reads
+        differently (another DSN or preset), is stopped."""
+        targets = {**{t.name: t for t in discovered}, **self._configured}
+        with self._lock:
+            self._targets = targets
+            stale = [
+                name for name, probed in self._running.items()
+                if targets.get(name) != probed.exporter.config.databases[0]
+            ]  # fmt: skip
+            gone = [self._running.pop(name).exporter for name in stale]
+        for exporter in gone:
+            exporter.stop()
+            log.info("probe target stopped: no longer discovered or changed",
+                     extra={"target": exporter.config.databases[0].name})  # fmt: skip
 
     def probe(self, name: str) -> tuple[Snapshot, str | None]:
         """The target's snapshot, its collectors started if they were not; and, when its
@@ -55,14 +76,15 @@ class Probes:
         reason it serves pgq_up 0."""
         from pgq_exporter.app import Exporter  # noqa: PLC0415 - app imports this module
 
-        if name not in self._targets:
-            raise UnknownTargetError(name)
         now = time.monotonic()
         with self._lock:
+            target = self._targets.get(name)
+            if target is None:
+                raise UnknownTargetError(name)
             idle = self._take_idle(now)
             probed = self._running.get(name)
             if probed is None:
-                config = replace(self._config, databases=(self._targets[name],), targets=())
+                config = replace(self._config, databases=(target,), targets=(), discover=())
                 probed = _Probed(Exporter(config, limits=self._limits), now)
                 probed.exporter.start()
                 self._running[name] = probed

@@ -149,10 +149,13 @@ class ConnectionSource:
             self._discard(conn)
             return
         with self._lock:
-            if not self._closed:
+            kept = not self._closed
+            if kept:
                 self._idle.append(conn)
-                return
-        self._discard(conn)
+        if not kept:
+            self._discard(conn)
+        elif self._caps:
+            self._caps.server.went_idle()
 
     def _discard(self, conn: psycopg.Connection[Any]) -> None:
         conn.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import logging
 import resource
 import ssl
@@ -137,6 +138,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_metrics(exporter)
         elif path == "/probe":
             self._send_probe(exporter)
+        elif path == "/targets":
+            body = json.dumps(http_sd_targets(exporter), indent=1).encode()
+            self._send(HTTPStatus.OK, body, "application/json")
         elif path == "/healthz":
             self._send(HTTPStatus.OK, b"ok\n")
         elif path == "/readyz":
@@ -233,6 +237,19 @@ class Handler(BaseHTTPRequestHandler):
         log.debug("http request", extra={"request": format % args})
 
 
+def http_sd_targets(exporter: Exporter) -> list[dict[str, Any]]:
+    """The probe targets, configured and discovered, in Prometheus's http_sd format: one
+    group per source, its name in __meta_pgq_source for relabelling."""
+    groups: dict[str, list[str]] = {}
+    for target in exporter.probes.targets():
+        source = target.name.split("/", 1)[0] if "/" in target.name else "targets"
+        groups.setdefault(source, []).append(target.name)
+    return [
+        {"targets": sorted(names), "labels": {"__meta_pgq_source": source}}
+        for source, names in sorted(groups.items())
+    ]
+
+
 def landing_page(exporter: Exporter) -> str:
     now = time.time()
     rows = []
@@ -251,7 +268,7 @@ def landing_page(exporter: Exporter) -> str:
         "<!doctype html><html><head><title>pgq-exporter</title></head><body>"
         f"<h1>pgq-exporter {__version__}</h1>"
         '<p><a href="/metrics">Metrics</a> · <a href="/healthz">Health</a> · '
-        '<a href="/readyz">Readiness</a></p>'
+        '<a href="/readyz">Readiness</a> · <a href="/targets">Probe targets</a></p>'
         f"<h2>Databases</h2><ul>{databases}</ul>"
         "<h2>Collectors</h2><table><tr><th>database</th><th>collector</th><th>status</th>"
         f"<th>last success</th></tr>{''.join(rows)}</table></body></html>"

@@ -8,6 +8,7 @@ import psycopg
 from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
+from bench.fleet import PREFIX, fleet, one_fleet_run, serving_while_collecting
 from bench.jit import jit_scrapes
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
@@ -96,3 +97,20 @@ def test_presets_harness(server_dsn: str) -> None:
     finally:
         for name in INSTALL:
             admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "bench_preset_{name}" WITH (FORCE)')
+
+
+def test_fleet_harness(server_dsn: str) -> None:
+    names = fleet(server_dsn, databases=3)
+    try:
+        run = one_fleet_run(server_dsn, names, "limits: {server_connections: 2}\n", seconds=0)
+    finally:
+        for name in [*names, f"{PREFIX}_template"]:
+            admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert run["databases"] == 3 and run["first_full_collection_s"] > 0
+    assert 0 < run["connections_max"] <= 2 and run["rss_mb"] > 0
+
+
+def test_serving_while_collecting_harness(db: Database) -> None:
+    figures = serving_while_collecting(db.dsn, jobs=1000, seconds=1)
+    for phase in ("collecting", "idle"):
+        assert figures[phase]["requests"] > 0 and figures[phase]["errors"] == 0

@@ -154,7 +154,7 @@ def test_every_kubernetes_manifest_validates() -> None:
             continue  # custom resources: checked below
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     assert {"Deployment", "Service", "ServiceMonitor", "PrometheusRule", "ConfigMap", "Secret",
-            "CronJob", "PodDisruptionBudget", "HorizontalPodAutoscaler"} <= kinds  # fmt: skip
+            "CronJob", "PodDisruptionBudget", "HorizontalPodAutoscaler", "StatefulSet"} <= kinds  # fmt: skip
 
 
 def test_the_exporter_deployment_probes_and_hardening() -> None:
@@ -184,6 +184,36 @@ def test_the_exporter_deployment_probes_and_hardening() -> None:
     grace = worker["terminationGracePeriodSeconds"]
     command = worker["containers"][0]["command"]
     assert int(command[command.index("--grace") + 1].rstrip("s")) < grace
+
+
+def test_the_fleet_variant_shards_over_its_replicas_and_promtool_accepts_it(
+    tmp_path: Path,
+) -> None:
+    docs = {(p.name, d["kind"]): d for p, d in _documents()}
+    replicas = docs[("fleet-statefulset.yaml", "StatefulSet")]["spec"]
+    service = docs[("fleet-service.yaml", "Service")]
+    assert (
+        service["spec"]["clusterIP"] == "None" and replicas["serviceName"] == "pgq-exporter-fleet"
+    )
+    secret = docs[("prometheus-scrape-config.yaml", "Secret")]["stringData"]["scrape.yaml"]
+    jobs = yaml.safe_load(secret)
+    assert len(jobs) == replicas["replicas"]
+    for n, job in enumerate(jobs):
+        [sd] = job["http_sd_configs"]
+        assert sd["url"].startswith(f"http://{service['metadata']['name']}.")
+        shard, keep, _, address = job["relabel_configs"][1:]
+        assert shard["modulus"] == replicas["replicas"] and keep["regex"] == str(n)
+        assert address["replacement"].startswith(f"pgq-exporter-fleet-{n}.pgq-exporter-fleet.")
+    prometheus = tmp_path / "prometheus.yml"
+    prometheus.write_text(yaml.safe_dump({"scrape_configs": jobs}))
+    promtool = require_tool("promtool")
+    subprocess.run([promtool, "check", "config", str(prometheus)], check=True, capture_output=True)
+    config_text = docs[("fleet-config.yaml", "ConfigMap")]["data"]["config.yaml"]
+    dsn, config = tmp_path / "dsn", tmp_path / "config.yaml"
+    dsn.write_text("postgresql://pgq_exporter:pw@postgres/postgres\n")
+    config.write_text(config_text.replace("/var/run/secrets/pgq/dsn", str(dsn)))
+    [source] = load_config(config).discover
+    assert source.name == "tenants" and source.template.dsn.endswith("@postgres/postgres")
 
 
 def test_prometheusrule_is_the_generated_rules_and_promtool_accepts_it(tmp_path: Path) -> None:

@@ -1,15 +1,19 @@
-"""A fleet on real parts: 30 databases on one PostgreSQL, three exporter replicas, and
-one Prometheus that shards the targets over them with hashmod relabelling of a file_sd
-list. Every database must be probed by exactly one replica, and each probe return its
-own counts."""
+"""A fleet on real parts: 30 databases on one PostgreSQL, found by the exporters'
+discover: listing, three exporter replicas, and one Prometheus that shards the targets
+over them with hashmod relabelling of a file_sd list written from a replica's /targets.
+Every database must be probed by exactly one replica, and each probe return its own
+counts."""
 
 from __future__ import annotations
 
 import json
 import tempfile
+import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -38,12 +42,26 @@ def fleet(server_dsn: str, template_db: str) -> Iterator[dict[str, str]]:
             admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _replica_config(fleet: dict[str, str]) -> str:
-    targets = "".join(f"  - name: {name}\n    dsn: {dsn!r}\n" for name, dsn in fleet.items())
+def _replica_config(server_dsn: str, fleet: dict[str, str]) -> str:
+    prefix = next(iter(fleet)).rsplit("_", 1)[0]
     return (
-        f"targets:\n{targets}probe: {{wait: 10s, idle: 1h}}\n"
+        f"discover:\n  - name: fleet\n    dsn: {server_dsn!r}\n"
+        f"    include: [{prefix + '_*'!r}]\n    interval: 5s\n"
+        "probe: {wait: 10s, idle: 1h}\n"
         "collectors:\n  defaults: {interval: 2s, timeout: 2s}\n"
     )
+
+
+def _discovered(port: int, expected: int) -> list[dict[str, Any]]:
+    """The replica's /targets (http_sd format), once its listing holds every database."""
+    deadline = time.monotonic() + 60
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/targets", timeout=10) as reply:
+            groups: list[dict[str, Any]] = json.loads(reply.read())
+        if sum(len(group["targets"]) for group in groups) == expected:
+            return groups
+        assert time.monotonic() < deadline, f"discovered: {groups}"
+        time.sleep(0.2)
 
 
 def _shard_job(shard: int, port: int, targets_file: Path) -> dict[str, object]:
@@ -65,13 +83,18 @@ def _shard_job(shard: int, port: int, targets_file: Path) -> dict[str, object]:
     }  # fmt: skip
 
 
-def test_hashmod_shards_the_fleet_over_three_replicas(fleet: dict[str, str]) -> None:
+def test_hashmod_shards_the_fleet_over_three_replicas(
+    server_dsn: str, fleet: dict[str, str]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
-        replicas = [stack.enter_context(ExporterProcess(_replica_config(fleet)))
+        replicas = [stack.enter_context(ExporterProcess(_replica_config(server_dsn, fleet)))
                     for _ in range(REPLICAS)]  # fmt: skip
+        groups = _discovered(replicas[0].port, DATABASES)
+        names = {f"fleet/{name}" for name in fleet}
+        assert groups == [{"targets": sorted(names), "labels": {"__meta_pgq_source": "fleet"}}]
         targets_file = root / "targets.json"
-        targets_file.write_text(json.dumps([{"targets": sorted(fleet)}]))
+        targets_file.write_text(json.dumps(groups))
         config = {
             "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
             "scrape_configs": [
@@ -84,12 +107,12 @@ def test_hashmod_shards_the_fleet_over_three_replicas(fleet: dict[str, str]) -> 
         # Each database by exactly one replica, under its own name.
         per_database = api.query("count by (database) (pgq_up)")
         assert len(per_database) == DATABASES
-        assert {r["metric"]["database"] for r in per_database} == set(fleet)
+        assert {r["metric"]["database"] for r in per_database} == names
         assert {r["value"][1] for r in per_database} == {"1"}
         # Each probe returns its own database's counts: database i holds i + 1 jobs.
         pending = api.query('pgq_queue_jobs{queue="email", status="pending"}')
         got = {r["metric"]["database"]: float(r["value"][1]) for r in pending}
-        assert got == {name: float(i + 1) for i, name in enumerate(sorted(fleet))}
+        assert got == {f"fleet/{name}": float(i + 1) for i, name in enumerate(sorted(fleet))}
         # The replicas split the targets between them: each started only its own.
         started = [
             {line.split("target=")[1].split()[0] for line in replica.logs().splitlines()
@@ -97,5 +120,5 @@ def test_hashmod_shards_the_fleet_over_three_replicas(fleet: dict[str, str]) -> 
             for replica in replicas
         ]  # fmt: skip
         assert sum(len(s) for s in started) == DATABASES
-        assert set().union(*started) == set(fleet)
+        assert set().union(*started) == names
         assert all(started), "every replica got a share"

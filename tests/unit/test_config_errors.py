@@ -27,6 +27,29 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
     ),
     ("probe-wait-too-long", DB + "probe: {wait: 2m}\n", 4, "probe.wait", "must be between"),
     ("probe-unknown-key", DB + "probe: {timeout: 2s}\n", 4, "probe.timeout", "unknown key"),
+    ("limits-zero", DB + "limits: {collections: 0}\n", 4, "limits.collections", "at least 1"),
+    ("limits-key", DB + "limits: {connections: 5}\n", 4, "limits.connections", "unknown key"),
+    (
+        "discover-interval",
+        "discover:\n  - name: fleet\n    dsn: postgresql:///a\n    interval: soon\n",
+        4,
+        "discover[0].interval",
+        "duration",
+    ),
+    (
+        "discover-pattern",
+        "discover:\n  - name: fleet\n    dsn: postgresql:///a\n    include: tenant_*\n",
+        4,
+        "discover[0].include",
+        "expected a list",
+    ),
+    (
+        "discover-twice",
+        "discover:\n  - {name: f, dsn: 'postgresql:///a'}\n  - {name: f, dsn: 'postgresql:///b'}\n",
+        3,
+        "discover[1].name",
+        "duplicate discover name 'f'",
+    ),
     ("databases-not-list", "databases: main\n", 1, "databases", "expected a list"),
     (
         "missing-db-name",
@@ -426,7 +449,9 @@ def test_good_config_passes(tmp_path: Path) -> None:
     )
     result = run_cli("check-config", str(config))
     assert result.returncode == 0, result.stderr
-    assert "ok (1 database(s), 1 custom collector(s) with 1 metric(s))" in result.stdout
+    assert (
+        "ok (1 database(s), 0 target(s), 1 custom collector(s) with 1 metric(s))" in result.stdout
+    )
 
 
 def test_dsn_sources(tmp_path: Path) -> None:
@@ -489,6 +514,23 @@ def test_environment_references_take_a_default() -> None:
     assert parse_config(text, "c.yaml", {}).databases[0].dsn == "postgresql://db.internal/app"
     given = parse_config(text, "c.yaml", {"PGQ_HOST": "other"}).databases[0].dsn
     assert given == "postgresql://other/app"
+
+
+def test_a_config_of_discovered_targets_only() -> None:
+    text = (
+        "discover:\n  - name: tenants\n    dsn: postgresql://exporter@db/postgres\n"
+        "    include: ['tenant_*']\n    exclude: ['tenant_test*']\n    interval: 1m\n"
+        "limits: {collections: 4, server_connections: 10}\n"
+    )
+    config = parse_config(text, "fleet.yaml", {})
+    (source,) = config.discover
+    assert (source.name, source.include, source.exclude) == (
+        "tenants",
+        ("tenant_*",),
+        ("tenant_test*",),
+    )
+    assert source.interval == 60.0 and source.template.auto  # preset: auto unless named
+    assert (config.limits.collections, config.limits.server_connections) == (4, 10)
 
 
 def test_a_config_of_probe_targets_only() -> None:

@@ -17,6 +17,7 @@ from pgq_exporter.limits import (
     ServerConnections,
     server_of,
 )
+from tests.support import wait_for
 
 
 class _Conn:
@@ -30,8 +31,10 @@ class _Conn:
 class _Holder:
     def __init__(self, *idle: _Conn) -> None:
         self.idle = list(idle)
+        self.asked = 0
 
     def pop_idle(self) -> _Conn | None:
+        self.asked += 1
         return self.idle.pop(0) if self.idle else None
 
 
@@ -95,3 +98,22 @@ def test_a_cap_logs_once_a_minute_with_the_runs_since(caplog: pytest.LogCaptureF
 )
 def test_server_of(dsn: str, server: str) -> None:
     assert server_of(dsn) == server
+
+
+def test_a_waiting_run_takes_the_place_of_a_connection_that_went_idle() -> None:
+    server = ServerConnections("db:5432", cap=1)
+    busy, waiting = _Holder(), _Holder()
+    for holder in (busy, waiting):
+        server.register(holder)  # type: ignore[arg-type]
+    server.take(busy, 0)  # type: ignore[arg-type]
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(server.take(waiting, 60)))  # type: ignore[arg-type]
+    waiter.start()
+    # Asked once, under the server's lock, which it lets go only to wait.
+    wait_for(lambda: busy.asked > 0, "the run to wait for a place")
+    conn = _Conn()
+    busy.idle.append(conn)
+    server.went_idle()  # without this, the waiter would sleep out its whole 60 s
+    wait_for(lambda: got == [True], "the waiting run to get the idle connection's place")
+    waiter.join()
+    assert conn.closed and server.open == 1

@@ -1,0 +1,212 @@
+"""Fleet scale: one exporter probing 200 databases of one server, found by `discover:`,
+with the default caps against none; and scrape latency while a live 10M-row database
+is being collected, against the same scrapers while the exporter is idle."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from bench.dataset import build
+from bench.serving import paced, wait_http
+from pgq_exporter.ports import free_port
+from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.queue.schema import apply_schema
+
+PREFIX = "bench_fleet"
+QUEUES = ("email", "reports", "webhooks")
+UNCAPPED = "limits: {collections: 1000, server_connections: 10000}\n"
+
+
+def fleet(dsn: str, databases: int = 200) -> list[str]:
+    """``databases`` databases with the reference queue, a few queues and jobs in each."""
+    template = f"{PREFIX}_template"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for row in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s",
+                                (f"{PREFIX}%",)).fetchall():  # fmt: skip
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(row[0])))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(template)))
+    with psycopg.connect(make_conninfo(dsn, dbname=template), autocommit=True) as conn:
+        apply_schema(conn, "pgq")
+        for queue in QUEUES:
+            add_queue(conn, "pgq", queue)
+            conn.execute("SELECT pgq.enqueue(%s) FROM generate_series(1, 50)", (queue,))
+    names = [f"{PREFIX}_{i:03d}" for i in range(databases)]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in names:
+            conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)))  # fmt: skip
+    return names
+
+
+@contextmanager
+def _exporter(config: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.yaml"
+        path.write_text(config)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pgq_exporter", "serve", "--config", str(path),
+             "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        try:
+            yield port, process
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+
+
+def _get(url: str) -> tuple[bytes, str | None]:
+    with urllib.request.urlopen(url, timeout=60) as reply:
+        return reply.read(), reply.headers.get("X-Pgq-Probe-Reason")
+
+
+def _targets(port: int, expected: int) -> list[str]:
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            body, _ = _get(f"http://127.0.0.1:{port}/targets")
+        except OSError:
+            body = b"[]"
+        names = [n for group in json.loads(body) for n in group["targets"]]
+        if len(names) >= expected:
+            return names
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"discovery found {len(names)} of {expected} databases")
+        time.sleep(0.2)
+
+
+def _probe_all(port: int, names: list[str]) -> None:
+    """Probe every target, 50 at once, until each answers with a whole collection."""
+
+    def probe(name: str) -> bool:
+        target = urllib.parse.quote(name, safe="")
+        _, reason = _get(f"http://127.0.0.1:{port}/probe?target={target}")
+        return reason is None
+
+    pending = list(names)
+    with ThreadPoolExecutor(50) as pool:
+        while pending:
+            pending = [n for n, ok in zip(pending, pool.map(probe, pending), strict=True) if not ok]
+
+
+def _connections(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgq-exporter' "
+            "AND datname LIKE %s", (f"{PREFIX}_%",)).fetchone()  # fmt: skip
+    return int(row[0]) if row else 0
+
+
+def one_fleet_run(dsn: str, names: list[str], limits: str, seconds: int) -> dict[str, Any]:
+    config = (
+        f"discover:\n  - name: fleet\n    dsn: {dsn!r}\n    include: ['{PREFIX}_[0-9]*']\n"
+        "probe: {wait: 5s, idle: 1h}\ncollectors:\n  defaults: {interval: 15s, timeout: 5s}\n"
+        + limits
+    )
+    with _exporter(config) as (port, process):
+        started = time.monotonic()
+        found = _targets(port, len(names))
+        discovered = time.monotonic() - started
+        _probe_all(port, found)
+        first_full = time.monotonic() - started
+        proc = psutil.Process(process.pid)
+        before, most = proc.cpu_times(), _connections(dsn)
+        steady = time.monotonic()
+        while time.monotonic() - steady < seconds:  # a probe of each target every 15 s
+            tick = time.monotonic()
+            _probe_all(port, found)
+            most = max(most, _connections(dsn))
+            time.sleep(max(0.0, 15 - (time.monotonic() - tick)))
+        after, elapsed = proc.cpu_times(), time.monotonic() - steady
+        body, _ = _get(f"http://127.0.0.1:{port}/metrics")
+        return {
+            "databases": len(found),
+            "discovered_s": round(discovered, 2),
+            "first_full_collection_s": round(first_full, 2),
+            "rss_mb": round(proc.memory_info().rss / 2**20, 1),
+            "threads": proc.num_threads(),
+            "cpu_percent_of_core": round(
+                100 * ((after.user - before.user) + (after.system - before.system)) / elapsed, 1
+            ),
+            "connections_max": most,
+            "dropped_runs": _sum_metric(body.decode(), "pgq_limit_dropped_total"),
+        }
+
+
+def _sum_metric(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{"))  # fmt: skip
+
+
+def fleet_footprint(dsn: str, databases: int, seconds: int) -> dict[str, Any]:
+    """The default caps against none, on the same fleet."""
+    names = fleet(dsn, databases)
+    return {
+        "capped": one_fleet_run(dsn, names, "", seconds),
+        "uncapped": one_fleet_run(dsn, names, UNCAPPED, seconds),
+    }
+
+
+@contextmanager
+def _live_load(dsn: str) -> Iterator[None]:
+    """A worker draining q000 and a producer feeding q001, in processes of their own."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pgq_exporter", "work", "--dsn", dsn, "--queue", "q000",
+         "--concurrency", "2", "--batch", "10", "--log.level", "error"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    producer = subprocess.Popen(
+        [sys.executable, "-c", _PRODUCE, dsn], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        yield
+    finally:
+        for process in (worker, producer):
+            process.terminate()
+            process.wait(timeout=30)
+
+
+_PRODUCE = """
+import sys, time
+from pgq_exporter.queue.producer import Producer
+with Producer(sys.argv[1]) as producer:
+    while True:
+        producer.enqueue_many("q001", [{"n": n} for n in range(20)])
+        time.sleep(0.05)
+"""
+
+
+def serving_while_collecting(dsn: str, jobs: int, seconds: int) -> dict[str, Any]:
+    """Paced scrapers (50, each every 100 ms, Prometheus's headers) while every collector
+    runs each second on a live queue, against the same scrapers once collection stops."""
+    build(dsn, jobs=jobs, unfinished_fraction=0.01)
+    config = (
+        f"databases:\n  - name: bench\n    dsn: {dsn!r}\n"
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\n"
+    )
+    results: dict[str, Any] = {"jobs": jobs}
+    with _live_load(dsn), _exporter(config) as (port, _):
+        wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+        results["collecting"] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
+    idle = config.replace("{interval: 1s, timeout: 1s}", "{interval: 1h, timeout: 5s}")
+    with _exporter(idle) as (port, _):
+        wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+        results["idle"] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
+    return results
