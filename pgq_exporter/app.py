@@ -331,7 +331,7 @@ class Exporter:
         """Render the snapshot served on /metrics from every collector's last samples."""
         with self._lock:
             specs = metric_specs(self.config)
-            self._snapshot = Snapshot(families(specs, self._samples()))
+            self._snapshot = Snapshot(families(specs, self._samples()), self._snapshot.forms)
 
     def _samples(self) -> Iterator[tuple[str, AnySample]]:
         for name, runtime in self.scheduler.databases.items():

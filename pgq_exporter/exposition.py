@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import (
@@ -89,21 +90,46 @@ def _registry(metrics: list[Metric]) -> CollectorRegistry:
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
+Form = tuple[bool, bool]  # (OpenMetrics, gzipped)
+TEXT_FORM: Form = (False, False)
+
+
 class Snapshot:
     """One rendering of the samples, in each form a scraper may ask for: the text
-    format or OpenMetrics, plain or gzipped. Every form is made here, by the thread
-    that renders after a collection, so that a scrape only writes bytes out."""
+    format or OpenMetrics, plain or gzipped. The forms scrapers asked of the previous
+    snapshot (``forms``) are made here, by the thread that renders after a collection,
+    so that a scrape only writes bytes out; a form asked for the first time is made by
+    that first request, once."""
 
-    def __init__(self, metrics: list[Metric]) -> None:
-        self.text = render_text(metrics)
-        openmetrics: bytes = generate_openmetrics(_registry(metrics))  # type: ignore[no-untyped-call]
-        self._forms = {
-            (False, False): self.text,
-            (True, False): openmetrics,
-            (False, True): gzip.compress(self.text, compresslevel=6),
-            (True, True): gzip.compress(openmetrics, compresslevel=6),
-        }
+    def __init__(self, metrics: list[Metric], forms: Iterable[Form] = ()) -> None:
+        self._metrics = metrics
+        self._forms: dict[Form, bytes] = {}
+        self._lock = threading.Lock()
+        for form in sorted({TEXT_FORM, *forms}):  # plain before gzipped: gzip reuses it
+            self._forms[form] = self._render(form)
+        self.text = self._forms[TEXT_FORM]
+
+    @property
+    def forms(self) -> frozenset[Form]:
+        """The forms made so far: the next snapshot makes them up front."""
+        return frozenset(self._forms)
 
     def body(self, *, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
         """The body and its content type."""
-        return self._forms[(openmetrics, gzipped)], OPENMETRICS if openmetrics else TEXT
+        form = (openmetrics, gzipped)
+        body = self._forms.get(form)
+        if body is None:
+            with self._lock:
+                body = self._forms.get(form) or self._render(form)
+                self._forms[form] = body
+        return body, OPENMETRICS if openmetrics else TEXT
+
+    def _render(self, form: Form) -> bytes:
+        openmetrics, gzipped = form
+        if gzipped:
+            plain = self._forms.get((openmetrics, False)) or self._render((openmetrics, False))
+            return gzip.compress(plain, compresslevel=6)
+        if openmetrics:
+            text: bytes = generate_openmetrics(_registry(self._metrics))  # type: ignore[no-untyped-call]
+            return text
+        return render_text(self._metrics)
