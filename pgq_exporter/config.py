@@ -240,6 +240,20 @@ class DiscoverySource:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthModule:
+    """`auth_modules:`: credentials and options for databases that Prometheus names,
+    as /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME; ``template``'s DSN gives
+    everything but the host, port and database, and only ``hosts`` may be reached."""
+
+    template: DatabaseConfig
+    hosts: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+
+@dataclass(frozen=True, slots=True)
 class LimitSettings:
     """Caps shared by every database one exporter process collects: collector runs at
     once, and connections held open to one PostgreSQL server."""
@@ -266,6 +280,7 @@ class Config:
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     discover: tuple[DiscoverySource, ...] = ()
+    auth_modules: dict[str, AuthModule] = field(default_factory=dict)
 
     def collector(self, name: str) -> CollectorSettings:
         return self.collectors.get(name, CollectorSettings())
@@ -399,11 +414,13 @@ class _Reader:
             (),
             ("databases", "mapping", "collectors", "custom_collectors", "window",
              "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
-             "probe", "limits", "discover"),
+             "probe", "limits", "discover", "auth_modules"),
         )  # fmt: skip
-        if not {"databases", "targets", "discover"} & set(top):
+        if not {"databases", "targets", "discover", "auth_modules"} & set(top):
             raise self.fail(
-                (), "missing required key 'databases' (or 'targets' or 'discover', to be probed)"
+                (),
+                "missing required key 'databases' "
+                "(or 'targets', 'discover' or 'auth_modules', to be probed)",
             )
         databases = self.databases("databases") if "databases" in top else ()
         targets = self.databases("targets", taken=databases) if "targets" in top else ()
@@ -436,6 +453,7 @@ class _Reader:
             probe=self.probe() if "probe" in top else ProbeSettings(),
             limits=self.limits() if "limits" in top else LimitSettings(),
             discover=self.discover() if "discover" in top else (),
+            auth_modules=self.auth_modules() if "auth_modules" in top else {},
         )
 
     def databases(
@@ -456,10 +474,11 @@ class _Reader:
             result.append(database)
         return tuple(result[len(taken) :])
 
-    def database(self, path: Path_) -> DatabaseConfig:
+    def database(self, path: Path_, name: str | None = None) -> DatabaseConfig:
         """One database: its name, DSN, queues, pool and preset, as the entry at ``path`` says."""
         entry = self.get(path)
-        name = self.string((*path, "name"), _DATABASE_NAME, "database name")
+        if name is None:
+            name = self.string((*path, "name"), _DATABASE_NAME, "database name")
         queues = (
             self.string_list((*path, "queues"), QUEUE_NAME, "queue name")
             if "queues" in entry
@@ -471,6 +490,25 @@ class _Reader:
         auto = entry.get("preset") == AUTO_PRESET
         dsn = self.dsn(path, entry)
         return DatabaseConfig(name, dsn, queues, pool, mapping, auto, library)
+
+    def auth_modules(self) -> dict[str, AuthModule]:
+        modules = self.get(("auth_modules",))
+        if not isinstance(modules, dict) or not modules:
+            raise self.fail(("auth_modules",), "expected a mapping of auth module names")
+        result = {}
+        for name in modules:
+            path: Path_ = ("auth_modules", name)
+            if not _DATABASE_NAME.fullmatch(str(name)):
+                raise self.fail(path, f"invalid auth module name {name!r}")
+            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts"), ("hosts",))
+            if "preset" not in entry:
+                entry["preset"] = AUTO_PRESET  # the probed database's queue is found
+            template = self.database(path, name=str(name))
+            hosts = self.string_list((*path, "hosts"), _PATTERN, "host pattern")
+            if not hosts:
+                raise self.fail((*path, "hosts"), "name at least one host a probe may reach")
+            result[str(name)] = AuthModule(template, hosts)
+        return result
 
     def discover(self) -> tuple[DiscoverySource, ...]:
         items = self.sequence(("discover",))

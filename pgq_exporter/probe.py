@@ -10,15 +10,19 @@ connections closed, when the next probe of any target comes.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from psycopg.conninfo import make_conninfo
+
 from pgq_exporter.catalogue import metric
 from pgq_exporter.collectors.base import Sample
-from pgq_exporter.config import Config, DatabaseConfig
+from pgq_exporter.config import AuthModule, Config, DatabaseConfig
 from pgq_exporter.exposition import Snapshot, families
 
 if TYPE_CHECKING:
@@ -29,7 +33,28 @@ log = logging.getLogger("pgq_exporter.probe")
 
 
 class UnknownTargetError(LookupError):
-    """The probe names a target the config does not have."""
+    """The probe names a target the config does not have, or an unknown auth module."""
+
+
+class ForbiddenTargetError(ValueError):
+    """The probe names, with an auth module, a host the module may not reach, or a target
+    that is not HOST[:PORT]/DATABASE."""
+
+
+_HOST_TARGET = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+)(?::(\d{1,5}))?/([^/]+)$")
+
+
+def module_target(module: AuthModule, target: str) -> DatabaseConfig:
+    """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
+    credentials and options; its host must match one of the module's hosts."""
+    match = _HOST_TARGET.fullmatch(target)
+    if match is None:
+        raise ForbiddenTargetError("with an auth module, a target is HOST[:PORT]/DATABASE")
+    host, port, database = match.group(1).strip("[]"), match.group(2), match.group(3)
+    if not any(fnmatch.fnmatchcase(host, pattern) for pattern in module.hosts):
+        raise ForbiddenTargetError(f"auth module {module.name} may not reach host {host}")
+    given = {"host": host, "dbname": database} | ({"port": port} if port else {})
+    return replace(module.template, name=target, dsn=make_conninfo(module.template.dsn, **given))
 
 
 @dataclass
@@ -49,6 +74,8 @@ class Probes:
         self._targets = dict(self._configured)
         self._running: dict[str, _Probed] = {}
         self._lock = threading.Lock()
+        # Targets named by Prometheus with an auth module: neither configured nor discovered.
+        self._named: set[str] = set()
 
     def targets(self) -> list[DatabaseConfig]:
         """Every target a probe may name: configured, then discovered."""
@@ -62,7 +89,8 @@ class Probes:
             self._targets = targets
             stale = [
                 name for name, probed in self._running.items()
-                if targets.get(name) != probed.exporter.config.databases[0]
+                if name not in self._named
+                and targets.get(name) != probed.exporter.config.databases[0]
             ]  # fmt: skip
             gone = [self._running.pop(name).exporter for name in stale]
         for exporter in gone:
@@ -70,20 +98,23 @@ class Probes:
             log.info("probe target stopped: no longer discovered or changed",
                      extra={"target": exporter.config.databases[0].name})  # fmt: skip
 
-    def probe(self, name: str) -> tuple[Snapshot, str | None]:
+    def probe(self, name: str, auth_module: str | None = None) -> tuple[Snapshot, str | None]:
         """The target's snapshot, its collectors started if they were not; and, when its
         first collection has not finished in time or its database cannot be reached, the
-        reason it serves pgq_up 0."""
+        reason it serves pgq_up 0. With ``auth_module``, ``name`` is HOST[:PORT]/DATABASE."""
         from pgq_exporter.app import Exporter  # noqa: PLC0415 - app imports this module
 
         now = time.monotonic()
+        target = self._target(name, auth_module)
         with self._lock:
-            target = self._targets.get(name)
-            if target is None:
-                raise UnknownTargetError(name)
             idle = self._take_idle(now)
             probed = self._running.get(name)
+            if probed is not None and probed.exporter.config.databases[0] != target:
+                idle.append(probed.exporter)  # named again with another auth module
+                probed = None
             if probed is None:
+                if auth_module is not None:
+                    self._named.add(name)
                 config = replace(self._config, databases=(target,), targets=(), discover=())
                 probed = _Probed(Exporter(config, limits=self._limits), now)
                 probed.exporter.start()
@@ -104,6 +135,17 @@ class Probes:
         reason = _reason(exporter, self._config.probe.wait) if _failed(exporter) else None
         return exporter.snapshot, reason
 
+    def _target(self, name: str, auth_module: str | None) -> DatabaseConfig:
+        if auth_module is None:
+            target = self._targets.get(name)
+            if target is None:
+                raise UnknownTargetError(name)
+            return target
+        module = self._config.auth_modules.get(auth_module)
+        if module is None:
+            raise UnknownTargetError(auth_module)
+        return module_target(module, name)
+
     def running(self) -> list[str]:
         with self._lock:
             return sorted(self._running)
@@ -121,6 +163,7 @@ class Probes:
             if now - probed.last_probe > self._config.probe.idle:
                 idle.append(probed.exporter)
                 del self._running[name]
+                self._named.discard(name)
                 log.info("probe target stopped: not probed", extra={"target": name})
         return idle
 

@@ -18,7 +18,7 @@ from pgq_exporter import __version__
 from pgq_exporter.app import Exporter
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Snapshot
-from pgq_exporter.probe import UnknownTargetError
+from pgq_exporter.probe import ForbiddenTargetError, UnknownTargetError
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter.http")
@@ -171,16 +171,26 @@ class Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, body, content_type, headers or None)
 
     def _send_probe(self, exporter: Exporter) -> None:
-        """/probe?target=NAME: a configured target's metrics, collected while probed."""
+        """/probe?target=NAME: a configured or discovered target's metrics, collected while
+        probed; /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME: a database Prometheus
+        names, reached with the module's credentials."""
         query = urllib.parse.parse_qs(self.path.partition("?")[2])
         names = query.get("target", [])
         if len(names) != 1 or not names[0]:
             self._send(HTTPStatus.BAD_REQUEST, b"give one target: /probe?target=NAME\n")
             return
+        modules = query.get("auth_module", [])
+        if len(modules) > 1:
+            self._send(HTTPStatus.BAD_REQUEST, b"give at most one auth_module\n")
+            return
         try:
-            snapshot, reason = exporter.probes.probe(names[0])
+            snapshot, reason = exporter.probes.probe(names[0], modules[0] if modules else None)
         except UnknownTargetError:
-            self._send(HTTPStatus.NOT_FOUND, b"unknown target (see targets: in the config)\n")
+            what = "auth module (see auth_modules:" if modules else "target (see targets:"
+            self._send(HTTPStatus.NOT_FOUND, f"unknown {what} in the config)\n".encode())
+            return
+        except ForbiddenTargetError as exc:
+            self._send(HTTPStatus.FORBIDDEN, f"{exc}\n".encode())
             return
         # The reason a target serves pgq_up 0, on one line, never with a secret in it.
         extra = {"X-Pgq-Probe-Reason": " ".join(reason.split())[:500]} if reason else None

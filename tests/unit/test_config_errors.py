@@ -27,6 +27,21 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
     ),
     ("probe-wait-too-long", DB + "probe: {wait: 2m}\n", 4, "probe.wait", "must be between"),
     ("probe-unknown-key", DB + "probe: {timeout: 2s}\n", 4, "probe.timeout", "unknown key"),
+    (
+        "auth-no-hosts",
+        "auth_modules:\n  m:\n    dsn: postgresql:///a\n",
+        2,
+        "auth_modules.m",
+        "missing required key 'hosts'",
+    ),
+    (
+        "auth-empty-hosts",
+        "auth_modules:\n  m:\n    dsn: postgresql:///a\n    hosts: []\n",
+        4,
+        "auth_modules.m.hosts",
+        "at least one host",
+    ),
+    ("auth-list", "auth_modules: [m]\n", 1, "auth_modules", "a mapping of auth module names"),
     ("limits-zero", DB + "limits: {collections: 0}\n", 4, "limits.collections", "at least 1"),
     ("limits-key", DB + "limits: {connections: 5}\n", 4, "limits.connections", "unknown key"),
     (

@@ -1,0 +1,49 @@
+"""/probe with an auth module on a real server: Prometheus names the host and database,
+the exporter's config holds the credentials."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from pgq_exporter.app import Exporter
+from pgq_exporter.config import parse_config
+from pgq_exporter.probe import ForbiddenTargetError, UnknownTargetError
+from tests.conftest import Database
+from tests.exporter_support import parse_samples, value
+
+
+def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: Database) -> None:
+    params = conninfo_to_dict(db.dsn)
+    host = str(params.get("host", ""))
+    if host.startswith("/") or not host:
+        # A target names HOST[:PORT]/DATABASE; the run on PostgreSQL 15 (TCP) covers it.
+        pytest.skip("auth modules need a TCP server")
+    credentials = {k: v for k, v in params.items() if k in ("user", "password")}
+    module_dsn = make_conninfo("", **credentials)
+    config = parse_config(
+        f"auth_modules:\n  tenants:\n    dsn: {module_dsn!r}\n    hosts: [{host!r}]\n"
+        "probe: {wait: 10s}\n",
+        "test.yaml",
+        os.environ,
+    )
+    with db.connect(autocommit=True) as conn:
+        conn.execute("SELECT pgq.enqueue('email') FROM generate_series(1, 3)")
+    target = f"{host}:{params.get('port', '5432')}/{params['dbname']}"
+    exporter = Exporter(config)
+    exporter.start()
+    try:
+        snapshot, reason = exporter.probes.probe(target, "tenants")
+        assert reason is None
+        samples = parse_samples(snapshot.text.decode())
+        labels = {"database": target, "queue": "email", "status": "pending"}
+        assert value(samples, "pgq_queue_jobs", **labels) == 3
+        with pytest.raises(ForbiddenTargetError):
+            exporter.probes.probe(f"other.example:5432/{params['dbname']}", "tenants")
+        with pytest.raises(UnknownTargetError):
+            exporter.probes.probe(target, "nobody")
+        assert exporter.probes.running() == [target]
+    finally:
+        exporter.stop()
