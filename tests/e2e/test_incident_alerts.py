@@ -234,7 +234,8 @@ def test_a_database_outage_raises_one_alert_and_resolves_nothing(
                 own_server.resume()
             watch.api.wait('pgq_up{job="pgq"} == 1')
             after = watch.watch(3)
+            failed = [line for line in watch.exporter.logs().splitlines() if "failed" in line]
     assert during == {"PgqDatabaseDown", "PgqStuckJobs"}
     assert set(states) == {"PgqDatabaseDown", "PgqStuckJobs"}
     assert "PgqStuckJobs" in after  # never resolved: no second page after recovery
-    assert watch.fired == {"PgqDatabaseDown", "PgqStuckJobs"}
+    assert watch.fired == {"PgqDatabaseDown", "PgqStuckJobs"}, failed
