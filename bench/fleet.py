@@ -195,18 +195,18 @@ with Producer(sys.argv[1]) as producer:
 
 def serving_while_collecting(dsn: str, jobs: int, seconds: int) -> dict[str, Any]:
     """Paced scrapers (50, each every 100 ms, Prometheus's headers) while every collector
-    runs each second on a live queue, against the same scrapers once collection stops."""
+    runs each second, against the same scrapers while the exporter sits idle after one
+    collection; both under the same live load on the queue."""
     build(dsn, jobs=jobs, unfinished_fraction=0.01)
     config = (
         f"databases:\n  - name: bench\n    dsn: {dsn!r}\n"
         "collectors:\n  defaults: {interval: 1s, timeout: 1s}\n"
     )
-    results: dict[str, Any] = {"jobs": jobs}
-    with _live_load(dsn), _exporter(config) as (port, _):
-        wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
-        results["collecting"] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
     idle = config.replace("{interval: 1s, timeout: 1s}", "{interval: 1h, timeout: 5s}")
-    with _exporter(idle) as (port, _):
-        wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
-        results["idle"] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
+    results: dict[str, Any] = {"jobs": jobs}
+    with _live_load(dsn):
+        for phase, text in (("idle", idle), ("collecting", config)):
+            with _exporter(text) as (port, _):
+                wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+                results[phase] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
     return results
