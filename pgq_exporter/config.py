@@ -474,9 +474,14 @@ class _Reader:
             result.append(database)
         return tuple(result[len(taken) :])
 
-    def database(self, path: Path_, name: str | None = None) -> DatabaseConfig:
-        """One database: its name, DSN, queues, pool and preset, as the entry at ``path`` says."""
+    def database(
+        self, path: Path_, name: str | None = None, preset: str | None = None
+    ) -> DatabaseConfig:
+        """One database: its name, DSN, queues, pool and preset, as the entry at ``path``
+        says; ``name`` and ``preset`` stand for the entry's when it has none."""
         entry = self.get(path)
+        if preset is not None and "preset" not in entry:
+            entry["preset"] = preset
         if name is None:
             name = self.string((*path, "name"), _DATABASE_NAME, "database name")
         queues = (
@@ -500,10 +505,9 @@ class _Reader:
             path: Path_ = ("auth_modules", name)
             if not _DATABASE_NAME.fullmatch(str(name)):
                 raise self.fail(path, f"invalid auth module name {name!r}")
-            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts"), ("hosts",))
-            if "preset" not in entry:
-                entry["preset"] = AUTO_PRESET  # the probed database's queue is found
-            template = self.database(path, name=str(name))
+            self.mapping(path, (*_DATABASE_KEYS[1:], "hosts"), ("hosts",))
+            # The queue of the database a probe names is found when it is first probed.
+            template = self.database(path, name=str(name), preset=AUTO_PRESET)
             hosts = self.string_list((*path, "hosts"), _PATTERN, "host pattern")
             if not hosts:
                 raise self.fail((*path, "hosts"), "name at least one host a probe may reach")
@@ -517,9 +521,8 @@ class _Reader:
             path: Path_ = ("discover", i)
             entry = self.mapping(path, (*_DATABASE_KEYS, "include", "exclude", "interval"),
                                  ("name",))  # fmt: skip
-            if "preset" not in entry:
-                entry["preset"] = AUTO_PRESET  # a database is kept when a known queue is found
-            template = self.database(path)
+            # A database is kept when a queue the exporter can read is found in it.
+            template = self.database(path, preset=AUTO_PRESET)
             if any(source.name == template.name for source in result):
                 raise self.fail((*path, "name"), f"duplicate discover name {template.name!r}")
             patterns = {

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -37,7 +36,6 @@ class Listing:
 
     targets: tuple[DatabaseConfig, ...] = ()
     success: bool = False
-    last_success: float = 0.0
 
 
 def wanted(source: DiscoverySource, name: str) -> bool:
@@ -125,7 +123,7 @@ class Discovery:
             return
         with self._lock:
             before = {t.name for t in self._listings[source.name].targets}
-            self._listings[source.name] = Listing(targets, True, time.time())
+            self._listings[source.name] = Listing(targets, True)
             every = tuple(t for listing in self._listings.values() for t in listing.targets)
         if {t.name for t in targets} != before:
             log.info("discovery: targets changed",
