@@ -26,11 +26,15 @@ like any counter, so a restart does not show the past window as a burst.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 from bisect import bisect_left
-from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from pgq_exporter.catalogue import DURATION_BUCKETS
 from pgq_exporter.collectors.base import (
@@ -113,6 +117,46 @@ class WindowFigures:
     percentiles: tuple[float, ...]
 
 
+class _Window:
+    """The jobs of one queue finished within the window: their counts, and their
+    processing times kept in order as they come and go, so that a percentile is a
+    lookup. Sorting the whole window on every read held the interpreter for one long
+    call (66 ms for 300,000 jobs), and every scrape waited behind it."""
+
+    def __init__(self) -> None:
+        # By finishing time: a late commit arrives after jobs that finished later.
+        self._by_time: list[tuple[float, int, Finished]] = []
+        self._arrivals = itertools.count()
+        self._durations = SortedList()
+        self.done = 0
+        self.failed = 0
+
+    def add(self, finished: Finished) -> None:
+        heapq.heappush(self._by_time, (finished.at, next(self._arrivals), finished))
+        self._tally(finished, 1)
+
+    def forget_up_to(self, cutoff: float) -> None:
+        while self._by_time and self._by_time[0][0] <= cutoff:
+            self._tally(heapq.heappop(self._by_time)[2], -1)
+
+    def figures(self, quantiles: tuple[float, ...]) -> WindowFigures:
+        return WindowFigures(
+            self.done, self.failed, tuple(_percentile(self._durations, q) for q in quantiles)
+        )
+
+    def _tally(self, finished: Finished, step: int) -> None:
+        if finished.done:
+            self.done += step
+        else:
+            self.failed += step
+        if finished.processing is None:
+            return
+        if step > 0:
+            self._durations.add(finished.processing)
+        else:
+            self._durations.remove(finished.processing)
+
+
 class FinishedFeed:
     """Shared by the collectors of one database; each read is serialised."""
 
@@ -121,7 +165,7 @@ class FinishedFeed:
         self.observed: dict[tuple[int, int], None] = {}
         self.stats: dict[str, QueueStats] = {}
         self.now = 0.0  # the database's now() at the last read
-        self._recent: dict[str, deque[Finished]] = {}
+        self._windows: dict[str, _Window] = {}
         self._lock = threading.Lock()
 
     def read(self, conn: Conn, ctx: Context) -> None:
@@ -155,29 +199,25 @@ class FinishedFeed:
         if count:
             stats.count(bool(done), processing, wait)
         if finished is not None:
-            self._recent.setdefault(queue, deque()).append(
-                Finished(float(finished), bool(done), processing)
-            )
+            window = self._windows.setdefault(queue, _Window())
+            window.add(Finished(float(finished), bool(done), processing))
 
     def _forget_before(self, cutoff: float) -> None:
-        for recent in self._recent.values():
-            while recent and recent[0].at <= cutoff:
-                recent.popleft()
+        for window in self._windows.values():
+            window.forget_up_to(cutoff)
 
-    def window(self, queue: str, seconds: float, quantiles: tuple[float, ...]) -> WindowFigures:
-        """The jobs of ``queue`` finished in the ``seconds`` before the last read."""
+    def window(self, queue: str, quantiles: tuple[float, ...]) -> WindowFigures:
+        """The jobs of ``queue`` finished in the window before the last read."""
         with self._lock:
-            cutoff = self.now - seconds
-            # Arrival order is commit order: a late commit may sit behind newer jobs.
-            recent = [f for f in self._recent.get(queue, ()) if f.at > cutoff]
-        done = sum(1 for f in recent if f.done)
-        durations = sorted(f.processing for f in recent if f.processing is not None)
-        return WindowFigures(
-            done, len(recent) - done, tuple(_percentile(durations, q) for q in quantiles)
-        )
+            window = self._windows.get(queue)
+            return (
+                window.figures(quantiles)
+                if window
+                else WindowFigures(0, 0, (0.0,) * len(quantiles))
+            )
 
 
-def _percentile(ordered: list[float], fraction: float) -> float:
+def _percentile(ordered: Sequence[float], fraction: float) -> float:
     """Linear interpolation between the closest ranks, as percentile_cont does; 0 if empty."""
     if not ordered:
         return 0.0

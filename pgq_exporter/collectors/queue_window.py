@@ -30,7 +30,7 @@ class QueueWindow(Collector):
         ctx.feed.read(conn, ctx)
         samples: list[AnySample] = []
         for queue in queues:
-            figures = ctx.feed.window(queue, window, tuple(q for _, q in PERCENTILES))
+            figures = ctx.feed.window(queue, tuple(q for _, q in PERCENTILES))
             samples += window_samples(queue, window, figures)
         return samples
 
