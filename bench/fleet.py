@@ -24,6 +24,7 @@ from psycopg.conninfo import make_conninfo
 
 from bench.dataset import build
 from bench.serving import paced, wait_http
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from pgq_exporter.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.schema import apply_schema
@@ -207,6 +208,23 @@ def serving_while_collecting(dsn: str, jobs: int, seconds: int) -> dict[str, Any
     with _live_load(dsn):
         for phase, text in (("idle", idle), ("collecting", config)):
             with _exporter(text) as (port, _):
+                url = f"http://127.0.0.1:{port}/metrics"
                 wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
-                results[phase] = paced(f"http://127.0.0.1:{port}/metrics", seconds)
+                _wait_collected(url)  # the first read of the window is a start's cost
+                results[phase] = paced(url, seconds)
     return results
+
+
+def _wait_collected(url: str, timeout: float = 120) -> None:
+    """Until every built-in collector has run once."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = _get(url)[0].decode()
+        ran = {c for c in BUILTIN_COLLECTORS if f'pgq_collector_success{{collector="{c}"' in text}
+        if ran == set(BUILTIN_COLLECTORS):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"collectors not run after {timeout:g} s: {set(BUILTIN_COLLECTORS) - ran}"
+            )
+        time.sleep(0.2)
