@@ -50,7 +50,8 @@ log = logging.getLogger("pgq_exporter.scheduler")
 
 
 class ConnectionUnavailableError(Exception):
-    """No connection could be had: the database is down or the pool is busy."""
+    """No connection could be opened: the database is down or refuses this one. (A pool or
+    server cap that stays full is a CapReachedError: it says nothing of the database.)"""
 
 
 @dataclass
