@@ -30,8 +30,10 @@ typecheck: venv
 	$(BIN)/mypy
 
 # Everything: lint, types, the whole suite on PostgreSQL 18 (embedded, or
-# $$PGQ_TEST_DSN), then the integration tests on a throwaway PostgreSQL 15.
-test: venv tools lint typecheck test-pg18 test-pg15
+# $$PGQ_TEST_DSN) and the integration tests on a throwaway PostgreSQL 15; the
+# suite streams while the other three run beside it (scripts/test-all).
+test: venv tools
+	scripts/test-all
 
 test-unit: venv
 	$(BIN)/pytest tests/unit
@@ -40,7 +42,7 @@ test-pg18: venv
 	$(BIN)/pytest
 
 test-pg15: venv
-	scripts/with-postgres 15 $(BIN)/pytest tests/integration
+	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider tests/integration
 
 generate: venv
 	$(BIN)/pgq-exporter generate --out .

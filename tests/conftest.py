@@ -19,6 +19,9 @@ from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 from tests.support import admin_execute, unique_name, with_dbname
+from tests.timing import pytest_runtest_logreport, pytest_terminal_summary
+
+__all__ = ["pytest_runtest_logreport", "pytest_terminal_summary"]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
+from tests.support import wait_for
 
 Labels = frozenset[tuple[str, str]]
 
@@ -134,20 +134,18 @@ class ExporterProcess:
             return int(exc.code), bytes(exc.read())
 
     def wait_for(self, path: str, status: int = 200, timeout: float = 20, **kwargs: Any) -> None:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
+        def answer() -> tuple[int, bytes]:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"exporter exited {self.process.returncode}:\n{self.logs()}")
-            try:
-                last = self.get(path, **kwargs)
-                if last[0] == status:
-                    return
-            except (OSError, ssl.SSLError) as exc:
-                last = exc
-            time.sleep(0.1)
-        raise AssertionError(f"{path} never answered {status}: {last}\n{self.logs()}")
+            return self.get(path, **kwargs)
+
+        try:
+            wait_for(answer, f"{path} to answer {status}", timeout,
+                     until=lambda got: got[0] == status, interval=0.1,
+                     ignoring=(OSError, ssl.SSLError))  # fmt: skip
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.logs()}") from None
 
     def scrape(self, **kwargs: Any) -> dict[str, dict[Labels, float]]:
         status, body = self.get("/metrics", **kwargs)
@@ -157,15 +155,14 @@ class ExporterProcess:
     def wait_until(
         self, predicate: Any, timeout: float = 20, **kwargs: Any
     ) -> dict[str, dict[Labels, float]]:
-        deadline = time.monotonic() + timeout
-        while True:
-            samples = self.scrape(**kwargs)
+        def holds(samples: dict[str, dict[Labels, float]]) -> bool:
             try:
-                if predicate(samples):
-                    return samples
+                return bool(predicate(samples))
             except KeyError:
-                pass  # a series not served yet: a collector whose first run has not ended
+                return False  # a series not served yet: a collector whose first run has not ended
 
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met; log:\n{self.logs()[-4000:]}")
-            time.sleep(0.2)
+        try:
+            return wait_for(lambda: self.scrape(**kwargs), "the condition on /metrics", timeout,
+                            until=holds, interval=0.2)  # fmt: skip
+        except AssertionError as exc:
+            raise AssertionError(f"{str(exc)[:2000]}\nlog:\n{self.logs()[-4000:]}") from None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from typing import Any
 import yaml
 
 from pgq_exporter.ports import free_port
-from tests.support import require_tool
+from tests.support import require_tool, wait_for
 
 
 @dataclass
@@ -35,29 +34,24 @@ class Prometheus:
             return list(json.load(response)["data"]["alerts"])
 
     def wait(self, expr: str, timeout: float = 60) -> list[Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                result = self.query(expr)
-            except OSError:
-                result = []
-            if result:
-                return result
-            assert time.monotonic() < deadline, f"no data for {expr}"
-            time.sleep(0.5)
+        return wait_for(
+            lambda: self.query(expr), f"data for {expr}", timeout, interval=0.5, ignoring=(OSError,)
+        )
+
+    def last_evaluation(self) -> str:
+        """When the rule groups were last evaluated (Prometheus's own timestamp)."""
+        with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=10) as response:
+            groups = json.load(response)["data"]["groups"]
+        return max((str(group.get("lastEvaluation", "")) for group in groups), default="")
 
     def firing(self) -> set[str]:
         return {a["labels"]["alertname"] for a in self.alerts() if a["state"] == "firing"}
 
     def wait_firing(self, wanted: set[str], timeout: float = 60) -> set[str]:
         """Until every ``wanted`` alert fires; returns every alert firing then."""
-        deadline = time.monotonic() + timeout
-        while True:
-            firing = self.firing()
-            if wanted <= firing:
-                return firing
-            assert time.monotonic() < deadline, f"never fired: {wanted - firing}; firing: {firing}"
-            time.sleep(0.5)
+        return wait_for(
+            self.firing, f"{sorted(wanted)} to fire", timeout, until=wanted.issubset, interval=0.5
+        )
 
 
 @contextmanager

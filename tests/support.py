@@ -10,11 +10,13 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
+
+T = TypeVar("T")
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -71,10 +73,34 @@ def assert_clean_failure(result: subprocess.CompletedProcess[str], *fragments: s
         assert fragment in lines[0], lines[0]
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll ``check`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+def wait_for(
+    observe: Callable[[], T],
+    what: str,
+    timeout: float = 30.0,
+    *,
+    until: Callable[[T], object] = bool,
+    interval: float = 0.05,
+    ignoring: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Poll ``observe`` until ``until`` holds for what it returns, and return that.
+
+    The one place the tests wait: every wait is bounded, and a timeout fails naming
+    ``what`` was awaited and the last thing ``observe`` returned (or raised, for the
+    exceptions in ``ignoring``, such as a server not listening yet).
+    """
     deadline = time.monotonic() + timeout
-    while not check():
+    last: object = None
+    while True:
+        try:
+            result = observe()
+        except ignoring as exc:
+            last = exc
+        else:
+            if until(result):
+                return result
+            last = result
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
+            raise AssertionError(
+                f"timed out after {timeout:g} s waiting for {what}; last seen: {last!r}"[:4000]
+            )
+        time.sleep(interval)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 
 from pgq_exporter.ports import free_port
 from tests.exporter_support import parse_samples
-from tests.support import IN_CI
+from tests.support import IN_CI, wait_for
 
 CORE: tuple[tuple[str, dict[str, str]], ...] = (
     ("pgq_queue_jobs", {"status": "pending"}),
@@ -57,20 +56,14 @@ def test_demo_serves_live_core_metrics_and_stops_cleanly() -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        missing: list[str] = []
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-                    samples = parse_samples(r.read().decode())
-            except OSError:
-                time.sleep(0.5)
-                continue
-            missing = [f"{n}{lab}" for n, lab in CORE if not _non_zero(samples, n, lab)]
-            if not missing:
-                break
-            time.sleep(0.5)
-        assert not missing, f"still zero after 60 s: {missing}"
+
+        def missing() -> list[str]:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                samples = parse_samples(r.read().decode())
+            return [f"{n}{lab}" for n, lab in CORE if not _non_zero(samples, n, lab)]
+
+        wait_for(missing, "every core metric above zero", 60, until=lambda m: m == [],
+                 interval=0.5, ignoring=(OSError,))  # fmt: skip
         servers = _demo_servers() - before
         children = psutil.Process(demo.pid).children(recursive=True)
         assert servers, "the demo should run its own PostgreSQL"

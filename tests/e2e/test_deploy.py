@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
-import pytest
 import yaml
 
 from pgq_exporter.config import DEFAULT_LISTEN_ADDRESS, load_config, split_address
 from pgq_exporter.generators import RULES_FILE
 from pgq_exporter.ports import free_port
 from tests.conftest import Database
-from tests.support import require_tool
+from tests.support import require_tool, wait_for
 
 ROOT = Path(__file__).parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -102,13 +101,12 @@ def test_the_image_install_and_entrypoint_work_against_postgresql(db: Database) 
             healthcheck = json.loads(final["HEALTHCHECK"][0].split("CMD", 1)[1])
             healthcheck[0] = str(env_dir / "bin" / healthcheck[0])
             healthcheck[-1] = healthcheck[-1].replace("9188", str(port))
-            for _ in range(100):
-                if subprocess.run(healthcheck, capture_output=True, check=False).returncode == 0:
-                    break
+
+            def healthy() -> bool:
                 assert exporter.poll() is None, exporter.communicate()[0]
-                subprocess.run(["sleep", "0.1"], check=True)
-            else:
-                pytest.fail("the image's HEALTHCHECK never passed")
+                return subprocess.run(healthcheck, capture_output=True, check=False).returncode == 0
+
+            wait_for(healthy, "the image's HEALTHCHECK to pass", 30, interval=0.1)
             metrics = _wait_for_metric(port, "pgq_up")
             assert 'pgq_up{database="main"} 1.0' in metrics
         finally:
@@ -119,17 +117,16 @@ def test_the_image_install_and_entrypoint_work_against_postgresql(db: Database) 
 
 
 def _wait_for_metric(port: int, name: str) -> str:
-    import time  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
-    deadline = time.monotonic() + 20
-    while True:
+    def served() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = str(response.read().decode())
-        if f"{name}{{" in text and " 1.0" in text.split(f"{name}{{", 1)[1].split("\n", 1)[0]:
-            return text
-        assert time.monotonic() < deadline, text
-        time.sleep(0.2)
+            return str(response.read().decode())
+
+    def reads_one(text: str) -> bool:
+        return f"{name}{{" in text and " 1.0" in text.split(f"{name}{{", 1)[1].split("\n", 1)[0]
+
+    return wait_for(served, f"{name} to read 1", 20, until=reads_one, interval=0.2)
 
 
 def _documents() -> list[tuple[Path, dict[str, Any]]]:

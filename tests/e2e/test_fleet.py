@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -20,7 +19,7 @@ import pytest
 
 from tests.exporter_support import ExporterProcess
 from tests.prometheus_support import running_prometheus
-from tests.support import admin_execute, unique_name, with_dbname
+from tests.support import admin_execute, unique_name, wait_for, with_dbname
 
 DATABASES = 30
 REPLICAS = 3
@@ -54,14 +53,14 @@ def _replica_config(server_dsn: str, fleet: dict[str, str]) -> str:
 
 def _discovered(port: int, expected: int) -> list[dict[str, Any]]:
     """The replica's /targets (http_sd format), once its listing holds every database."""
-    deadline = time.monotonic() + 60
-    while True:
+
+    def listing() -> list[dict[str, Any]]:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/targets", timeout=10) as reply:
-            groups: list[dict[str, Any]] = json.loads(reply.read())
-        if sum(len(group["targets"]) for group in groups) == expected:
-            return groups
-        assert time.monotonic() < deadline, f"discovered: {groups}"
-        time.sleep(0.2)
+            return list(json.loads(reply.read()))
+
+    return wait_for(listing, f"/targets to list {expected} databases", 60,
+                    until=lambda groups: sum(len(g["targets"]) for g in groups) == expected,
+                    interval=0.2)  # fmt: skip
 
 
 def _shard_job(shard: int, port: int, targets_file: Path) -> dict[str, object]:

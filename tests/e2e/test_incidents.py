@@ -8,6 +8,7 @@ import psycopg
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
 CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")
@@ -98,13 +99,10 @@ def test_idle_connections_past_the_open_file_limit_leave_scrapes_working(db: Dat
 
 
 def _first_answer(exporter: ExporterProcess, within: float) -> int:
-    import time  # noqa: PLC0415
-
-    deadline = time.monotonic() + within
-    while True:
-        try:
-            return exporter.get("/metrics")[0]
-        except OSError:  # closed by the cap, or reset
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return wait_for(
+        lambda: exporter.get("/metrics")[0],
+        "/metrics to answer past the cap",
+        within,
+        interval=0.2,
+        ignoring=(OSError,),
+    )  # closed by the cap, or reset

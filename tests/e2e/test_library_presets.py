@@ -49,6 +49,10 @@ EXPECTED: dict[str, dict[str, int]] = {
 }  # fmt: skip
 # The oldest ready job in alpha is made to have waited this long.
 OLDEST_AGE = 100.0
+# A library's threshold for a silent worker or an old lock, where the test sets one: the
+# dead worker's mark is set an hour back, the live worker's stays fresh, so no load can
+# move either across it.
+STALE = 600
 
 
 def preset_config(dsn: str, preset: str, params: str) -> str:
@@ -140,22 +144,6 @@ def assert_counted_once(
         assert value(again, "pgq_job_processing_seconds_count", **labels) == finished, queue
 
 
-def collected_when(config: str, ready: Callable[[Samples], bool], what: str) -> Samples:
-    """Collect until ``ready`` holds for what the exporter serves."""
-    latest: list[Samples] = []
-
-    def check() -> bool:
-        latest[:] = [collect_once(config)]
-        return ready(latest[0])
-
-    wait_for(check, what)
-    return latest[0]
-
-
-def stuck_in_beta(samples: Samples) -> bool:
-    return value(samples, "pgq_queue_stuck_jobs", database="main", queue="beta") == 1
-
-
 @contextmanager
 def worker(module: str, dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(
@@ -226,7 +214,10 @@ def test_procrastinate_preset_reads_every_state(empty_db: Database) -> None:
             defer("block", "beta")
             with worker(PROCRASTINATE, dsn, "beta"):
                 wait_for(lambda: count(dsn, PROCRASTINATE_DOING, "beta") == 1, "beta's to run")
-            # The beta worker is killed (SIGKILL): its job stays doing, its heartbeat stops.
+            # The beta worker is killed (SIGKILL): its job stays doing, its heartbeat
+            # stops, and is set an hour back, far past the timeout, however slow the run.
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(PROCRASTINATE_SILENCE, ("beta",))
             oldest = defer("ok", "alpha")
             defer("ok", "alpha")
             defer("ok", "beta")
@@ -238,14 +229,21 @@ def test_procrastinate_preset_reads_every_state(empty_db: Database) -> None:
                     "WHERE job_id = %s AND type = 'deferred'",
                     (OLDEST_AGE, oldest),
                 )
-            config = preset_config(dsn, "procrastinate", "stalled_worker_timeout: 2s")
-            assert_mix(collected_when(config, stuck_in_beta, "beta's job to count as stuck"))
+            config = preset_config(dsn, "procrastinate", f"stalled_worker_timeout: {STALE}s")
+            assert_mix(collect_once(config))
             # preset: auto finds Procrastinate and reads the same queues.
             auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
             for queue, want in EXPECTED.items():
                 if queue != "gamma":
                     got = value(auto, "pgq_queue_ready_jobs", database="main", queue=queue)
                     assert got == want["ready"], queue
+
+
+PROCRASTINATE_SILENCE = (
+    "UPDATE procrastinate_workers SET last_heartbeat = last_heartbeat - interval '1 hour' "
+    "WHERE id IN (SELECT worker_id FROM procrastinate_jobs WHERE queue_name = %s "
+    "AND status = 'doing')"
+)
 
 
 # -- PgQueuer ------------------------------------------------------------------------
@@ -303,8 +301,11 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
                 "WHERE id = %s",
                 (OLDEST_AGE, oldest),
             )
-        config = preset_config(dsn, "pgqueuer", "heartbeat_timeout: 2s")
-        samples = collected_when(config, stuck_in_beta, "beta's job to count as stuck")
+            # The killed worker's last heartbeat, an hour back: far past the timeout.
+            conn.execute("UPDATE pgqueuer SET heartbeat = heartbeat - interval '1 hour' "
+                         "WHERE entrypoint = 'beta' AND status = 'picked'")  # fmt: skip
+        config = preset_config(dsn, "pgqueuer", f"heartbeat_timeout: {STALE}s")
+        samples = collect_once(config)
         assert_mix(samples, histograms=True)
 
     def finish() -> None:
@@ -350,7 +351,8 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
             queue.send(name, {"n": 2})
             assert queue.read(name, vt=3600)  # running, its reader alive
         queue.send("beta", {"n": 3})
-        assert queue.read("beta", vt=1)  # its reader never comes back
+        lost = queue.read("beta", vt=3600)  # its reader never comes back: vt set back below
+        assert lost is not None and not isinstance(lost, list)
         oldest = queue.send("alpha", {"n": 4})
         for name in ("alpha", "beta"):
             queue.send(name, {"n": 5})
@@ -363,10 +365,9 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
             "UPDATE pgmq.q_alpha SET vt = now() - make_interval(secs => %s) WHERE msg_id = %s",
             (OLDEST_AGE, oldest),
         )
+        conn.execute("UPDATE pgmq.q_beta SET vt = now() - interval '1 second' WHERE msg_id = %s",
+                     (lost.msg_id,))  # fmt: skip
     config = preset_config(dsn, "pgmq", "")
-    collected_when(config, stuck_in_beta, "beta's message to count as stuck")
-    # Read again: the visibility timeout may have run out between two collectors of
-    # the read that first saw it; now it has for all of them.
     samples = collect_once(config)
     assert_mix(samples, PGMQ_EXPECTED, histograms=True)
 
@@ -469,16 +470,15 @@ def django_worker(dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
 
 # -- Oban --------------------------------------------------------------------------------
 # Oban's rule for orphans is time, not a heartbeat: an executing job attempted more than
-# rescue_after ago. So beta's jobs are killed first and the live worker starts only
-# once they count as stuck; it is read before its own job is old enough. Beta's second
-# killed job has no attempt left: exhausted.
+# rescue_after ago. Beta's jobs are killed and their attempts set an hour back; the live
+# worker's job is read long before it is old enough. Beta's second killed job has no
+# attempt left: exhausted.
 OBAN_EXPECTED: dict[str, dict[str, int]] = {
     "alpha": {"ready": 2, "delayed": 1, "processing": 1, "done": 3, "failed": 2,
               "cancelled": 1, "stuck": 0, "exhausted": 0},
     "beta": {"ready": 1, "delayed": 2, "processing": 2, "done": 1, "failed": 0,
              "cancelled": 1, "stuck": 1, "exhausted": 1},
 }  # fmt: skip
-OBAN_RESCUE_AFTER = 8
 OBAN_EXECUTING = "SELECT count(*) FROM oban_jobs WHERE queue = %s AND state = 'executing'"
 
 
@@ -529,8 +529,10 @@ def test_oban_preset_reads_every_state(empty_db: Database) -> None:
     with oban_worker(dsn, "beta:2"):
         wait_for(lambda: count(dsn, OBAN_EXECUTING, "beta") == 2, "beta's jobs to run")
     oban_jobs(dsn, ok_beta, {**ok_beta, "schedule_in": 3600}, {**ok_alpha, "schedule_in": 3600})
-    config = preset_config(dsn, "oban", f"rescue_after: {OBAN_RESCUE_AFTER}s")
-    collected_when(config, stuck_in_beta, "beta's jobs to be orphans by Oban's rule")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE oban_jobs SET attempted_at = attempted_at - interval '1 hour' "
+                     "WHERE queue = 'beta' AND state = 'executing'")  # fmt: skip
+    config = preset_config(dsn, "oban", f"rescue_after: {STALE}s")
     oban_jobs(dsn, {"worker": "block", "queue": "alpha"})
     with oban_worker(dsn, "alpha:1"):
         wait_for(lambda: count(dsn, OBAN_EXECUTING, "alpha") == 1, "alpha's job to run")
@@ -752,9 +754,12 @@ def test_laravel_preset_reads_every_state(empty_db: Database) -> None:
 
 # -- pg-boss ----------------------------------------------------------------------------------
 # pg-boss 10 from npm, driven through its own API by tests/libraries/node/pgboss.js
-# (maintenance off, so nothing moves a job behind the test). Its rule for stuck jobs is
-# the job's own expire_in: the killed worker's jobs expire after a second, the live
-# worker's after an hour; one of the killed has no retry left (exhausted).
+# (maintenance off, so no pg-boss process moves a job while the exporter reads). Its
+# rule for stuck jobs is the job's own expire_in: the killed workers' jobs started an
+# hour ago (set here, so no clock is raced), the live worker's expire in an hour; one
+# of the killed has no retry left (exhausted). pg-boss is the referee: its own state
+# counts, and its own expiry run afterwards, which fails the exhausted job and puts
+# the stuck one back to retry.
 PGBOSS = Path(__file__).parents[1] / "libraries/node/pgboss.js"
 
 
@@ -786,8 +791,8 @@ def test_pgboss_preset_reads_every_state(empty_db: Database) -> None:
     pgboss(url, "fetch", "beta", "1", "fail")
     for queue in ("alpha", "beta"):
         pgboss(url, "cancel", queue, *send(queue))
-    send("beta", expireInSeconds=1, retryLimit=2)
-    send("beta", expireInSeconds=1, retryLimit=0)
+    send("beta", expireInSeconds=60, retryLimit=2)
+    send("beta", expireInSeconds=60, retryLimit=0)
     node = require_tool("node")
     for _ in range(2):  # each worker holds one job until it is killed
         with subprocess.Popen([node, str(PGBOSS), "hold", url, "beta"],
@@ -796,36 +801,59 @@ def test_pgboss_preset_reads_every_state(empty_db: Database) -> None:
                 assert killed.stdout is not None and json.loads(killed.stdout.readline())
             finally:
                 killed.kill()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the killed workers' jobs: long expired
+        conn.execute("UPDATE pgboss.job SET started_on = started_on - interval '1 hour' "
+                     "WHERE name = 'beta' AND state = 'active'")  # fmt: skip
     send("alpha", expireInSeconds=3600)
     with subprocess.Popen([node, str(PGBOSS), "hold", url, "alpha"],
                           stdout=subprocess.PIPE, text=True) as live:  # fmt: skip
-        samples = _with_live_pgboss_worker(live, dsn, url)
+        samples, states = _with_live_pgboss_worker(live, dsn, url)
+        expired = pgboss(url, "expire")
     assert_mix(samples, OBAN_EXPECTED)
+    _assert_pgboss_agrees(samples, states, expired)
     tables = {dict(k)["table"] for k in samples["pgq_table_live_tuples"]}
     assert {"alpha", "beta", "archive", "queue"} <= tables  # partitions by queue name
     assert not any(t.startswith("j") and len(t) > 40 for t in tables)
 
 
-def _with_live_pgboss_worker(live: subprocess.Popen[str], dsn: str, url: str) -> Samples:
-    """The rest of the mix while ``live`` holds alpha's job; killed on the way out."""
+def _with_live_pgboss_worker(
+    live: subprocess.Popen[str], dsn: str, url: str
+) -> tuple[Samples, dict[str, Any]]:
+    """The rest of the mix while ``live`` holds alpha's job: the exporter's reading,
+    and pg-boss's own state counts taken right after it."""
 
     def send(queue: str, n: int = 1, **options: Any) -> list[str]:
         return list(pgboss(url, "send", json.dumps([{"queue": queue, "options": options}] * n)))
 
-    try:
-        assert live.stdout is not None and json.loads(live.stdout.readline())
-        [oldest] = send("alpha")
-        send("alpha")
-        send("beta")
-        for queue in ("alpha", "beta"):
-            send(queue, startAfter=3600)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("UPDATE pgboss.job SET start_after = start_after - "
-                         "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
-        config = preset_config(dsn, "pgboss", "")
-        return collected_when(config, stuck_in_beta, "beta's jobs to expire")
-    finally:
-        live.kill()
+    assert live.stdout is not None and json.loads(live.stdout.readline())
+    [oldest] = send("alpha")
+    send("alpha")
+    send("beta")
+    for queue in ("alpha", "beta"):
+        send(queue, startAfter=3600)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE pgboss.job SET start_after = start_after - "
+                     "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
+    samples = collect_once(preset_config(dsn, "pgboss", ""))
+    return samples, pgboss(url, "states")
+
+
+def _assert_pgboss_agrees(samples: Samples, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """The exporter's counts are pg-boss's own: its states, and what its expiry did."""
+    for queue in ("alpha", "beta"):
+        labels = {"database": "main", "queue": queue}
+        was, now = before["queues"][queue], after["queues"][queue]
+
+        def served(name: str, **extra: str) -> float:
+            return value(samples, name, **labels, **extra)  # noqa: B023
+
+        for status, state in (("processing", "active"), ("done", "completed"),
+                              ("failed", "failed"), ("cancelled", "cancelled")):  # fmt: skip
+            assert served("pgq_queue_jobs", status=status) == was[state], (queue, status)
+        waiting = served("pgq_queue_ready_jobs") + served("pgq_queue_delayed_jobs")
+        assert waiting == was["created"] + was["retry"], queue
+        assert served("pgq_queue_stuck_jobs") == now["retry"] - was["retry"], queue
+        assert served("pgq_queue_exhausted_jobs") == now["failed"] - was["failed"], queue
 
 
 # -- graphile-worker -----------------------------------------------------------------------
@@ -844,6 +872,11 @@ GRAPHILE_EXPECTED: dict[str, dict[str, int]] = {
     "ok": {"ready": 2, "delayed": 1, "processing": 0, "failed": 0, "stuck": 0,
            "exhausted": 0},
 }  # fmt: skip
+GRAPHILE_AGE_LOCKS = (
+    "UPDATE graphile_worker._private_jobs j SET locked_at = j.locked_at - interval '1 hour' "
+    "FROM graphile_worker._private_job_queues q WHERE q.id = j.job_queue_id "
+    "AND q.queue_name = %s AND j.locked_at IS NOT NULL"
+)
 GRAPHILE_LOCKED = (
     "SELECT count(*) FROM graphile_worker._private_jobs j "
     "JOIN graphile_worker._private_job_queues q ON q.id = j.job_queue_id "
@@ -879,8 +912,9 @@ def test_graphile_worker_preset_reads_every_state(empty_db: Database) -> None:
         finally:
             killed.kill()
     add({"task": "ok", **beta})  # waits behind beta's lock, which nobody will release
-    config = preset_config(dsn, "graphile_worker", "stale_lock_after: 5s")
-    collected_when(config, stuck_in_beta, "beta's lock to go stale")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # taken an hour ago: stale
+        conn.execute(GRAPHILE_AGE_LOCKS, ("beta",))
+    config = preset_config(dsn, "graphile_worker", f"stale_lock_after: {STALE}s")
     add({"task": "block", **alpha})
     with subprocess.Popen([node, str(GRAPHILE), "hold", url], stdout=subprocess.PIPE,
                           text=True) as live:  # fmt: skip

@@ -34,7 +34,7 @@ from pgq_exporter.yamlpos import load_located
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
 from tests.prometheus_support import Prometheus, running_prometheus
-from tests.support import require_tool
+from tests.support import require_tool, wait_for
 
 # Short `for` and a small backlog threshold, so the induced alerts fire within the test.
 BUNDLE = """
@@ -169,16 +169,13 @@ def test_every_panel_returns_data_and_the_induced_alerts_fire(
     empty = [(uid, title, expr) for uid, title, expr in supported if not api.query(expr)]
     assert empty == [], "panels without data (postgres_exporter backend)"
 
-    deadline = time.monotonic() + 30
-    while True:
-        firing = {(a["labels"]["alertname"], a["labels"].get("queue")) for a in api.alerts()
-                  if a["state"] == "firing"}  # fmt: skip
-        wanted = {("PgqBacklogTooLarge", "backlog"), ("PgqStuckJobs", "stuck"),
-                  ("PgqExhaustedJobsPiling", "stuck")}  # fmt: skip
-        if wanted <= firing:
-            break
-        assert time.monotonic() < deadline, firing
-        time.sleep(0.5)
+    def firing() -> set[tuple[str, str | None]]:
+        return {(a["labels"]["alertname"], a["labels"].get("queue")) for a in api.alerts()
+                if a["state"] == "firing"}  # fmt: skip
+
+    wanted = {("PgqBacklogTooLarge", "backlog"), ("PgqStuckJobs", "stuck"),
+              ("PgqExhaustedJobsPiling", "stuck")}  # fmt: skip
+    wait_for(firing, f"{sorted(wanted)} to fire", 30, until=wanted.issubset, interval=0.5)
 
 
 def test_postgres_exporter_yields_the_same_names_and_labels(

@@ -7,12 +7,11 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 from pgq_exporter.queue.reaper import reap_once
 from tests.conftest import Database
 from tests.counts_support import assert_counts_exact
-from tests.support import run_cli
+from tests.support import run_cli, wait_for
 
 JOBS = 30_000
 WORKERS = 6
@@ -21,17 +20,29 @@ MAX_ATTEMPTS = 3
 
 def _wait_until_holding_jobs(db: Database, pid: int) -> None:
     """Until the worker process holds leases (its name ends in its pid), so a kill costs some."""
-    deadline = time.monotonic() + 60
     with db.connect(autocommit=True) as conn:
-        while True:
+
+        def holding() -> int:
             row = conn.execute(
                 "SELECT count(*) FROM jobs WHERE status = 'processing' AND locked_by LIKE %s",
                 (f"%-{pid}",),
             ).fetchone()
-            if row and row[0]:
-                return
-            assert time.monotonic() < deadline, f"worker {pid} never claimed a job"
-            time.sleep(0.05)
+            return row[0] if row else 0
+
+        wait_for(holding, f"worker {pid} to claim a job", 60)
+
+
+def _wait_for_more_runs(db: Database, pid: int, more: int) -> None:
+    """Until the worker has run ``more`` handlers beyond what it has run so far."""
+    count = "SELECT count(*) FROM public.executions WHERE pid = %s"
+    with db.connect(autocommit=True) as conn:
+
+        def runs() -> int:
+            row = conn.execute(count, (pid,)).fetchone()
+            return int(row[0]) if row else 0
+
+        target = runs() + more
+        wait_for(runs, f"worker {pid} to run {target} handlers", 60, until=lambda n: n >= target)
 
 
 def _start_reaper(db: Database) -> tuple[threading.Event, dict[str, int], threading.Thread]:
@@ -91,15 +102,11 @@ def test_crashing_workers_lose_nothing_and_complete_nothing_twice(db: Database) 
     try:
         for victim in victims:
             _wait_until_holding_jobs(db, victim.pid)
-            time.sleep(rng.uniform(0.0, 1.0))
+            # Killed at a random point of its work: after a random number of handler runs.
+            _wait_for_more_runs(db, victim.pid, rng.randint(0, 50))
             victim.send_signal(signal.SIGKILL)
-        deadline = time.monotonic() + 300
-        while True:
-            counts = _counts(db)
-            if counts.get("done", 0) + counts.get("failed", 0) == JOBS:
-                break
-            assert time.monotonic() < deadline, counts
-            time.sleep(0.5)
+        wait_for(lambda: _counts(db), f"all {JOBS} jobs finished", 300, interval=0.5,
+                 until=lambda c: c.get("done", 0) + c.get("failed", 0) == JOBS)  # fmt: skip
     finally:
         for worker in workers:
             if worker.poll() is None:
@@ -154,10 +161,12 @@ def test_sigterm_releases_unfinished_jobs_within_the_grace_period(db: Database) 
          "--grace", "1s", "--lease", "5m", "--dsn", db.dsn],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while _counts(db).get("processing", 0) < 2:
-        assert time.monotonic() < deadline and worker.poll() is None
-        time.sleep(0.05)
+
+    def running_two() -> dict[str, int]:
+        assert worker.poll() is None, worker.communicate()
+        return _counts(db)
+
+    wait_for(running_two, "two jobs running", until=lambda c: c.get("processing", 0) >= 2)
     worker.send_signal(signal.SIGTERM)
     out, err = worker.communicate(timeout=15)
     assert worker.returncode == 0, err

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -17,6 +16,7 @@ from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings, WorkerStats
 from tests.conftest import Database
+from tests.support import wait_for
 
 
 def _statuses(db: Database) -> dict[str, int]:
@@ -24,11 +24,15 @@ def _statuses(db: Database) -> dict[str, int]:
         return dict(conn.execute("SELECT status, count(*) FROM jobs GROUP BY 1").fetchall())
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+def _gone_idle(db: Database) -> bool:
+    """The worker's dispatching session has claimed, found nothing, and sits waiting."""
+    with db.connect(autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND application_name LIKE 'pgq-worker%%' AND state = 'idle' "
+            "AND query LIKE '%%claim(%%'"
+        ).fetchone()
+    return row is not None and row[0] == 1
 
 
 @contextmanager
@@ -97,7 +101,8 @@ def test_worker_runs_completes_and_fails_jobs(db: Database) -> None:
     settings = WorkerSettings(queues=("work",), concurrency=3, batch=5, retry_backoff=timedelta(0))
     worker = Worker(db.dsn, handler, settings)
     with running(worker):
-        _wait(lambda: _statuses(db).get("done", 0) + _statuses(db).get("failed", 0) == 50)
+        wait_for(lambda: _statuses(db), "all 50 finished",
+                 until=lambda st: st.get("done", 0) + st.get("failed", 0) == 50)  # fmt: skip
     assert _statuses(db) == {"done": 40, "failed": 10}
     assert worker.stats.completed == 40 and worker.stats.failed == 10
     assert worker.stats.retried == 10
@@ -113,10 +118,10 @@ def test_notify_wakes_an_idle_worker_long_before_its_poll(db: Database) -> None:
     settings = WorkerSettings(queues=("wake",), poll_min=60.0, poll_max=60.0)
     worker = Worker(db.dsn, lambda job: seen.append(job.id), settings)
     with running(worker):
-        time.sleep(0.5)  # let it go idle on its 60 s poll
+        wait_for(lambda: _gone_idle(db), "the worker to go idle on its 60 s poll")
         with Producer(db.dsn) as producer:
             job_id = producer.enqueue("wake", {})
-        _wait(lambda: seen == [job_id], timeout=20)
+        wait_for(lambda: seen == [job_id], f"job {job_id} to run, woken by NOTIFY", 20)
 
 
 def test_a_worker_that_lost_its_lease_never_overwrites_the_new_owner(db: Database) -> None:
@@ -139,7 +144,7 @@ def test_a_worker_that_lost_its_lease_never_overwrites_the_new_owner(db: Databas
         conn.execute("SELECT reap()")
         new = conn.execute("SELECT lease_token FROM claim('lease', 1)").fetchone()
         finish.set()
-        _wait(lambda: worker.stats.lost == 1)
+        wait_for(lambda: worker.stats.lost == 1, "the worker to count its lease lost")
         row = conn.execute(
             "SELECT status, lease_token FROM jobs WHERE id = %s", (job_id,)
         ).fetchone()
@@ -162,22 +167,34 @@ def test_worker_claims_ahead_up_to_its_batch_and_heartbeats_what_it_holds(db: Da
     with Producer(db.dsn) as producer:
         producer.enqueue_many("ahead", [{} for _ in range(8)])
     block, seen = threading.Event(), list[int]()
-    settings = WorkerSettings(queues=("ahead",), concurrency=1, batch=5, lease=timedelta(seconds=1))
+    settings = WorkerSettings(queues=("ahead",), concurrency=1, batch=5, lease=timedelta(seconds=3))
     worker = Worker(db.dsn, _one_blocked_handler(block, seen), settings)
     with running(worker), db.connect(autocommit=True) as conn:
-        _wait(lambda: _statuses(db).get("processing") == 5)
+        wait_for(
+            lambda: _statuses(db), "5 claimed ahead", until=lambda st: st.get("processing") == 5
+        )
         first_leases = dict(
             conn.execute("SELECT id, locked_until FROM jobs WHERE status = 'processing'").fetchall()
         )
-        time.sleep(1.5)  # longer than the lease: only heartbeats keep the four queued jobs
-        assert conn.execute("SELECT * FROM reap()").fetchone() == (0, 0)
-        later = dict(
-            conn.execute("SELECT id, locked_until FROM jobs WHERE status = 'processing'").fetchall()
+
+        def leases() -> dict[int, Any]:
+            rows = conn.execute("SELECT id, locked_until FROM jobs WHERE status = 'processing'")
+            return dict(rows.fetchall())
+
+        # Every lease renewed by a heartbeat (every third of the lease), the held jobs
+        # have a whole lease again; reap finds nothing however slowly the clock ran.
+        later = wait_for(
+            leases,
+            "a heartbeat to renew every held lease",
+            until=lambda now: (
+                now.keys() == first_leases.keys() and all(now[i] > first_leases[i] for i in now)
+            ),
         )
+        assert conn.execute("SELECT * FROM reap()").fetchone() == (0, 0)
         assert later.keys() == first_leases.keys() and len(seen) == 1
         assert all(later[i] > first_leases[i] for i in later)
         block.set()
-        _wait(lambda: _statuses(db) == {"done": 8})
+        wait_for(lambda: _statuses(db), "all 8 done", until=lambda st: st == {"done": 8})
     assert worker.stats.completed == 8 and worker.stats.lost == 0
 
 
@@ -188,7 +205,8 @@ def test_a_claimed_ahead_job_whose_lease_was_lost_is_never_run(db: Database) -> 
     settings = WorkerSettings(queues=("lose",), concurrency=1, batch=2, lease=timedelta(seconds=1))
     worker = Worker(db.dsn, _one_blocked_handler(block, seen), settings)
     with running(worker), db.connect(autocommit=True) as conn:
-        _wait(lambda: seen == [first] and _statuses(db).get("processing") == 2)
+        wait_for(lambda: seen == [first] and _statuses(db).get("processing") == 2,
+                 "the first job running and two held")  # fmt: skip
         conn.execute(
             "UPDATE jobs SET locked_until = now() - interval '1 s' WHERE id = %s", (second,)
         )
@@ -196,9 +214,9 @@ def test_a_claimed_ahead_job_whose_lease_was_lost_is_never_run(db: Database) -> 
         thief = conn.execute(
             "SELECT lease_token FROM claim('lose', 1, interval '1 hour')"
         ).fetchone()
-        _wait(lambda: worker.stats.lost == 1)  # the next heartbeat was refused for it
+        wait_for(lambda: worker.stats.lost == 1, "the refused heartbeat to count it lost")
         block.set()
-        _wait(lambda: worker.stats.completed == 1)
+        wait_for(lambda: worker.stats.completed == 1, "one job completed")
         row = conn.execute(
             "SELECT status, lease_token FROM jobs WHERE id = %s", (second,)
         ).fetchone()
@@ -212,7 +230,7 @@ def test_completions_share_statements(db: Database) -> None:
     settings = WorkerSettings(queues=("many",), concurrency=4, batch=50)
     worker = Worker(db.dsn, lambda job: None, settings)
     with running(worker):
-        _wait(lambda: _statuses(db) == {"done": 200})
+        wait_for(lambda: _statuses(db), "all 200 done", until=lambda st: st == {"done": 200})
     with db.connect() as conn:
         row = conn.execute("SELECT count(DISTINCT finished_xid) FROM jobs").fetchone()
     # One transaction per dispatcher round, each recording many outcomes.

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import psycopg
 
 from pgq_exporter.queue.admin import add_queue, queue_partitions
 from tests.conftest import Database
-from tests.support import run_cli
+from tests.support import run_cli, wait_for
 
 
 def test_queue_add_moves_the_queues_rows_out_of_default(db: Database) -> None:
@@ -52,10 +51,17 @@ def test_queue_add_under_concurrent_enqueues_loses_no_job(db: Database) -> None:
     producers = [threading.Thread(target=produce, args=(slot,)) for slot in range(3)]
     for thread in producers:
         thread.start()
-    time.sleep(0.5)
+
+    def every_producer_enqueued(at_least: list[int]) -> bool:
+        return all(len(batch) >= n for batch, n in zip(enqueued, at_least, strict=True)) or bool(
+            errors
+        )
+
+    wait_for(lambda: every_producer_enqueued([20] * 3), "each producer's first 20 enqueues")
     with psycopg.connect(db.dsn) as conn:
         report = add_queue(conn, "pgq", "burst")
-    time.sleep(0.5)
+    after_move = [len(batch) + 20 for batch in enqueued]
+    wait_for(lambda: every_producer_enqueued(after_move), "20 more enqueues each after the move")
     stop.set()
     for thread in producers:
         thread.join(timeout=30)

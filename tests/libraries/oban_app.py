@@ -76,10 +76,18 @@ async def main(command: str, dsn: str, rest: list[str]) -> None:
         elif command == "drain":
             async with Oban(pool=pool, queues=dict.fromkeys(rest, 1), lifeline=QUIET,
                             pruner=QUIET):  # fmt: skip
-                while await _available(pool, rest):
-                    await asyncio.sleep(0.1)
+                await _drained(pool, rest)
         else:
             raise SystemExit(f"unknown command {command!r}")
+
+
+async def _drained(pool: AsyncConnectionPool, queues: list[str], timeout: float = 60) -> None:
+    """Until no job of ``queues`` is available or executing; bounded, naming what is left."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while left := await _available(pool, queues):
+        if asyncio.get_running_loop().time() > deadline:
+            raise SystemExit(f"{left} job(s) of {queues} still to run after {timeout:g} s")
+        await asyncio.sleep(0.1)
 
 
 async def _available(pool: AsyncConnectionPool, queues: list[str]) -> int:

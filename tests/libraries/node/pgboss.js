@@ -4,7 +4,10 @@
 //   node pgboss.js fetch DSN QUEUE N OUTCOME     fetch N and complete, fail or cancel them
 //   node pgboss.js cancel DSN QUEUE ID...        cancel these jobs
 //   node pgboss.js hold DSN QUEUE                fetch one and hold it until killed
-// Maintenance is off (supervise: false), so nothing expires a job behind the test.
+//   node pgboss.js states DSN                    pg-boss's own count of each queue's states
+//   node pgboss.js expire DSN                    run pg-boss's expiry once, then count states
+// Maintenance is off (supervise: false), so nothing expires a job behind the test:
+// only the expire command runs pg-boss's expiry, once, when the test asks.
 'use strict'
 const PgBoss = require('pg-boss')
 
@@ -26,6 +29,11 @@ async function main () {
     console.log(JSON.stringify(jobs.map((job) => job.id)))
   } else if (command === 'cancel') {
     await boss.cancel(rest[0], rest.slice(1))
+  } else if (command === 'states') {
+    console.log(JSON.stringify(await boss.countStates()))
+  } else if (command === 'expire') {
+    await boss.expire()
+    console.log(JSON.stringify(await boss.countStates()))
   } else if (command === 'hold') {
     const jobs = await boss.fetch(rest[0], { batchSize: 1 })
     console.log(JSON.stringify(jobs.map((job) => job.id)))
