@@ -20,6 +20,7 @@ from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError, first_line
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
+from pgq_exporter.redaction import remember_dsn, remember_secrets, scrub
 
 if TYPE_CHECKING:
     from pgq_exporter.config import SchemaMapping
@@ -437,6 +438,7 @@ def _add_worker_commands(commands: Commands) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _remember_environment_secrets()
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
@@ -450,5 +452,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"pgq-exporter: {message}", file=sys.stderr)
+    print(f"pgq-exporter: {scrub(message)}", file=sys.stderr)
     return code
+
+
+def _remember_environment_secrets() -> None:
+    """The connection strings and password the environment gives libpq, before any is
+    used: a string too malformed to parse still names its password in libpq's errors."""
+    for name in DSN_ENV_VARS:
+        remember_dsn(os.environ.get(name, ""))
+    remember_secrets({os.environ.get("PGPASSWORD", "")})

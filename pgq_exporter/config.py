@@ -25,8 +25,21 @@ from pgq_exporter.catalogue import (
 )
 from pgq_exporter.dsn import parse_dsn
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout, LibraryPreset
+from pgq_exporter.probe_address import (
+    DEFAULT_PORT,
+    TargetSyntaxError,
+    check_dns_name,
+    normalise_pattern,
+)
 from pgq_exporter.queue.names import QUEUE_NAME
-from pgq_exporter.yamlpos import ConfigError, Located, format_path, load_located, read_text
+from pgq_exporter.yamlpos import (
+    ConfigError,
+    Located,
+    format_path,
+    load_located,
+    read_regular_file,
+    read_text,
+)
 
 Path_ = tuple[str | int, ...]
 
@@ -72,6 +85,7 @@ _PATTERN = re.compile(r"^[^/\x00]+$")
 _DATABASE_KEYS = ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset",
                   "schema", "preset_params")  # fmt: skip
 DEFAULT_DISCOVERY = 300.0
+DSN_FILE_BYTES = 64 * 1024
 _RESERVED_LABELS = frozenset({"le", "quantile", "type", "database"})
 _LOG_FORMATS = ("logfmt", "json")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -243,10 +257,12 @@ class DiscoverySource:
 class AuthModule:
     """`auth_modules:`: credentials and options for databases that Prometheus names,
     as /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME; ``template``'s DSN gives
-    everything but the host, port and database, and only ``hosts`` may be reached."""
+    everything but the host, port and database, and only ``hosts`` on ``ports`` may be
+    reached."""
 
     template: DatabaseConfig
-    hosts: tuple[str, ...]
+    hosts: tuple[str, ...]  # normalised patterns (probe_address.normalise_pattern)
+    ports: tuple[int, ...] = (DEFAULT_PORT,)
 
     @property
     def name(self) -> str:
@@ -505,14 +521,31 @@ class _Reader:
             path: Path_ = ("auth_modules", name)
             if not _DATABASE_NAME.fullmatch(str(name)):
                 raise self.fail(path, f"invalid auth module name {name!r}")
-            self.mapping(path, (*_DATABASE_KEYS[1:], "hosts"), ("hosts",))
+            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts", "ports"), ("hosts",))
             # The queue of the database a probe names is found when it is first probed.
             template = self.database(path, name=str(name), preset=AUTO_PRESET)
-            hosts = self.string_list((*path, "hosts"), _PATTERN, "host pattern")
-            if not hosts:
-                raise self.fail((*path, "hosts"), "name at least one host a probe may reach")
-            result[str(name)] = AuthModule(template, hosts)
+            hosts = self.host_patterns((*path, "hosts"))
+            ports = self.ports((*path, "ports")) if "ports" in entry else (DEFAULT_PORT,)
+            result[str(name)] = AuthModule(template, hosts, ports)
         return result
+
+    def host_patterns(self, path: Path_) -> tuple[str, ...]:
+        patterns = self.string_list(path, _PATTERN, "host pattern")
+        if not patterns:
+            raise self.fail(path, "name at least one host a probe may reach")
+        normalised = []
+        for i, pattern in enumerate(patterns):
+            try:
+                normalised.append(normalise_pattern(pattern))
+            except TargetSyntaxError as exc:
+                raise self.fail((*path, i), str(exc)) from None
+        return tuple(normalised)
+
+    def ports(self, path: Path_) -> tuple[int, ...]:
+        items = self.sequence(path)
+        if not items:
+            raise self.fail(path, "name at least one port a probe may reach")
+        return tuple(self.integer((*path, i), 1, 65535) for i in range(len(items)))
 
     def discover(self) -> tuple[DiscoverySource, ...]:
         items = self.sequence(("discover",))
@@ -621,15 +654,22 @@ class _Reader:
             dsn = str(self.env[var])
         else:
             file = self.string((*path, "dsn_file"))
+            where = self.where((*path, "dsn_file"))
             try:
-                dsn = Path(file).read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-                raise self.fail((*path, "dsn_file"), f"cannot read {file}: {reason}") from None
+                dsn = read_regular_file(file, where, f"file {file}", DSN_FILE_BYTES).decode()
+            except UnicodeDecodeError:
+                raise self.fail((*path, "dsn_file"), f"cannot read {file}: not UTF-8") from None
+            dsn = dsn.strip()
             if not dsn:
                 raise self.fail((*path, "dsn_file"), f"{file} is empty")
         key: Path_ = (*path, given[0] if given else "name")
-        parse_dsn(dsn, where=f"{self.doc.source}:{self.doc.line_of(key)}: {format_path(path)}.dsn")
+        where = f"{self.doc.source}:{self.doc.line_of(key)}: {format_path(path)}.dsn"
+        params = parse_dsn(dsn, where=where)
+        for host in params.get("host", "").split(","):
+            try:
+                check_dns_name(host)
+            except TargetSyntaxError as exc:
+                raise ConfigError(f"{where}: host {host[:80]!r}: {exc}") from None
         return dsn
 
     def expand(self, path: Path_, text: str) -> str:

@@ -36,7 +36,8 @@ def connect(
             connect_timeout=connect_timeout,
             **kwargs,
         )
-    except psycopg.OperationalError as exc:
+    except (psycopg.OperationalError, UnicodeError) as exc:
+        # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
         raise DatabaseUnavailableError(describe_connect_error(dsn, exc)) from None
 
 

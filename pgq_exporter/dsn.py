@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.errors import UsageError, first_line
+from pgq_exporter.redaction import SECRET_KEYS, remember_dsn, scrub
 
-SECRET_KEYS = frozenset({"password", "sslpassword"})
 # libpq quotes the part of a connection string it could not read, and that
 # part may be the password, or the whole URI with it.
 _QUOTED = re.compile(r'"[^"]*"')
 
 
 def parse_dsn(dsn: str, *, where: str = "--dsn") -> dict[str, str]:
-    """Parse a libpq DSN or URI; raise a UsageError naming ``where`` when it is malformed."""
+    """Parse a libpq DSN or URI; raise a UsageError naming ``where`` when it is malformed.
+    Its secrets are remembered first, so that no later message shows them."""
+    remember_dsn(dsn)
     try:
         return {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
     except psycopg.ProgrammingError as exc:
@@ -45,13 +46,6 @@ def scrubbed(exc: BaseException, dsn: str, *, quoted: bool = False) -> str:
     """libpq's first line about ``dsn``, without the string itself or any secret parsed
     from it; with ``quoted``, without anything libpq quoted from the string either (a
     malformed string's message quotes the part it could not read)."""
-    text = first_line(exc)
-    if quoted:
-        text = _QUOTED.sub('"…"', text)
-    secrets = [dsn]
-    with contextlib.suppress(psycopg.ProgrammingError):
-        secrets += [str(v) for k, v in conninfo_to_dict(dsn).items() if k in SECRET_KEYS and v]
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "****")
-    return text
+    remember_dsn(dsn)
+    text = scrub(first_line(exc).replace(dsn, "****") if dsn else first_line(exc))
+    return _QUOTED.sub('"…"', text) if quoted else text

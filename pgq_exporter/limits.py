@@ -25,6 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import LimitSettings
+from pgq_exporter.redaction import scrub
 
 log = logging.getLogger("pgq_exporter.limits")
 
@@ -110,7 +111,8 @@ def server_of(dsn: str) -> str:
         return "unknown"
     host = str(params.get("host") or params.get("hostaddr") or "localhost").split(",")[0]
     port = str(params.get("port") or "5432").split(",")[0]
-    return f"{host}:{port}"
+    # A label of /metrics: a password that libpq took for part of the host stays out.
+    return scrub(f"{host}:{port}")
 
 
 class Limits:

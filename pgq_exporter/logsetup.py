@@ -7,6 +7,8 @@ import logging
 import sys
 import time
 
+from pgq_exporter.redaction import scrub
+
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -19,7 +21,8 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
         "msg": record.getMessage(),
     }
     fields.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
-    return fields
+    # No secret leaves in a log line, whichever field carries it.
+    return {k: scrub(v) if isinstance(v, str) else v for k, v in fields.items()}
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -29,11 +32,15 @@ class LogfmtFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(_fields(record), default=str)
+        fields = {k: v if isinstance(v, str | int | float | bool) or v is None else scrub(str(v))
+                  for k, v in _fields(record).items()}  # fmt: skip
+        return json.dumps(fields)
 
 
 def _quote(value: str) -> str:
-    if value and not any(c in value for c in ' "=\n\t'):
+    """As is when it is one plain word; else quoted, with every control character
+    escaped, so that a value (a target's name, say) can neither forge a line nor hide."""
+    if value and value.isprintable() and not any(c in value for c in ' "=\\'):
         return value
     return json.dumps(value)
 

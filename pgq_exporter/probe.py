@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -24,6 +23,7 @@ from pgq_exporter.catalogue import metric
 from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import AuthModule, Config, DatabaseConfig
 from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.probe_address import parse_target
 
 if TYPE_CHECKING:
     from pgq_exporter.app import Exporter
@@ -37,24 +37,23 @@ class UnknownTargetError(LookupError):
 
 
 class ForbiddenTargetError(ValueError):
-    """The probe names, with an auth module, a host the module may not reach, or a target
-    that is not HOST[:PORT]/DATABASE."""
-
-
-_HOST_TARGET = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\]]+)(?::(\d{1,5}))?/([^/]+)$")
+    """The probe names, with an auth module, a host or port the module may not reach."""
 
 
 def module_target(module: AuthModule, target: str) -> DatabaseConfig:
     """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
-    credentials and options; its host must match one of the module's hosts."""
-    match = _HOST_TARGET.fullmatch(target)
-    if match is None:
-        raise ForbiddenTargetError("with an auth module, a target is HOST[:PORT]/DATABASE")
-    host, port, database = match.group(1).strip("[]"), match.group(2), match.group(3)
-    if not any(fnmatch.fnmatchcase(host, pattern) for pattern in module.hosts):
-        raise ForbiddenTargetError(f"auth module {module.name} may not reach host {host}")
-    given = {"host": host, "dbname": database} | ({"port": port} if port else {})
-    return replace(module.template, name=target, dsn=make_conninfo(module.template.dsn, **given))
+    credentials and options. The target is read strictly (TargetSyntaxError) and its
+    host and port must be the module's (ForbiddenTargetError), before any connection."""
+    address = parse_target(target)
+    if not any(fnmatch.fnmatchcase(address.host, pattern) for pattern in module.hosts):
+        raise ForbiddenTargetError(f"auth module {module.name} may not reach host {address.host}")
+    if address.port not in module.ports:
+        raise ForbiddenTargetError(f"auth module {module.name} may not reach port {address.port}")
+    # Each part goes to libpq as a value of its own keyword, never pasted into a string.
+    dsn = make_conninfo(
+        module.template.dsn, host=address.host, port=str(address.port), dbname=address.database
+    )
+    return replace(module.template, name=str(address), dsn=dsn)
 
 
 @dataclass
@@ -106,6 +105,7 @@ class Probes:
 
         now = time.monotonic()
         target = self._target(name, auth_module)
+        name = target.name  # an auth module's target, spelt one way: host:port/database
         with self._lock:
             idle = self._take_idle(now)
             probed = self._running.get(name)

@@ -140,7 +140,8 @@ class ConnectionSource:
                 application_name=DEFAULT_APPLICATION_NAME,
                 connect_timeout=max(2, round(connect_timeout)),
             )
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeError) as exc:
+            # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
             if self._caps:
                 self._caps.server.give_back()
             raise ConnectionUnavailableError(describe_connect_error(self._dsn, exc)) from None

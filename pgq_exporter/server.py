@@ -19,6 +19,8 @@ from pgq_exporter.app import Exporter
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Snapshot
 from pgq_exporter.probe import ForbiddenTargetError, UnknownTargetError
+from pgq_exporter.probe_address import TargetSyntaxError
+from pgq_exporter.redaction import scrub
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter.http")
@@ -160,15 +162,14 @@ class Handler(BaseHTTPRequestHandler):
         self._send_snapshot(exporter.snapshot)
 
     def _send_snapshot(self, snapshot: Snapshot, extra: dict[str, str] | None = None) -> None:
-        accept = self.headers.get("Accept", "")
-        gzipped = "gzip" in self.headers.get("Accept-Encoding", "")
-        body, content_type = snapshot.body(
-            openmetrics="application/openmetrics-text" in accept, gzipped=gzipped
-        )
-        headers = dict(extra or {})
+        openmetrics = accepts(self.headers.get("Accept", ""), "application/openmetrics-text")
+        gzipped = accepts(self.headers.get("Accept-Encoding", ""), "gzip")
+        body, content_type = snapshot.body(openmetrics=openmetrics, gzipped=gzipped)
+        # Either form may be served from the same URL: caches must key on both headers.
+        headers = {**(extra or {}), "Vary": "Accept-Encoding, Accept"}
         if gzipped:
-            headers.update({"Content-Encoding": "gzip", "Vary": "Accept-Encoding"})
-        self._send(HTTPStatus.OK, body, content_type, headers or None)
+            headers["Content-Encoding"] = "gzip"
+        self._send(HTTPStatus.OK, body, content_type, headers, scrubbed=False)
 
     def _send_probe(self, exporter: Exporter) -> None:
         """/probe?target=NAME: a configured or discovered target's metrics, collected while
@@ -189,11 +190,15 @@ class Handler(BaseHTTPRequestHandler):
             what = "auth module (see auth_modules:" if modules else "target (see targets:"
             self._send(HTTPStatus.NOT_FOUND, f"unknown {what} in the config)\n".encode())
             return
+        except TargetSyntaxError as exc:
+            self._send(HTTPStatus.BAD_REQUEST, f"bad target: {exc}\n".encode())
+            return
         except ForbiddenTargetError as exc:
             self._send(HTTPStatus.FORBIDDEN, f"{exc}\n".encode())
             return
-        # The reason a target serves pgq_up 0, on one line, never with a secret in it.
-        extra = {"X-Pgq-Probe-Reason": " ".join(reason.split())[:500]} if reason else None
+        # Why a target serves pgq_up 0: the class of failure only. libpq's own words
+        # name the user and the address a name resolved to; they go to the log.
+        extra = {"X-Pgq-Probe-Reason": failure_class(reason)} if reason else None
         self._send_snapshot(snapshot, extra)
 
     def do_POST(self) -> None:
@@ -233,18 +238,71 @@ class Handler(BaseHTTPRequestHandler):
         body: bytes,
         content_type: str = "text/plain; charset=utf-8",
         extra: dict[str, str] | None = None,
+        *,
+        scrubbed: bool = True,
     ) -> None:
+        """Send a response; every body but a snapshot's (numbers and names, made by the
+        exporter) and every header value leave without the process's secrets."""
+        if scrubbed:
+            body = scrub(body.decode("utf-8", "replace")).encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         for key, value in (extra or {}).items():
-            self.send_header(key, value)
+            self.send_header(key, header_value(value))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http request", extra={"request": format % args})
+
+
+def header_value(text: str) -> str:
+    """One line of printable ASCII, at most 500 characters, without secrets: a header
+    must be Latin-1, and a raw newline would start a header of the client's choosing."""
+    text = scrub(" ".join(text.split()))
+    return text.encode("ascii", "backslashreplace").decode("ascii")[:500]
+
+
+def accepts(header: str, wanted: str) -> bool:
+    """Whether an Accept or Accept-Encoding header asks for ``wanted`` with a quality
+    above zero (``gzip;q=0`` refuses gzip). A wildcard does not choose a form that
+    only some scrapers read."""
+    for item in header.split(","):
+        name, *params = (part.strip() for part in item.split(";"))
+        if name.lower() != wanted:
+            continue
+        quality = next((p.split("=", 1)[1] for p in params if p.lower().startswith("q=")), "1")
+        try:
+            return float(quality) > 0
+        except ValueError:
+            return False
+    return False
+
+
+# libpq's words for a failure, and the class a probe's reason header gives for them.
+_FAILURE_CLASSES = (
+    (("password authentication failed", "authentication", "pg_hba.conf"), "authentication failed"),
+    (("does not exist",), "database or object does not exist"),
+    (("could not translate host name", "failed to resolve host", "name or service not known"),
+     "host name not resolved"),
+    (("connection refused",), "connection refused"),
+    (("timeout expired", "timed out", "no collection finished"), "timed out"),
+    (("too many connections", "remaining connection slots"), "too many connections"),
+    (("ssl", "tls", "certificate"), "TLS failed"),
+    (("permission denied",), "permission denied"),
+    (("cap stayed full",), "connection cap reached"),
+)  # fmt: skip
+
+
+def failure_class(reason: str) -> str:
+    """What kind of failure ``reason`` is, in words that name no user, host or address."""
+    lowered = reason.lower()
+    for words, name in _FAILURE_CLASSES:
+        if any(word in lowered for word in words):
+            return name
+    return "cannot connect or collect"
 
 
 def http_sd_targets(exporter: Exporter) -> list[dict[str, Any]]:

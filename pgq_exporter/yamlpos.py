@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,18 +73,34 @@ _MERGE = "tag:yaml.org,2002:merge"
 
 def read_text(path: str, source: str, what: str) -> str:
     """A YAML file's text: at most MAX_BYTES, UTF-8, without NUL; else one located line."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"{source}: cannot read the {what}: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise ConfigError(f"{source}:1: the {what} is larger than {MAX_BYTES // 1024} KiB")
+    data = read_regular_file(path, source, what)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{source}:{line}: the {what} is not UTF-8 text") from None
+
+
+def read_regular_file(path: str, source: str, what: str, limit: int = MAX_BYTES) -> bytes:
+    """At most ``limit`` bytes of a regular file. The file is opened without blocking
+    and refused unless it is a regular file: a FIFO or a device would hold the reader,
+    and with it every later reload and the shutdown, for as long as it pleases."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the {what}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{source}: cannot read the {what}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read the {what}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ConfigError(f"{source}:1: the {what} is larger than {limit // 1024} KiB")
+    return data
 
 
 def load_located(text: str, source: str) -> Located:

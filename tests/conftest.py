@@ -18,6 +18,7 @@ from psycopg import sql
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
+from pgq_exporter.redaction import forget_all
 from tests.support import admin_execute, unique_name, with_dbname
 from tests.timing import pytest_runtest_logreport, pytest_terminal_summary
 
@@ -36,6 +37,14 @@ class Database:
         if not kwargs.get("autocommit"):
             conn.commit()
         return conn
+
+
+@pytest.fixture(autouse=True)
+def _no_secrets_from_other_tests() -> Iterator[None]:
+    """Each test starts with no remembered secret: one test's password is not another's."""
+    forget_all()
+    yield
+    forget_all()
 
 
 @pytest.fixture(scope="session")

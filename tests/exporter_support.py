@@ -68,6 +68,7 @@ class ExporterProcess:
     context: ssl.SSLContext | None = None
     headers: dict[str, str] = field(default_factory=dict)
     open_files: int | None = None  # the child's limit on open files (RLIMIT_NOFILE)
+    with_config: bool = True  # False: no --config, one database from $DATA_SOURCE_NAME
     _dir: tempfile.TemporaryDirectory[str] = field(default_factory=tempfile.TemporaryDirectory)
 
     @property
@@ -86,8 +87,9 @@ class ExporterProcess:
         self.config_path.write_text(self.config_text)
         self._log = self.log_path.open("w")
         limit = ["prlimit", f"--nofile={self.open_files}"] if self.open_files else []
+        config = ["--config", str(self.config_path)] if self.with_config else []
         self.process = subprocess.Popen(
-            [*limit, sys.executable, "-m", "pgq_exporter", "serve", "--config", str(self.config_path),
+            [*limit, sys.executable, "-m", "pgq_exporter", "serve", *config,
              "--web.listen-address", f"127.0.0.1:{self.port}", *self.args],
             stdout=self._log, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.env},
         )  # fmt: skip

@@ -23,15 +23,16 @@ def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: D
         pytest.skip("auth modules need a TCP server")
     credentials = {k: v for k, v in params.items() if k in ("user", "password")}
     module_dsn = make_conninfo("", **credentials)
+    port = str(params.get("port", "5432"))
     config = parse_config(
         f"auth_modules:\n  tenants:\n    dsn: {module_dsn!r}\n    hosts: [{host!r}]\n"
-        "probe: {wait: 10s}\n",
+        f"    ports: [{port}]\nprobe: {{wait: 10s}}\n",
         "test.yaml",
         os.environ,
     )
     with db.connect(autocommit=True) as conn:
         conn.execute("SELECT pgq.enqueue('email') FROM generate_series(1, 3)")
-    target = f"{host}:{params.get('port', '5432')}/{params['dbname']}"
+    target = f"{host}:{port}/{params['dbname']}"
     exporter = Exporter(config)
     exporter.start()
     try:

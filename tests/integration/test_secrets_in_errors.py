@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
-from tests.support import assert_clean_failure, run_cli
+from tests.support import assert_clean_failure, run_cli, wait_for
 
 SECRET = "Qq7pw%Z@x/y"
 # (connection string, the secret it holds); libpq quotes what it cannot read.
@@ -16,6 +17,7 @@ MALFORMED = (
     ("postgresql://u:PWx7q9Zk2@[::1/app", "PWx7q9Zk2"),
     ("postgresql://u:ab%zzQ7w4@localhost/app", "ab%zzQ7w4"),
     ("postgresql://u:${PGQ_PASSWORD}@localhost/app", SECRET),
+    ('postgresql://u:ab"S3cretPW%zz@h/db', 'ab"S3cretPW%zz'),  # a quote defeats quote-scrubbing
 )
 ENV = {"PGQ_PASSWORD": SECRET}
 
@@ -59,3 +61,28 @@ def test_reload_paths_show_no_secret(db: Database, dsn: str, secret: str) -> Non
     assert status == 500 and b"not a valid PostgreSQL connection string" in body
     assert "config reload rejected" in logs
     assert _leaks(body.decode() + logs, secret) == []
+
+
+# Passwords written into a URI as they are, unencoded: each breaks the URI in its own
+# way, and libpq's error quotes a different part of it, or none.
+CORE = "S3cretPW"
+RAW_PASSWORDS = (f'ab"{CORE}%zz', f"a'{CORE}", f"a\\{CORE}", f"{CORE}%zz", f"a@{CORE}",
+                 f"a:{CORE}", f"a/{CORE}", f'x"y{CORE}\'z\\')  # fmt: skip
+
+
+def test_a_malformed_data_source_name_shows_no_secret_while_serving() -> None:
+    """No --config: the exporter serves one database from $DATA_SOURCE_NAME, whose
+    collectors fail; neither the log, the landing page nor /metrics shows the password."""
+    with ExitStack() as stack:
+        exporters = [
+            stack.enter_context(ExporterProcess(
+                "", with_config=False,
+                env={"DATA_SOURCE_NAME": f"postgresql://u:{password}@127.0.0.1:1/db"},
+            ))
+            for password in RAW_PASSWORDS
+        ]  # fmt: skip
+        for exporter in exporters:
+            wait_for(lambda: b"down" in exporter.get("/")[1],  # noqa: B023 - waited on here
+                     "the landing page to show the failure")  # fmt: skip
+            shown = exporter.get("/")[1].decode() + exporter.get("/metrics")[1].decode()
+            assert _leaks(shown + exporter.logs(), CORE) == [], exporter.env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -132,11 +133,33 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "timeout must not be longer than interval",
     ),
     (
-        "empty-dsn-file",
+        "device-dsn-file",
         "databases:\n  - name: main\n    dsn_file: /dev/null\n",
         3,
         "databases[0].dsn_file",
-        "/dev/null is empty",
+        "/dev/null: not a regular file",
+    ),
+    (
+        "idna-host",
+        f"databases:\n  - name: main\n    dsn: 'host={'a' * 64}.example dbname=x'\n"
+        "    preset: auto\n",
+        3,
+        "databases[0].dsn",
+        "not a valid DNS name",
+    ),
+    (
+        "idna-auth-module-host",
+        "auth_modules:\n  m:\n    dsn: 'user=u'\n    hosts: ['db..internal']\n",
+        4,
+        "auth_modules.m.hosts[0]",
+        "not a valid DNS name",
+    ),
+    (
+        "auth-module-port",
+        "auth_modules:\n  m:\n    dsn: 'user=u'\n    hosts: [db]\n    ports: [70000]\n",
+        5,
+        "auth_modules.m.ports[0]",
+        "must be at most 65,535",
     ),
     (
         "missing-web-config-file",
@@ -186,7 +209,7 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "databases:\n  - name: main\n    dsn_file: /nonexistent/dsn\n",
         3,
         "databases[0].dsn_file",
-        "cannot read /nonexistent/dsn",
+        "cannot read the file /nonexistent/dsn",
     ),
     (
         "bad-queue",
@@ -440,6 +463,39 @@ def test_bad_config(tmp_path: Path, name: str, text: str, line: int, path: str, 
     result = run_cli("check-config", str(config), env={"DATA_SOURCE_NAME": ""})
     assert result.returncode == 2
     assert_clean_failure(result, f"{config}:{line}: {path}: ", words)
+
+
+def test_an_empty_dsn_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "dsn").write_text("\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"databases:\n  - name: main\n    dsn_file: {tmp_path / 'dsn'}\n")
+    result = run_cli("check-config", str(config))
+    assert_clean_failure(result, f"{config}:3: databases[0].dsn_file", "is empty")
+
+
+@pytest.mark.parametrize("which", ["config", "dsn_file", "web_config"])
+def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path: Path, which: str) -> None:
+    """A FIFO (or a device) would hold the reader for as long as nobody writes to it."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"databases:\n  - name: main\n    dsn_file: {fifo}\n"
+                      if which == "dsn_file" else DB)  # fmt: skip
+    args = {
+        "config": ("check-config", str(fifo)),
+        "dsn_file": ("check-config", str(config)),
+        "web_config": (
+            "serve",
+            "--config",
+            str(config),
+            "--web.config.file",
+            str(fifo),
+            "--web.listen-address",
+            "127.0.0.1:0",
+        ),
+    }[which]
+    result = run_cli(*args, timeout=20)
+    assert_clean_failure(result, "not a regular file")
 
 
 def test_invalid_yaml_names_its_line(tmp_path: Path) -> None:

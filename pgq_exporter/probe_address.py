@@ -1,0 +1,139 @@
+"""The address a probe names with an auth module: HOST[:PORT]/DATABASE, read strictly.
+
+A probe comes from anyone who can reach /probe, and the module's credentials go to the
+host it names. So the target is parsed into exactly one host, one port and one database
+before any lookup or connection, and each part is refused unless it is plainly one
+value: libpq reads a comma in a host as a list of hosts, and a NUL ends the string.
+
+Hosts and the modules' host patterns are compared normalised: lower case, without a
+trailing dot, IDNA-encoded; an IPv6 address in its compressed form.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+DEFAULT_PORT = 5432
+# PostgreSQL's NAMEDATALEN less its terminator: a longer name is cut, not refused.
+MAX_DATABASE_BYTES = 63
+_PORT = re.compile(r"[0-9]{1,10}")  # leading zeros allowed: 05432 is 5432
+_URI_PREFIX = re.compile(r"postgres(ql)?:", re.IGNORECASE)
+_HOST_RULE = "only letters, digits, '-' and '.', or an IPv6 address in brackets"
+# Host patterns may also hold fnmatch's wildcards, and ':' for an IPv6 address.
+_PATTERN_EXTRA = frozenset("*?[]:")
+
+
+class TargetSyntaxError(ValueError):
+    """The probe's target is not one HOST[:PORT]/DATABASE; the message names the rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeAddress:
+    host: str  # normalised: see normalise_host
+    port: int
+    database: str
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}/{self.database}"
+
+
+def parse_target(target: str) -> ProbeAddress:
+    """``target`` as one host, one port and one database, or TargetSyntaxError."""
+    hostport, slash, database = target.partition("/")
+    if not slash:
+        raise TargetSyntaxError("a target is HOST[:PORT]/DATABASE")
+    host, port = _split_port(hostport)
+    return ProbeAddress(normalise_host(host), port, _database(database))
+
+
+def _split_port(hostport: str) -> tuple[str, int]:
+    if hostport.startswith("["):
+        host, bracket, rest = hostport[1:].partition("]")
+        if not bracket:
+            raise TargetSyntaxError("an IPv6 address in brackets needs its closing ']'")
+        if rest and not rest.startswith(":"):
+            raise TargetSyntaxError("after an IPv6 address in brackets comes ':PORT' or '/'")
+        return _ipv6(host), _port(rest[1:]) if rest else DEFAULT_PORT
+    if hostport.count(":") > 1:
+        raise TargetSyntaxError("an IPv6 address goes in brackets: [ADDRESS]:PORT/DATABASE")
+    host, colon, port = hostport.partition(":")
+    return host, _port(port) if colon else DEFAULT_PORT
+
+
+def _port(text: str) -> int:
+    if not _PORT.fullmatch(text) or not 0 < int(text) <= 65535:
+        raise TargetSyntaxError("the port is digits only, 1 to 65535")
+    return int(text)
+
+
+def _ipv6(text: str) -> str:
+    try:
+        address = ipaddress.IPv6Address(text)
+    except ValueError:
+        raise TargetSyntaxError("not an IPv6 address in the brackets") from None
+    if address.scope_id:
+        raise TargetSyntaxError("an IPv6 address with a zone is not allowed")
+    return address.compressed
+
+
+def _database(text: str) -> str:
+    if not text:
+        raise TargetSyntaxError("name the database after the '/'")
+    if any(not ch.isprintable() for ch in text):
+        raise TargetSyntaxError("the database name holds a control character")
+    # libpq may read a database name holding '=', or a URI, as a connection string.
+    if "=" in text or _URI_PREFIX.match(text):
+        raise TargetSyntaxError("the database name may not hold '=' or be a URI")
+    if len(text.encode()) > MAX_DATABASE_BYTES:
+        raise TargetSyntaxError(f"the database name is longer than {MAX_DATABASE_BYTES} bytes")
+    return text
+
+
+def normalise_host(host: str) -> str:
+    """A DNS name or IP address, lower case, without its trailing dot, IDNA-encoded;
+    an IPv6 address compressed. TargetSyntaxError names the rule it breaks."""
+    if ":" in host:
+        return _ipv6(host)
+    bad = next((ch for ch in host if not (ch.isalnum() or ch in "-.")), None)
+    if bad is not None:
+        raise TargetSyntaxError(f"the host holds {bad!r}: {_HOST_RULE}")
+    return _idna(host)
+
+
+def normalise_pattern(pattern: str) -> str:
+    """A module's host pattern, normalised as hosts are, its wildcards kept; ValueError
+    names the rule it breaks."""
+    if ":" in pattern and not set(pattern) & set("*?["):
+        return _ipv6(pattern)
+    bad = next((ch for ch in pattern if not (ch.isalnum() or ch in "-." or ch in _PATTERN_EXTRA)),
+               None)  # fmt: skip
+    if bad is not None:
+        raise TargetSyntaxError(f"the host pattern holds {bad!r}: {_HOST_RULE}, and * ? [ ]")
+    labels = pattern.lower().removesuffix(".").split(".")
+    if "" in labels:
+        raise TargetSyntaxError("the host pattern is not a valid DNS name (an empty label)")
+    return ".".join(label if set(label) & _PATTERN_EXTRA else _idna(label) for label in labels)
+
+
+def check_dns_name(host: str) -> None:
+    """TargetSyntaxError when ``host``, a DNS name, cannot be IDNA-encoded for a lookup."""
+    if host and not host.startswith("/") and ":" not in host:
+        _idna(host)
+
+
+def _idna(name: str) -> str:
+    name = name.lower().removesuffix(".")
+    if not name:
+        raise TargetSyntaxError("the host is empty")
+    try:
+        encoded = name.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise TargetSyntaxError(
+            "the host is not a valid DNS name (an empty label, or one over 63 characters)"
+        ) from None
+    if len(encoded) > 253:
+        raise TargetSyntaxError("the host is longer than 253 characters")
+    return encoded

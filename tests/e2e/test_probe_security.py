@@ -1,0 +1,128 @@
+"""/probe with an auth module, tried as an attacker would: the module's password goes to
+no host and no port the operator did not name, and the answer names no user or address.
+
+Two fake servers that ask for a cleartext password (tests/fake_postgres.py) listen on
+127.0.0.1 and 127.0.0.2; every smuggling form must leave both untouched.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.exporter_support import ExporterProcess, parse_samples, value
+from tests.fake_postgres import PasswordTrap
+
+PASSWORD = "Tr4pped-PW"
+USER = "fleet_monitor"
+
+
+@pytest.fixture(scope="module")
+def traps() -> Iterator[tuple[PasswordTrap, PasswordTrap]]:
+    with PasswordTrap("127.0.0.1") as local, PasswordTrap("127.0.0.2") as other:
+        yield local, other
+
+
+@pytest.fixture(scope="module")
+def exporter(traps: tuple[PasswordTrap, PasswordTrap]) -> Iterator[ExporterProcess]:
+    _, other = traps
+    config = (
+        "auth_modules:\n"
+        "  fleet:\n"
+        f"    dsn: 'postgresql://{USER}:{PASSWORD}@/?connect_timeout=2'\n"
+        "    hosts: ['*.db.internal', 'localhost', 'DB-1.Example.']\n"
+        "  open:\n"
+        f"    dsn: 'postgresql://{USER}:{PASSWORD}@/?connect_timeout=2'\n"
+        f"    hosts: ['{other.host}']\n"
+        f"    ports: [{other.port}]\n"
+        "probe: {wait: 5s}\n"
+    )
+    with ExporterProcess(config) as running:
+        yield running
+
+
+def _probe(exporter: ExporterProcess, query: str) -> tuple[int, str, str]:
+    """Status, body and reason header of /probe?QUERY (QUERY sent as given)."""
+    try:
+        with urllib.request.urlopen(f"{exporter.url}/probe?{query}", timeout=15) as reply:
+            return reply.status, reply.read().decode(), reply.headers.get("X-Pgq-Probe-Reason", "")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(), exc.headers.get("X-Pgq-Probe-Reason", "")
+
+
+def _target(target: str, module: str = "fleet") -> str:
+    return urllib.parse.urlencode({"target": target, "auth_module": module})
+
+
+def _smuggled(local: int, other: int) -> list[tuple[str, int]]:
+    """(query, status): forms that name a trap's host or port in a module that allows
+    neither; the query is sent as written, so %2C and %00 reach the parser decoded."""
+    raw = [
+        (f"127.0.0.2,a.db.internal:{other}/db", 400),  # libpq reads a host list
+        (f"a.db.internal:{other},127.0.0.2:{other}/db", 400),
+        (f"127.0.0.2 a.db.internal:{other}/db", 400),
+        (f"a.db.internal@127.0.0.2:{other}/db", 400),
+        (f"127.0.0.2\r\n.db.internal:{other}/db", 400),
+        (f"127.0.0.2#.db.internal:{other}/db", 400),
+        (f"localhost:{local}/db host=127.0.0.2", 400),  # a dbname libpq might expand
+        (f"localhost:{local}/postgresql://x@127.0.0.2:{other}/db", 400),
+        (f"localhost:{local}/app", 403),  # an allowed host, on a port not listed
+        (f"localhost:0{local}/app", 403),
+        (f"LOCALHOST.:{local}/app", 403),
+        ("localhost:99999/app", 400),
+        (f"[::ffff:127.0.0.2]:{other}/db", 403),
+        (f"127.0.0.2:{other}/db", 403),
+        (f"{'a' * 64}.db.internal:{local}/x", 400),  # IDNA: a label over 63 characters
+        (f"x..db.internal:{local}/x", 400),
+        (f"[::1%lo]:{local}/x", 400),
+        (f"db-1.example.com:{local}/x", 403),
+    ]
+    encoded = [
+        (f"target=127.0.0.2%2Ca.db.internal:{other}/db&auth_module=fleet", 400),
+        (f"target=127.0.0.2%00.db.internal:{other}/db&auth_module=fleet", 400),
+        (f"target=a.db.internal%00:{other}/db&auth_module=fleet", 400),
+        (f"target=localhost%2C127.0.0.2:{other}/db&auth_module=fleet", 400),
+        (f"target=localhost:{local}%2C127.0.0.2/db&auth_module=fleet", 400),
+    ]
+    return [(_target(t), status) for t, status in raw] + encoded
+
+
+def test_no_smuggled_target_reaches_a_host_or_port_outside_the_module(
+    exporter: ExporterProcess, traps: tuple[PasswordTrap, PasswordTrap]
+) -> None:
+    local, other = traps
+    for query, status in _smuggled(local.port, other.port):
+        got, body, reason = _probe(exporter, query)
+        assert got == status, (query, got, body)
+        assert USER not in body + reason and PASSWORD not in body + reason
+    assert (local.connections, other.connections) == (0, 0)
+    assert PASSWORD not in exporter.logs()
+
+
+def test_a_listed_host_and_port_is_reached_and_its_failure_named_by_class_only(
+    exporter: ExporterProcess, traps: tuple[PasswordTrap, PasswordTrap]
+) -> None:
+    """The control: a module that lists the trap reaches it (so the test above can fail),
+    and the reason header says what failed without the user or the address."""
+    _, other = traps
+    status, body, reason = _probe(exporter, _target(f"127.0.0.2:{other.port}/db", "open"))
+    assert status == 200
+    assert value(parse_samples(body), "pgq_up", database=f"127.0.0.2:{other.port}/db") == 0
+    assert other.connections > 0 and PASSWORD.encode() in other.passwords
+    assert reason == "authentication failed"
+    assert PASSWORD not in exporter.logs()
+
+
+def test_a_probe_to_a_database_named_in_any_script_answers_pgq_up_0(
+    exporter: ExporterProcess, traps: tuple[PasswordTrap, PasswordTrap]
+) -> None:
+    """A database name outside Latin-1 still gets an answer, its reason header in ASCII."""
+    _, other = traps
+    target = f"127.0.0.2:{other.port}/sec_日本"
+    status, body, reason = _probe(exporter, _target(target, "open"))
+    assert status == 200 and reason
+    assert value(parse_samples(body), "pgq_up", database=target) == 0
