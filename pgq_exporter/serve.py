@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import select
 import signal
+import socket
 import sys
-import threading
 from types import FrameType
 
 from pgq_exporter.app import Exporter, check_custom_sql
@@ -18,8 +19,6 @@ from pgq_exporter.server import ExporterServer
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter")
-# Seconds between the main thread's looks for a signal that another thread received.
-SIGNAL_POLL = 0.5
 
 
 def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
@@ -50,6 +49,40 @@ def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
 SWITCH_INTERVAL = 0.0005
 
 
+class SignalPipe:
+    """Signals received, read by the main loop: a handler only records the signal.
+
+    Python runs a signal handler between two bytecodes of the main thread, wherever it
+    is; a handler that took a lock (an Event, a log line) could wait for ever on one
+    that the interrupted code holds. So the C-level handler writes the signal's number
+    to a pipe (signal.set_wakeup_fd), the Python-level one does nothing, and all the
+    work happens in the main loop, which reads the pipe.
+    """
+
+    def __init__(self, signums: tuple[signal.Signals, ...]) -> None:
+        self._read, self._write = socket.socketpair()
+        for end in (self._read, self._write):
+            end.setblocking(False)
+        signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        for signum in signums:
+            signal.signal(signum, _record_only)
+
+    def wait(self) -> set[int]:
+        """The signals received since the last call, once at least one came."""
+        while True:
+            select.select([self._read], [], [])
+            try:
+                data = self._read.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                continue
+            if data:
+                return set(data)
+
+
+def _record_only(signum: int, frame: FrameType | None) -> None:
+    """The Python-level handler: the signal is already in the pipe."""
+
+
 def serve(args: argparse.Namespace, default_dsn: str) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL)
     config = resolve_config(args, default_dsn)
@@ -62,23 +95,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
         server = ExporterServer((host, port), exporter, web, lifecycle=args.enable_lifecycle)
     except OSError as exc:
         raise PgqError(f"cannot listen on {config.web.listen_address}: {exc.strerror}") from None
-    # Signals only set flags and wake the main loop, which clears the wake-up
-    # before it reads them: a signal that arrives meanwhile wakes it again.
-    wake = threading.Event()
-    stopping = threading.Event()
-    reload_requested = threading.Event()
-
-    def on_stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-        wake.set()
-
-    def on_hup(signum: int, frame: FrameType | None) -> None:
-        reload_requested.set()
-        wake.set()
-
-    signal.signal(signal.SIGTERM, on_stop)
-    signal.signal(signal.SIGINT, on_stop)
-    signal.signal(signal.SIGHUP, on_hup)
+    signals = SignalPipe((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     exporter.start()
     server.serve_in_thread()
     scheme = "https" if config.web.config_file and web.current().tls else "http"
@@ -89,15 +106,12 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
             "databases": len(config.databases),
         },
     )
-    while not stopping.is_set():
-        # A signal may be delivered to any thread; its Python handler runs only when
-        # the main thread runs bytecode, which a wait without a timeout would not do
-        # until something else woke it. So wait in short steps.
-        wake.wait(SIGNAL_POLL)
-        wake.clear()
-        if reload_requested.is_set() and not stopping.is_set():
-            reload_requested.clear()
-            exporter.reload()
+    while True:
+        received = signals.wait()
+        if received & {signal.SIGTERM, signal.SIGINT}:
+            break
+        if signal.SIGHUP in received:
+            exporter.reload()  # SIGHUPs that came meanwhile wait in the pipe: one more reload
     log.info("shutting down")
     server.shutdown()
     exporter.stop()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import logging
 import resource
+import socket
 import ssl
 import threading
 import time
@@ -26,7 +28,11 @@ from pgq_exporter.webconfig import WebConfigFile
 log = logging.getLogger("pgq_exporter.http")
 
 HANDSHAKE_TIMEOUT = 10.0
+# A request head (or the wait for the next one on a kept-alive connection) gets this
+# long in all, however slowly its bytes come.
 REQUEST_TIMEOUT = 10.0
+WATCHDOG_EVERY = 0.5
+EVICTION_WAIT = 2.0
 MAX_CONNECTIONS = 256
 CAP_LOG_EVERY = 60.0
 
@@ -52,6 +58,7 @@ class ExporterServer(ThreadingHTTPServer):
         self.max_connections = connection_cap()
         self._connections = threading.BoundedSemaphore(self.max_connections)
         self._refused_logged = 0.0
+        self.heads = RequestHeads(REQUEST_TIMEOUT)
         # TLS or not is decided at start; the certificates are read again when they change.
         self.tls = web.ssl_context() is not None
 
@@ -75,21 +82,21 @@ class ExporterServer(ThreadingHTTPServer):
         ), client_address
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve in a thread of its own, unless max_connections are open: then close
-        the new connection at once, so that the open files never run out."""
+        """Serve in a thread of its own. With max_connections open, the connection that
+        has been reading its request head (or idle between requests) the longest is
+        closed to make room: a client sending a byte a second cannot keep a scraper out,
+        and the open files never run out."""
         if not self._connections.acquire(blocking=False):
-            now = time.monotonic()
-            if now - self._refused_logged > CAP_LOG_EVERY:
-                self._refused_logged = now
-                log.warning(
-                    "connection cap reached; new connections are closed",
-                    extra={"max_connections": self.max_connections},
-                )
-            self.shutdown_request(request)
-            return
+            self._log_cap()
+            evicted = self.heads.close_oldest()
+            if not (evicted and self._connections.acquire(timeout=EVICTION_WAIT)):
+                self.shutdown_request(request)
+                return
+        self.heads.opened(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self.heads.closed(request)
             self._connections.release()
             raise
 
@@ -97,12 +104,90 @@ class ExporterServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.heads.closed(request)
             self._connections.release()
+
+    def _log_cap(self) -> None:
+        now = time.monotonic()
+        if now - self._refused_logged > CAP_LOG_EVERY:
+            self._refused_logged = now
+            log.warning(
+                "connection cap reached; the connection slowest to send its request is closed",
+                extra={"max_connections": self.max_connections},
+            )
 
     def serve_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="http", daemon=True)
         thread.start()
+        self.heads.start()
         return thread
+
+    def server_close(self) -> None:
+        self.heads.stop()
+        super().server_close()
+
+
+class RequestHeads:
+    """The open connections, and since when each has been waiting for or reading a
+    request head. A socket's timeout bounds each read, not the whole head: a client
+    sending a byte every few seconds would hold its place for ever. So a watchdog
+    closes any connection whose head is not in after ``deadline`` seconds, and the
+    server closes the oldest one when it needs a place."""
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+        self._reading_since: dict[Any, float | None] = {}  # None: a request is being served
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="http-deadline", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def opened(self, sock: Any) -> None:
+        with self._lock:
+            self._reading_since[sock] = time.monotonic()
+
+    def closed(self, sock: Any) -> None:
+        with self._lock:
+            self._reading_since.pop(sock, None)
+
+    def reading(self, sock: Any) -> None:
+        """A new request head is awaited (the first one's clock started at accept)."""
+        with self._lock:
+            if sock in self._reading_since and self._reading_since[sock] is None:
+                self._reading_since[sock] = time.monotonic()
+
+    def served(self, sock: Any) -> None:
+        """The head is in: the request is being served, which no deadline here cuts."""
+        with self._lock:
+            if sock in self._reading_since:
+                self._reading_since[sock] = None
+
+    def close_oldest(self) -> bool:
+        with self._lock:
+            waiting = [(since, id(s), s) for s, since in self._reading_since.items() if since]
+        if not waiting:
+            return False
+        _close(min(waiting)[2])
+        return True
+
+    def _watch(self) -> None:
+        while not self._stop.wait(WATCHDOG_EVERY):
+            cutoff = time.monotonic() - self._deadline
+            with self._lock:
+                late = [s for s, since in self._reading_since.items() if since and since < cutoff]
+            for sock in late:
+                _close(sock)
+
+
+def _close(sock: Any) -> None:
+    """Wake the thread reading ``sock`` (its read returns nothing) so that it ends."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def connection_cap() -> int:
@@ -130,6 +215,15 @@ class Handler(BaseHTTPRequestHandler):
             self.request.settimeout(HANDSHAKE_TIMEOUT)
             self.request.do_handshake()
         super().setup()
+
+    def handle_one_request(self) -> None:
+        self.server.heads.reading(self.request)
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.server.heads.served(self.request)
+        return parsed
 
     def do_GET(self) -> None:
         if not self._authorised():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import psycopg
@@ -106,3 +107,57 @@ def _first_answer(exporter: ExporterProcess, within: float) -> int:
         interval=0.2,
         ignoring=(OSError,),
     )  # closed by the cap, or reset
+
+
+SLOW_CLIENTS = 270
+HEAD = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+
+
+def _slowloris(port: int, stop: threading.Event) -> None:
+    """SLOW_CLIENTS connections, each sending one byte of a request head a second and
+    reconnecting when closed, until ``stop``."""
+    import socket  # noqa: PLC0415
+
+    def connect() -> socket.socket | None:
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=1)
+        except OSError:
+            return None
+
+    clients: list[tuple[socket.socket | None, int]] = [(connect(), 0) for _ in range(SLOW_CLIENTS)]
+    while not stop.wait(1.0):  # the attack's pace: a byte a second from each
+        for i, (sock, sent) in enumerate(clients):
+            try:
+                assert sock is not None
+                sock.send(HEAD[sent % len(HEAD) : sent % len(HEAD) + 1])
+                clients[i] = (sock, sent + 1)
+            except (OSError, AssertionError):
+                if sock is not None:
+                    sock.close()
+                clients[i] = (connect(), 0)
+    for sock, _ in clients:
+        if sock is not None:
+            sock.close()
+
+
+def test_slow_request_heads_do_not_keep_a_scraper_out(db: Database) -> None:
+    """270 clients sending a byte a second, past the cap of 256: each head has one 10 s
+    deadline, and a full cap closes the slowest, so /metrics still answers."""
+    config = basic_config(db.dsn, interval="1s", timeout="1s")
+    with ExporterProcess(config) as exporter:
+        exporter.wait_until(lambda s: value(s, "pgq_up", database="main") == 1)
+        stop = threading.Event()
+        attack = threading.Thread(target=_slowloris, args=(exporter.port, stop))
+        attack.start()
+        answered = 0
+        try:
+            for _ in range(10):
+                stop.wait(1.0)  # one try a second, as the attack goes on
+                with contextlib.suppress(OSError):  # refused or reset: not answered
+                    answered += exporter.get("/metrics")[0] == 200
+            logs = exporter.logs()
+        finally:
+            stop.set()
+            attack.join()
+        assert exporter.process is not None and exporter.process.poll() is None
+    assert answered >= 9, logs[-2000:]

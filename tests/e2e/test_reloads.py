@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from tests.conftest import Database
@@ -80,3 +84,41 @@ def test_scrapes_during_reloads_keep_the_previous_snapshot(db: Database) -> None
     assert len(seen) > 5
     blank = [s for s in seen if not _queue_series(s) or value(s, "pgq_up", database="main") != 1]
     assert blank == []
+
+
+STORMS = 20
+AT_ONCE = 10
+
+
+def _storm_then_stop(exporter: ExporterProcess) -> float:
+    """200 SIGHUPs back to back, 50 more 20 ms apart, then SIGTERM: seconds to exit."""
+    assert exporter.process is not None
+    for _ in range(200):
+        exporter.signal(signal.SIGHUP)
+    for _ in range(50):
+        exporter.signal(signal.SIGHUP)
+        time.sleep(0.02)  # the storm's own pace, not a wait for anything
+    exporter.wait_for("/healthz")  # still serving
+    started = time.monotonic()
+    exporter.signal(signal.SIGTERM)
+    try:
+        exporter.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"no exit 5 s after SIGTERM:\n{exporter.logs()[-2000:]}") from None
+    return time.monotonic() - started
+
+
+def test_a_sighup_storm_neither_wedges_reloads_nor_blocks_sigterm(db: Database) -> None:
+    """Signal handlers only record the signal; the main loop does the reloads. Each of
+    20 exporters, ten at a time, takes the storm and still exits within 5 s."""
+    exits: list[float] = []
+    for _ in range(STORMS // AT_ONCE):
+        with ExitStack() as stack:
+            exporters = [stack.enter_context(ExporterProcess(basic_config(db.dsn)))
+                         for _ in range(AT_ONCE)]  # fmt: skip
+            with ThreadPoolExecutor(AT_ONCE) as pool:
+                exits += pool.map(_storm_then_stop, exporters)
+            for exporter in exporters:
+                assert "config reloaded" in exporter.logs()
+                assert exporter.process is not None and exporter.process.returncode == 0
+    assert len(exits) == STORMS and max(exits) < 5
