@@ -21,6 +21,6 @@ COPY deploy/docker/config.yaml /etc/pgq-exporter/config.yaml
 USER 10001
 EXPOSE 9188
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9188/healthz', timeout=2)"]
+    CMD ["pgq-exporter", "healthcheck", "--web.listen-address", "127.0.0.1:9188"]
 ENTRYPOINT ["pgq-exporter", "serve"]
 CMD ["--config", "/etc/pgq-exporter/config.yaml"]

@@ -89,7 +89,9 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
                 continue
             try:
                 with _checking(db.dsn, wait) as conn:
-                    missing = collector.missing_columns(collector.columns(conn))
+                    description = collector.description(conn)
+                    missing = collector.missing_columns([col.name for col in description])
+                    non_numeric = collector.non_numeric(conn, description)
             except ConnectionUnavailableError:
                 continue
             except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
@@ -108,6 +110,8 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
                     f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
                     f"the query returns no column {', '.join(missing)} on database {db.name!r}"
                 )
+            for where, problem in non_numeric:
+                raise ConfigError(f"{where}: {problem} on database {db.name!r}, not a number")
 
 
 def check_connections(config: Config) -> None:

@@ -166,6 +166,35 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_healthcheck(args: argparse.Namespace) -> int:
+    """GET /healthz on the exporter of this host or container, as a HEALTHCHECK runs it.
+    /healthz needs no credentials; over TLS, the certificate is not checked, since the
+    server is this machine's own and a health check must not fail on its name."""
+    import ssl  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    from pgq_exporter.config import split_address  # noqa: PLC0415
+
+    try:
+        host, port = split_address(args.listen_address)
+    except ValueError as exc:
+        raise UsageError(f"--web.listen-address: {exc}") from None
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    unverified = ssl.create_default_context()
+    unverified.check_hostname, unverified.verify_mode = False, ssl.CERT_NONE
+    last = "no answer"
+    for scheme in ("http", "https"):
+        try:
+            url = f"{scheme}://{host}:{port}/healthz"
+            with urllib.request.urlopen(url, timeout=2, context=unverified) as response:
+                if response.status == 200:
+                    return 0
+                last = f"{scheme}: HTTP {response.status}"
+        except OSError as exc:  # a TLS server closes a plain request; then try HTTPS
+            last = f"{scheme}: {first_line(exc)}"
+    return _fail(f"unhealthy: {last}", 1)
+
+
 def cmd_work(args: argparse.Namespace) -> int:
     from pgq_exporter.logsetup import setup_logging  # noqa: PLC0415
     from pgq_exporter.queue.handlers import load_handler  # noqa: PLC0415
@@ -370,6 +399,12 @@ def _add_exporter_commands(commands: Commands) -> None:
     generate.add_argument("--out", default=".", help="output folder (default: .)")
     generate.add_argument("--check", action="store_true", help="fail if the files would change")
     generate.set_defaults(handler=cmd_generate)
+
+    health = commands.add_parser(
+        "healthcheck", help="exit 0 when the local exporter answers /healthz (HTTP or HTTPS)"
+    )
+    health.add_argument("--web.listen-address", dest="listen_address", default="127.0.0.1:9188")
+    health.set_defaults(handler=cmd_healthcheck)
 
     check = commands.add_parser("check-config", help="validate a config file (exit 2 if bad)")
     check.add_argument("file")

@@ -190,6 +190,7 @@ class CustomMetric:
     # A catalogue metric fed where its built-in collector does not run: served with
     # the catalogue's help, zero-filled over the known queues when queue is its label.
     catalogue: bool = False
+    where: str = ""  # file:line: key.path of its value, for errors found on a database
 
 
 @dataclass(frozen=True, slots=True)
@@ -731,16 +732,22 @@ class _Reader:
         enabled = self.boolean((*path, "enabled")) if "enabled" in entry else True
         return CollectorSettings(interval, timeout, enabled)
 
+    def collector_defaults(self) -> CollectorSettings:
+        """`collectors.defaults`: what every collector, built-in or custom, leaves out."""
+        top = self.get(())
+        section = top.get("collectors") if isinstance(top, dict) else None
+        if not isinstance(section, dict) or "defaults" not in section:
+            return CollectorSettings()
+        path: Path_ = ("collectors", "defaults")
+        return self.settings(path, self.mapping(path, ("interval", "timeout", "enabled")))
+
     def collectors(self) -> dict[str, CollectorSettings]:
         section = self.mapping(("collectors",), (*BUILTIN_COLLECTORS, "defaults"))
-        defaults = CollectorSettings()
-        if "defaults" in section:
-            path: Path_ = ("collectors", "defaults")
-            defaults = self.settings(path, self.mapping(path, ("interval", "timeout", "enabled")))
+        defaults = self.collector_defaults()
         result = {name: defaults for name in BUILTIN_COLLECTORS}
         for name in section:
             if name != "defaults":
-                path = ("collectors", name)
+                path: Path_ = ("collectors", name)
                 entry = self.mapping(path, ("interval", "timeout", "enabled"))
                 result[name] = self.settings(path, entry, defaults)
         return result
@@ -779,7 +786,8 @@ class _Reader:
             max_rows = (
                 self.integer((*path, "max_rows"), 1) if "max_rows" in entry else DEFAULT_MAX_ROWS
             )
-            result.append(CustomCollector(name, statement, metrics, self.settings(path, entry), dbs,
+            settings = self.settings(path, entry, self.collector_defaults())
+            result.append(CustomCollector(name, statement, metrics, settings, dbs,
                                           self.doc.line_of(path), max_rows))  # fmt: skip
         return tuple(result)
 
@@ -807,7 +815,8 @@ class _Reader:
             if name in names():
                 self.check_catalogue_feed(mpath, name, kind, labels)
                 value = self.string((*mpath, "value"), _LABEL_NAME, "column name")
-                result.append(CustomMetric(name, kind, metric(name).help, labels, value, True))
+                result.append(CustomMetric(name, kind, metric(name).help, labels, value, True,
+                                           self.where((*mpath, "value"))))  # fmt: skip
                 continue
             clash = sorted(series_names(name, kind) & taken)
             if clash:
@@ -824,7 +833,8 @@ class _Reader:
             value = self.string((*mpath, "value"), _LABEL_NAME, "column name")
             if value in labels:
                 raise self.fail((*mpath, "value"), f"column {value!r} is already a label")
-            result.append(CustomMetric(name, kind, self.string((*mpath, "help")), labels, value))
+            result.append(CustomMetric(name, kind, self.string((*mpath, "help")), labels, value,
+                                       where=self.where((*mpath, "value"))))  # fmt: skip
         return tuple(result)
 
     def check_catalogue_feed(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,7 +39,23 @@ def connect(
         )
     except (psycopg.OperationalError, UnicodeError) as exc:
         # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
-        raise DatabaseUnavailableError(describe_connect_error(dsn, exc)) from None
+        message = describe_connect_error(dsn, exc)
+    close_failed_attempts()
+    raise DatabaseUnavailableError(message)
+
+
+def close_failed_attempts() -> None:
+    """Close the sockets of a connection attempt that failed.
+
+    psycopg leaves a failed attempt's libpq connection to its finaliser, and the
+    exception's frames hold it in a reference cycle: its socket stays open until the
+    garbage collector runs. Against a server that accepts and never answers, every run
+    would keep one more descriptor. In a busy process the cycle is soon promoted out of
+    the youngest generation, so this is a full pass: it runs only after a failed attempt,
+    which has already waited for its timeout or its refusal. Call it after the
+    ``except`` block, once the exception is gone.
+    """
+    gc.collect()
 
 
 @contextmanager

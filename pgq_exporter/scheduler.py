@@ -30,7 +30,7 @@ from pgq_exporter.config import (
     SchemaMapping,
     builtin_runs,
 )
-from pgq_exporter.db import DEFAULT_APPLICATION_NAME
+from pgq_exporter.db import DEFAULT_APPLICATION_NAME, close_failed_attempts
 from pgq_exporter.dsn import describe_connect_error
 from pgq_exporter.errors import first_line
 from pgq_exporter.limits import (
@@ -144,7 +144,9 @@ class ConnectionSource:
             # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
             if self._caps:
                 self._caps.server.give_back()
-            raise ConnectionUnavailableError(describe_connect_error(self._dsn, exc)) from None
+            message = describe_connect_error(self._dsn, exc)
+        close_failed_attempts()
+        raise ConnectionUnavailableError(message)
 
     def _recycle(self, conn: psycopg.Connection[Any]) -> None:
         if conn.closed or conn.broken or conn.info.transaction_status != 0:

@@ -34,6 +34,7 @@ REQUEST_TIMEOUT = 10.0
 WATCHDOG_EVERY = 0.5
 EVICTION_WAIT = 2.0
 MAX_CONNECTIONS = 256
+UNAUTHENTICATED = frozenset({"/healthz", "/readyz"})
 CAP_LOG_EVERY = 60.0
 
 
@@ -226,9 +227,11 @@ class Handler(BaseHTTPRequestHandler):
         return parsed
 
     def do_GET(self) -> None:
-        if not self._authorised():
-            return
         path = self.path.split("?", 1)[0]
+        # Health and readiness answer without credentials, so that a kubelet or a
+        # HEALTHCHECK can ask; they say "ok" or "ready" and nothing else.
+        if path not in UNAUTHENTICATED and not self._authorised():
+            return
         exporter = self.server.exporter
         if path == "/metrics":
             self._send_metrics(exporter)

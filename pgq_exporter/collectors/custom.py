@@ -26,20 +26,26 @@ class CustomSQL(Collector):
         self.name = spec.name
         self.dropped = 0  # rows of the last run beyond max_rows, not served
 
-    def columns(self, conn: Conn) -> list[str]:
+    def description(self, conn: Conn) -> Sequence[Column]:
         """The statement's result columns, found without fetching a row."""
         body = self.spec.sql.strip().rstrip(";")
         probe = sql.SQL("SELECT * FROM ({}) AS probe LIMIT 0").format(sql.SQL(body))
-        cur = conn.execute(probe, prepare=True)
-        return [col.name for col in cur.description or []]
+        return conn.execute(probe, prepare=True).description or []
 
-    def _check_numeric(self, conn: Conn, description: Sequence[Column]) -> None:
+    def non_numeric(self, conn: Conn, description: Sequence[Column]) -> list[tuple[str, str]]:
+        """(metric's value place, column type) for each value column that is no number."""
         types = {col.name: conn.adapters.types.get(col.type_code) for col in description}
+        found = []
         for metric in self.spec.metrics:
             info = types.get(metric.value)
             name = info.name if info else "an unknown type"
             if name not in NUMERIC_TYPES:
-                raise PgqError(f"column {metric.value} is {name}, not a number")
+                found.append((metric.where or metric.value, f"column {metric.value} is {name}"))
+        return found
+
+    def _check_numeric(self, conn: Conn, description: Sequence[Column]) -> None:
+        for _, problem in self.non_numeric(conn, description)[:1]:
+            raise PgqError(f"{problem}, not a number")
 
     def missing_columns(self, columns: list[str]) -> list[str]:
         wanted = {m.value for m in self.spec.metrics} | {

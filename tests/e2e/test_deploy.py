@@ -53,7 +53,9 @@ def test_dockerfile_agrees_with_the_code() -> None:
     [user] = final["USER"]
     assert user.isdigit() and int(user) != 0
     [healthcheck] = final["HEALTHCHECK"]
-    assert f"http://127.0.0.1:{port}/healthz" in healthcheck
+    assert (
+        f'pgq-exporter", "healthcheck", "--web.listen-address", "127.0.0.1:{port}"' in healthcheck
+    )
     assert json.loads(final["ENTRYPOINT"][0]) == ["pgq-exporter", "serve"]
     assert json.loads(final["CMD"][0]) == ["--config", "/etc/pgq-exporter/config.yaml"]
     config = load_config(ROOT / "deploy/docker/config.yaml", {"DATA_SOURCE_NAME": "host=db"})

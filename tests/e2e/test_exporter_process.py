@@ -13,12 +13,14 @@ from pathlib import Path
 import bcrypt
 import psycopg
 import pytest
+import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.embedded import EmbeddedPostgres
+from pgq_exporter.ports import free_port
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
-from tests.support import require_tool, run_cli
+from tests.support import assert_clean_failure, require_tool, run_cli
 
 Samples = dict[str, dict[Labels, float]]
 SECRET = "s3cret-Pa55"
@@ -147,8 +149,35 @@ def test_tls_and_basic_auth_from_a_web_config_file(db: Database, tmp_path: Path)
             assert exporter.get("/healthz")[0] == 200
         assert exporter.get("/metrics", headers=auth("wrong"))[0] == 401
         assert exporter.get("/metrics", headers={})[0] == 401
+        assert exporter.get("/", headers={})[0] == 401
+        # The shipped probes ask without credentials: health and readiness answer them.
+        for path in _shipped_probe_paths():
+            assert exporter.get(path, headers={}) == (200, b"ok\n" if path == "/healthz"
+                                                      else b"ready\n")  # fmt: skip
+        # The image's HEALTHCHECK command, against TLS and basic auth.
+        healthcheck = run_cli("healthcheck", "--web.listen-address", f"127.0.0.1:{exporter.port}")
+        assert healthcheck.returncode == 0, healthcheck.stderr
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             exporter.get("/metrics", context=ssl.create_default_context())
+
+
+def _shipped_probe_paths() -> set[str]:
+    """The paths the Kubernetes manifests' liveness and readiness probes ask for."""
+    paths = set()
+    for manifest in Path("deploy/kubernetes").rglob("*.yaml"):
+        for document in yaml.safe_load_all(manifest.read_text()):
+            pod = ((document or {}).get("spec", {}).get("template", {}) or {}).get("spec", {})
+            for container in pod.get("containers", []):
+                for probe in ("livenessProbe", "readinessProbe"):
+                    if probe in container:
+                        paths.add(container[probe]["httpGet"]["path"])
+    assert paths == {"/healthz", "/readyz"}, paths
+    return paths
+
+
+def test_a_healthcheck_of_an_exporter_that_is_not_there_fails_in_one_line() -> None:
+    result = run_cli("healthcheck", "--web.listen-address", f"127.0.0.1:{free_port()}")
+    assert_clean_failure(result, "unhealthy")
 
 
 def test_mutual_tls_requires_a_client_certificate_signed_by_the_ca(
@@ -321,7 +350,12 @@ def test_metrics_negotiate_gzip_openmetrics_and_head(db: Database) -> None:
         zipped_headers, zipped = fetch(**{"Accept-Encoding": "gzip"})
         om_headers, om = fetch(Accept="application/openmetrics-text; version=1.0.0")
         head_headers, head = fetch("HEAD")
+        refused_headers, _ = fetch(**{"Accept-Encoding": "gzip;q=0, identity"})
+        om_refused_headers, _ = fetch(Accept="application/openmetrics-text;q=0, text/plain")
     assert plain_headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert plain_headers["Vary"] == "Accept-Encoding, Accept"
+    assert "Content-Encoding" not in refused_headers  # q=0 refuses gzip
+    assert om_refused_headers["Content-Type"].startswith("text/plain")
     assert zipped_headers["Content-Encoding"] == "gzip"
     assert len(zipped) < len(plain) / 3
     assert b"pgq_up" in gzip.decompress(zipped)

@@ -87,7 +87,12 @@ def test_check_config_connect_runs_every_query(db: Database, tmp_path: Path) -> 
         "    metrics: [{name: pgq_test_words, help: Words., value: n}]\n"
     )
     result = _check_connect(tmp_path, db.dsn, text_value)
-    assert_clean_failure(result, "collector words fails", "column n is text, not a number")
+    # The place named is the metric's value, where the fix goes, not the database.
+    assert_clean_failure(
+        result,
+        f"{tmp_path / 'config.yaml'}:7: custom_collectors[0].metrics[0].value: ",
+        "column n is text on database 'main', not a number",
+    )
 
 
 def test_check_connect_names_the_mapped_column_or_table_that_is_missing(

@@ -570,8 +570,6 @@ def test_the_example_config_is_valid() -> None:
 
 
 def test_a_timeout_fits_the_interval_it_inherits(tmp_path: Path) -> None:
-    from pgq_exporter.config import parse_config  # noqa: PLC0415
-
     text = DB + "collectors:\n  defaults:\n    interval: 1m\n  table_health:\n    timeout: 30s\n"
     config = parse_config(text, "c.yaml", {})
     assert config.collector("table_health").interval == 60
@@ -579,8 +577,6 @@ def test_a_timeout_fits_the_interval_it_inherits(tmp_path: Path) -> None:
 
 
 def test_environment_references_take_a_default() -> None:
-    from pgq_exporter.config import parse_config  # noqa: PLC0415
-
     text = "databases:\n  - name: main\n    dsn: postgresql://${PGQ_HOST:-db.internal}/app\n"
     assert parse_config(text, "c.yaml", {}).databases[0].dsn == "postgresql://db.internal/app"
     given = parse_config(text, "c.yaml", {"PGQ_HOST": "other"}).databases[0].dsn
@@ -614,3 +610,18 @@ def test_a_config_of_probe_targets_only() -> None:
     assert [t.name for t in config.targets] == ["tenant_a"]
     assert config.targets[0].library is not None and config.targets[0].library.preset.name == "oban"
     assert (config.probe.wait, config.probe.idle) == (2.0, 1800.0)
+
+
+def test_custom_collectors_take_the_collectors_defaults() -> None:
+    config = parse_config(
+        DB + "collectors:\n  defaults: {interval: 1m, timeout: 20s}\n"
+        "custom_collectors:\n  - name: n\n    sql: SELECT 1 AS n\n"
+        "    metrics: [{name: pgq_test_n, help: N., value: n}]\n"
+        "  - name: m\n    sql: SELECT 1 AS m\n    interval: 2m\n"
+        "    metrics: [{name: pgq_test_m, help: M., value: m}]\n",
+        "config.yaml",
+        {},
+    )
+    inherited, own = (c.settings for c in config.custom)
+    assert (inherited.interval, inherited.timeout) == (60.0, 20.0)
+    assert (own.interval, own.timeout) == (120.0, 20.0)

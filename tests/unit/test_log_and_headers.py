@@ -1,0 +1,73 @@
+"""What leaves the process as a log field or an HTTP header: one line, escaped, no secret."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from pgq_exporter.logsetup import JsonFormatter, LogfmtFormatter
+from pgq_exporter.redaction import remember_dsn
+from pgq_exporter.server import accepts, failure_class, header_value
+
+
+def _record(**fields: str) -> logging.LogRecord:
+    record = logging.makeLogRecord({"msg": "probe target started", "levelname": "INFO"})
+    record.__dict__.update(fields)
+    return record
+
+
+@pytest.mark.parametrize("name", ["a\r\nts=forged level=error", "nul\x00here", "tab\there", "bs\\"])
+def test_control_characters_in_a_log_field_are_escaped(name: str) -> None:
+    for formatter in (LogfmtFormatter(), JsonFormatter()):
+        line = formatter.format(_record(target=name))
+        assert "\n" not in line and "\r" not in line and "\x00" not in line
+        assert line.isprintable(), line
+
+
+def test_a_secret_in_any_log_field_is_scrubbed() -> None:
+    remember_dsn('postgresql://u:ab"S3cretPW%zz@h/db')
+    for formatter in (LogfmtFormatter(), JsonFormatter()):
+        line = formatter.format(_record(err='invalid token: "ab"S3cretPW%zz"'))
+        assert "S3cret" not in line, line
+
+
+@pytest.mark.parametrize(
+    ("header", "wanted", "accepted"),
+    [
+        ("gzip", "gzip", True),
+        ("gzip;q=0", "gzip", False),
+        ("gzip; q=0.0, identity", "gzip", False),
+        ("deflate, GZIP;q=0.5", "gzip", True),
+        ("*", "gzip", False),
+        ("", "gzip", False),
+        ("application/openmetrics-text;version=1.0.0;q=0", "application/openmetrics-text", False),
+        ("application/openmetrics-text; version=1.0.0", "application/openmetrics-text", True),
+        ("gzip;q=x", "gzip", False),
+    ],
+)
+def test_negotiation_honours_a_quality_of_zero(header: str, wanted: str, accepted: bool) -> None:
+    assert accepts(header, wanted) is accepted
+
+
+def test_a_header_value_is_one_line_of_ascii() -> None:
+    value = header_value("database sec_日本\r\nSet-Cookie: x")
+    assert value.isascii() and "\r" not in value and "\n" not in value
+    assert value.encode("latin-1")
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        ('connection to server at "10.0.0.7", port 5432 failed: FATAL:  password '
+         'authentication failed for user "fleet_monitor"', "authentication failed"),
+        ('connection to server at "10.0.0.7", port 1 failed: Connection refused',
+         "connection refused"),
+        ("failed to resolve host 'x.db.internal': Name or service not known",
+         "host name not resolved"),
+        ("no collection finished within 5s", "timed out"),
+        ('FATAL:  database "app" does not exist', "database or object does not exist"),
+    ],
+)  # fmt: skip
+def test_a_probe_reason_names_the_class_of_failure_only(reason: str, shown: str) -> None:
+    assert failure_class(reason) == shown
