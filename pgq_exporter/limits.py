@@ -157,7 +157,9 @@ class Limits:
                 return
             self._logged[(limit, outcome)] = now
             runs = self._since_log.pop((limit, outcome))
-        level = logging.WARNING if outcome == DROPPED else logging.INFO
+        # A delay is the caps doing their work (the default pool of one connection
+        # delays a run now and then); only a dropped run is news.
+        level = logging.WARNING if outcome == DROPPED else logging.DEBUG
         log.log(level, f"collector runs {outcome} by a cap",
                 extra={"limit": limit, "runs": runs, "database": database})  # fmt: skip
 
