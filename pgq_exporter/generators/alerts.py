@@ -146,7 +146,9 @@ ALERTS: tuple[Alert, ...] = (
         "it crashed or hangs. The reaper should return them to pending; if this persists, "
         "the reaper is not running.",
         confirm_sql="SELECT id, queue, locked_by, locked_until, attempts FROM pgq.jobs\n"
-        "WHERE status = 'processing' AND locked_until < now() ORDER BY locked_until;",
+        "WHERE status = 'processing' AND locked_until < now()\n"
+        "  AND attempts < max_attempts  -- the exhausted ones have an alert of their own\n"
+        "ORDER BY locked_until;",
         action="Check that the reaper runs (pgq-exporter reap, its CronJob, or pg_cron). "
         "Look at the workers named in locked_by: crashed pods, or handlers that hang.",
         fire=Scenario(
