@@ -309,10 +309,14 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
         assert_mix(samples, histograms=True)
 
     def finish() -> None:
-        pgqueuer(dsn, enqueue(["delta"] * 3, [b"ok", b"ok", b"boom"]))
-        asyncio.run(consume(dsn, ["delta"], drain=True))
+        pgqueuer(
+            dsn, enqueue(["delta"] * 3 + ["held"] * 2, [b"ok", b"ok", b"boom", b"ok", b"boom"])
+        )
+        asyncio.run(consume(dsn, ["delta", "held"], drain=True))
 
-    assert_counted_once(config, finish, {"delta": (2, 1), "alpha": (0, 0), "beta": (0, 0)})
+    # A failure held by on_failure="hold" is a failure too.
+    assert_counted_once(config, finish, {"delta": (2, 1), "held": (1, 1), "alpha": (0, 0),
+                                         "beta": (0, 0)})  # fmt: skip
 
 
 @pytest.mark.parametrize("preset", sorted(LIBRARY_PRESETS))

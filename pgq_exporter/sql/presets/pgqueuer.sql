@@ -73,7 +73,8 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue);
 
 -- name: finished
--- Log rows of jobs that ended successful or with an exception at or after
+-- Log rows of jobs that ended successful, with an exception, or failed and held
+-- (on_failure="hold": kept in the table for a manual requeue) at or after
 -- {since} (seconds since the epoch), through the log's created index; each is
 -- stamped with its transaction's now(). Processing runs from the job's last
 -- pick before it, found through the (job_id, created) index. The log does not
@@ -88,4 +89,4 @@ LEFT JOIN LATERAL (
     WHERE p.job_id = l.job_id AND p.status = 'picked' AND p.created <= l.created
     ORDER BY p.created DESC LIMIT 1
 ) AS p ON true
-WHERE l.created >= to_timestamp({since}) AND l.status IN ('successful', 'exception');
+WHERE l.created >= to_timestamp({since}) AND l.status IN ('successful', 'exception', 'failed');
