@@ -20,6 +20,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqFailureRatioHigh": (0.1, "10m"),
     "PgqQueueStalled": (0, "10m"),
     "PgqExhaustedJobsPiling": (0, "15m"),
+    "PgqXminHorizonHeld": (180, "1m"),
     "PgqXminHorizonTooOld": (1_000_000, "1m"),
     "PgqLongRunningTransaction": (1800, "5m"),
     "PgqAutovacuumLagging": (0, "30m"),
@@ -36,7 +37,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
 # The alerts that take a second setting beside the threshold, and its default.
 DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
     # Held this many seconds by one backend or prepared transaction, whatever its age in xids.
-    "PgqXminHorizonTooOld": {"seconds": 600},
+    "PgqXminHorizonTooOld": {"seconds": 480},
     # No ratio alert on fewer finished jobs than this in the window.
     "PgqFailureRatioHigh": {"min_jobs": 20},
 }

@@ -188,7 +188,7 @@ def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
             "rules"
         ]
     }
-    assert rules["PgqXminHorizonTooOld"]["expr"].endswith("pgq_xmin_horizon_age_seconds > 120")
+    assert rules["PgqXminHorizonTooOld"]["expr"].endswith("pgq_xmin_horizon_age_seconds[2m]) > 120")
     assert rules["PgqFailureRatioHigh"]["expr"].endswith(" >= 50")
     assert rules["PgqExporterDown"]["expr"] == 'up{job="queues"} == 0\nor\nabsent(up{job="queues"})'
     assert rules["PgqStuckJobs"]["keep_firing_for"] == "7m"
