@@ -69,7 +69,7 @@ def test_batch_enqueue_keeps_order_and_notifies_once(db: Database, conn: Conn) -
                 "SELECT enqueue_batch('email', %s)", ([Jsonb({"n": i}) for i in range(5)],)
             ).fetchall()
         ]
-        notices = list(listener.notifies(timeout=2, stop_after=2))
+        notices = list(listener.notifies(timeout=15, stop_after=2))
     assert ids == sorted(ids) and len(ids) == 5
     assert [n.channel for n in notices] == ["pgq.email"]
     payloads = [r[0] for r in conn.execute("SELECT payload->>'n' FROM jobs ORDER BY id")]
@@ -317,7 +317,7 @@ def test_notify_channel_of_a_long_schema_and_queue_stays_within_63_bytes(
         conn.execute(
             f"SELECT \"{schema}\".enqueue_batch(%s, ARRAY['{{}}'::jsonb])".encode(), (queue,)
         )
-        assert [n.channel for n in conn.notifies(timeout=1, stop_after=2)] == [channel, channel]
+        assert [n.channel for n in conn.notifies(timeout=15, stop_after=2)] == [channel, channel]
     assert notify_channel("pgq", "email") == "pgq.email"
 
 
