@@ -19,6 +19,7 @@ import psycopg
 from pgq_exporter.app import Exporter
 from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import Config, DatabaseConfig
+from pgq_exporter.targets import Target
 
 # The seed article's three monitoring queries, as published (schema-qualified).
 SEED_QUERIES = (
@@ -89,15 +90,16 @@ def exporter_cycle_seconds(
     if database is not None:
         config = replace(config, databases=(database,))
     exporter = Exporter(config)
-    runtime = exporter.scheduler.databases["bench"]
+    target = _target(exporter)
     cycles: list[float] = []
-    per: dict[str, list[float]] = {name: [] for name in runtime.collectors}
+    per: dict[str, list[float]] = {}
     try:
         for run in range(runs + 1):
             total = 0.0
-            for name in runtime.collectors:
-                runtime.run(name)
-                state = runtime.states[name]
+            target.collect_now()
+            for name, slot in target.slots.items():
+                state = slot.state
+                per.setdefault(name, [])
                 if not state.success:
                     raise RuntimeError(f"collector {name} failed: {state.error}")
                 total += state.duration
@@ -108,6 +110,13 @@ def exporter_cycle_seconds(
     finally:
         exporter.stop()
     return statistics.median(cycles), {k: statistics.median(v) for k, v in per.items()}
+
+
+def _target(exporter: Exporter) -> Target:
+    target = exporter.registry.running("bench")
+    if target is None:
+        raise RuntimeError("the bench database is not a target")
+    return target
 
 
 def measure(dsn: str) -> dict[str, Any]:
@@ -134,7 +143,7 @@ READY = (
 
 def _reported(exporter: Exporter, queue: str) -> dict[str, float]:
     exporter.collect_once()
-    samples = exporter.scheduler.databases["bench"].states["queue_depth"].samples
+    samples = _target(exporter).slots["queue_depth"].state.samples
     found = {}
     for sample in samples:
         if isinstance(sample, Sample) and sample.labels[0] == queue:

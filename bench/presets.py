@@ -138,10 +138,10 @@ def fill(dsn: str, preset: str, jobs: int) -> None:
 
 def _database(name: str, dsn: str) -> DatabaseConfig:
     if name == "seed":  # tests/seed_support.py builds it in schema app
-        return DatabaseConfig("bench", dsn, mapping=replace(PRESET_LAYOUTS["seed"], schema="app"))
+        return DatabaseConfig("bench", dsn, layout=replace(PRESET_LAYOUTS["seed"], schema="app"))
     preset = LIBRARY_PRESETS[name]
     layout = LibraryLayout(preset, preset.schema, dict(preset.params))
-    return DatabaseConfig("bench", dsn, library=layout)
+    return DatabaseConfig("bench", dsn, layout=layout)
 
 
 def preset_cycles(dsn: str, *, jobs: int) -> list[dict[str, Any]]:

@@ -1,4 +1,10 @@
-"""The running exporter: its config, its scheduler, reloads, and the rendered snapshot."""
+"""The running exporter: its config, its targets, the scheduler they run on, reloads,
+and the snapshot served on /metrics.
+
+One process has one scheduler (a bounded pool of workers), one pool of connections
+capped per server, and one registry of targets, whatever their number: see
+scheduler.py, connections.py and targets.py.
+"""
 
 from __future__ import annotations
 
@@ -7,39 +13,33 @@ import platform
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psycopg
 
 from pgq_exporter import __version__
-from pgq_exporter.catalogue import CATALOGUE, MetricSpec, columns_read
-from pgq_exporter.collectors.base import AnySample, Sample, render
-from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
-from pgq_exporter.config import Config, DatabaseConfig, load_config
-from pgq_exporter.discovery import Discovery, list_targets
-from pgq_exporter.errors import PgqError, first_line
+from pgq_exporter.catalogue import CATALOGUE, MetricSpec
+from pgq_exporter.checks import check_custom_sql
+from pgq_exporter.collectors.base import AnySample, Sample
+from pgq_exporter.config import Config, DatabaseConfig, DiscoverySource, load_config
+from pgq_exporter.connections import Connections
+from pgq_exporter.discovery import Discovery, DiscoveryJob
+from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Snapshot, families
-from pgq_exporter.limits import Limits
-from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.probe import Probes
-from pgq_exporter.scheduler import (
-    CollectorState,
-    ConnectionSource,
-    ConnectionUnavailableError,
-    DatabaseRuntime,
-    Scheduler,
-    set_transaction_settings,
-)
-from pgq_exporter.sqlfiles import named_queries
-from pgq_exporter.yamlpos import ConfigError
+from pgq_exporter.probe import module_target
+from pgq_exporter.probe_address import TargetSyntaxError
+from pgq_exporter.scheduler import Scheduler
+from pgq_exporter.targets import Origin, Registry, SweepJob, Target, TargetSpec
 
 log = logging.getLogger("pgq_exporter")
 
+# /metrics is rendered at most this often, after the static targets' runs.
 RENDER_GAP = 1.0
+# ... and at least this often, for the exporter's own metrics.
+RENDER_EVERY = 5.0
+# Idle probe targets are looked for this often (at most every probe.idle).
+SWEEP_EVERY = 1.0
+# At shutdown, the runs in progress get this long once their queries are cancelled.
+STOP_WAIT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,214 +63,50 @@ def metric_specs(config: Config) -> dict[str, MetricSpec]:
     return specs
 
 
-@contextmanager
-def _checking(dsn: str, wait: float) -> Iterator[psycopg.Connection[Any]]:
-    """One read-only transaction on a connection of its own, every wait bounded by ``wait``."""
-    source = ConnectionSource(dsn, 1)
-    try:
-        with source.connection(wait, wait) as conn, conn.transaction():
-            conn.execute("SET TRANSACTION READ ONLY")
-            set_transaction_settings(conn, wait)
-            yield conn
-    finally:
-        source.close()
-
-
-def check_custom_sql(config: Config, wait: float = 5.0) -> None:
-    """Each custom query, described on each reachable database: its columns must exist.
-
-    An unreachable database is not an error here, nor a lock or a slow server
-    that outlasts ``wait``: the collector reports them.
-    """
-    for custom in config.custom:
-        collector = CustomSQL(custom)
-        for db in config.databases:
-            if custom.databases and db.name not in custom.databases:
-                continue
-            try:
-                with _checking(db.dsn, wait) as conn:
-                    description = collector.description(conn)
-                    missing = collector.missing_columns([col.name for col in description])
-                    non_numeric = collector.non_numeric(conn, description)
-            except ConnectionUnavailableError:
-                continue
-            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
-                log.warning(
-                    "custom query not checked at start",
-                    extra={"collector": custom.name, "database": db.name, "err": first_line(exc)},
-                )
-                continue
-            except psycopg.Error as exc:
-                raise ConfigError(
-                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
-                    f"fails on database {db.name!r}: {first_line(exc)}"
-                ) from None
-            if missing:
-                raise ConfigError(
-                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
-                    f"the query returns no column {', '.join(missing)} on database {db.name!r}"
-                )
-            for where, problem in non_numeric:
-                raise ConfigError(f"{where}: {problem} on database {db.name!r}, not a number")
-
-
-def check_connections(config: Config) -> None:
-    """Connect to every database and run every collector once, as ``serve`` would, in
-    a read-only transaction; the first failure is a ConfigError naming it."""
-    check_custom_sql(config)
-    scheduler = Scheduler(config, lambda: None)
-    quiet = logging.getLogger("pgq_exporter.scheduler")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
-    try:
-        for name, runtime in scheduler.databases.items():
-            _check_layout(name, runtime, config)
-            for collector in runtime.collectors:
-                runtime.run(collector)
-                state = runtime.states[collector]
-                if not runtime.up:
-                    raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
-                if not state.success:
-                    raise ConfigError(
-                        f"{config.source}: database {name!r}: collector {collector} fails: "
-                        f"{state.error}"
-                    )
-    finally:
-        quiet.setLevel(level)
-        scheduler.stop(wait=0)
-
-
-def check_discovery(config: Config) -> list[DatabaseConfig]:
-    """List every discover: source's databases once; a source that cannot be listed is a
-    ConfigError naming its entry."""
-    targets: list[DatabaseConfig] = []
-    for i, source in enumerate(config.discover):
-        try:
-            targets.extend(list_targets(source))
-        except (PgqError, psycopg.Error) as exc:
-            raise ConfigError(
-                f"{config.source}: discover[{i}] ({source.name}): cannot list the databases: "
-                f"{first_line(exc)}"
-            ) from None
-    return targets
-
-
-def _check_layout(name: str, runtime: DatabaseRuntime, config: Config, wait: float = 5.0) -> None:
-    """The mapped table, and each column the scheduled collectors read, must exist;
-    the error names where the config sets them. An unreachable database is left to
-    the collectors' run, which reports it."""
-    library = runtime.context.library
-    if library:
-        _check_library(name, runtime, library, wait)
-        return
-    mapping = runtime.context.mapping
-    wanted = sorted({key for c in runtime.collectors for key in columns_read(c, mapping.columns)})
-    if not wanted:
-        return
-    try:
-        with _checking(runtime.database.dsn, wait) as conn:
-            have = {row[0] for row in conn.execute(render("mapped_table_columns", mapping))}
-    except ConnectionUnavailableError:
-        return
-    table = f"{mapping.schema}.{mapping.table}"
-    fallback = f"{config.source}: database {name!r}"
-    if not have:
-        where = mapping.place("table") or fallback
-        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}")
-    for key in wanted:
-        column = mapping.columns.get(key)
-        if column is not None and column not in have:
-            where = mapping.place(f"columns.{key}") or fallback
-            raise ConfigError(
-                f"{where}: column {column!r} does not exist in {table} on database {name!r}"
-            )
-
-
-def _check_library(
-    name: str, runtime: DatabaseRuntime, library: LibraryLayout, wait: float
-) -> None:
-    """Plan every block of the library preset: a table, column or type that the
-    database lacks fails with the line of `preset:`."""
-    try:
-        with _checking(runtime.database.dsn, wait) as conn:
-            blocks = named_queries(library.preset.sql_file)
-            for block in (b for b in COLLECTED_BLOCKS if b in blocks):
-                try:
-                    with conn.transaction():  # a savepoint: the next block still runs
-                        plan_block(conn, library, block)
-                except psycopg.Error as exc:
-                    raise ConfigError(
-                        f"{library.where}: preset {library.preset.name} does not match database "
-                        f"{name!r} (schema {library.schema}): {block}: {first_line(exc)}"
-                    ) from None
-    except ConnectionUnavailableError:
-        return
-
-
 class Exporter:
-    """``limits``: the caps of the process this exporter shares (a probed target's are its
-    parent's); without, it has its own and serves their process-wide samples."""
-
-    def __init__(
-        self, config: Config, config_path: str | None = None, limits: Limits | None = None
-    ) -> None:
+    def __init__(self, config: Config, config_path: str | None = None) -> None:
         self.config = config
         self.config_path = config_path
-        self._lock = threading.Lock()
         self._reloading = threading.Lock()
-        self._snapshot = Snapshot([])
         self.reload_ok = True
         self.reload_time = time.time()
-        self._changed = threading.Event()
-        self._stopping = threading.Event()
-        self._renderer: threading.Thread | None = None
-        self._serves_limits = limits is None
-        self.limits = limits or Limits(config.limits)
-        self.scheduler = Scheduler(config, self._changed.set, limits=self.limits)
-        self.probes = Probes(config, self.limits)
-        self.discovery = self._discovery(config)
+        self._specs = metric_specs(config)
+        self.connections = Connections(config.limits.server_connections)
+        self.scheduler = Scheduler(config.limits.collections)
+        self._renderer = _Renderer(self)
+        self.registry = Registry(config, self.scheduler, self.connections, self.specs,
+                                 self._renderer.changed)  # fmt: skip
+        self.discovery = Discovery(config.discover, self._discovered)
+        self._discovery_jobs: list[DiscoveryJob] = []
+        self._snapshot = Snapshot([])
+        self._ready = False
+        self.registry.start_static()
         self.refresh()
 
-    def _discovery(self, config: Config) -> Discovery:
-        probes = self.probes
-
-        def found(targets: tuple[DatabaseConfig, ...]) -> None:
-            probes.set_discovered(targets)
-            self._changed.set()
-
-        return Discovery(config.discover, found)
+    def specs(self) -> dict[str, MetricSpec]:
+        return self._specs
 
     def start(self) -> None:
-        self.discovery.start()
         self.scheduler.start()
-        self._renderer = threading.Thread(target=self._render_loop, name="render", daemon=True)
-        self._renderer.start()
+        self.scheduler.now(SweepJob(self.registry, self.connections,
+                                    min(SWEEP_EVERY, self.config.probe.idle)))  # fmt: skip
+        self.scheduler.now(self._renderer)
+        self._start_discovery(self.config.discover)
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._changed.set()
-        self.discovery.stop()
-        self.scheduler.stop()
-        self.probes.stop()
-        if self._renderer is not None:
-            self._renderer.join(timeout=5)
+        """Stop every target, cancel the queries in progress, and close every connection."""
+        self.registry.stop()
+        self.connections.cancel_all()
+        self.scheduler.stop(STOP_WAIT)
+        self.connections.close()
 
     def collect_once(self) -> bytes:
-        """Every collector once, in this thread, then the snapshot (check-config, tests)."""
-        self.scheduler.run_all_once()
+        """Every static target's collectors once, in this thread, then the snapshot
+        (check-config, tests): only for an exporter that was not started."""
+        for target in self.registry.static():
+            target.collect_now()
         self.refresh()
         return self._snapshot.text
-
-    def _render_loop(self) -> None:
-        # Collectors finish in bursts; rendering once per burst, at most every
-        # RENDER_GAP seconds, keeps the CPU cost independent of their number.
-        while not self._stopping.is_set():
-            self._changed.wait()
-            self._changed.clear()
-            if self._stopping.is_set():
-                return
-            self.refresh()
-            self._stopping.wait(RENDER_GAP)
 
     @property
     def metrics_text(self) -> bytes:
@@ -282,18 +118,20 @@ class Exporter:
 
     @property
     def ready(self) -> bool:
-        return all(rt.ready for rt in self.scheduler.databases.values())
+        """A first collection succeeded on every static target, and /metrics shows it."""
+        return self._ready
 
     def statuses(self) -> Iterator[CollectorStatus]:
-        for name, runtime in self.scheduler.databases.items():
-            for collector, state in runtime.states.items():
-                yield CollectorStatus(
-                    name, collector, state.success, state.last_success, state.error
-                )
+        for target in self.registry.static():
+            for name, slot in target.slots.items():
+                state = slot.state
+                yield CollectorStatus(target.name, name, state.success, state.last_success,
+                                      state.error or target.error)  # fmt: skip
 
     def database_up(self) -> dict[str, bool | None]:
-        return {name: rt.up for name, rt in self.scheduler.databases.items()}
+        return {target.name: target.up for target in self.registry.static()}
 
+    # -- reload ---------------------------------------------------------------------
     def reload(self) -> tuple[bool, str]:
         """Load the config file again; a bad one is rejected and the running one kept.
         One reload at a time: a second caller waits for the first."""
@@ -311,63 +149,122 @@ class Exporter:
             self.refresh()
             log.error("config reload rejected", extra={"err": str(exc)})
             return False, str(exc)
-        # The old scheduler's threads end, and its connections close, before the
-        # new one starts; the snapshot served meanwhile is the old one, and the new
-        # scheduler starts from the same samples.
-        old = self.scheduler
-        old.stop(wait=old.longest_run)
-        limits = Limits(config.limits) if self._serves_limits else self.limits
-        new = Scheduler(config, self._changed.set, previous=old, limits=limits)
-        self.discovery.stop()
-        with self._lock:
-            self.config, self.scheduler, self.limits = config, new, limits
-            probes, self.probes = self.probes, Probes(config, limits)
-            self.discovery = self._discovery(config)
-        probes.stop()  # the next probe starts its target again, on the new config
-        self.discovery.start()
+        old = self.config
+        self.config, self._specs = config, metric_specs(config)
+        self.scheduler.resize(config.limits.collections)
+        self.connections.cap = config.limits.server_connections
+        if config.discover != old.discover:
+            self._stop_discovery(old.discover, keep=config.discover)
+            self.discovery = Discovery(config.discover, self._discovered)
+            self._start_discovery(config.discover)
+        self.registry.apply(config, self._respec)
         self.reload_ok, self.reload_time = True, time.time()
-        new.start()
         self.refresh()
         log.info("config reloaded", extra={"file": self.config_path})
         return True, "reloaded"
 
+    def _respec(self, spec: TargetSpec) -> TargetSpec | None:
+        """What the current config makes of a running probe target; None: it is gone."""
+        if spec.origin is Origin.LISTED:
+            found = next((t for t in self.config.targets if t.name == spec.name), None)
+            return TargetSpec(found, Origin.LISTED) if found else None
+        if spec.origin is Origin.DISCOVERED:
+            return spec if any(s.name == spec.source for s in self.config.discover) else None
+        module = self.config.auth_modules.get(spec.source)
+        if module is None:
+            return None
+        try:
+            return module_target(module, spec.name)
+        except (TargetSyntaxError, ValueError):
+            return None
+
+    # -- discovery --------------------------------------------------------------------
+    def _start_discovery(self, sources: tuple[DiscoverySource, ...]) -> None:
+        for source in sources:
+            job = DiscoveryJob(self.discovery, source)
+            self._discovery_jobs.append(job)
+            self.scheduler.now(job)
+
+    def _stop_discovery(
+        self, sources: tuple[DiscoverySource, ...], keep: tuple[DiscoverySource, ...]
+    ) -> None:
+        for job in self._discovery_jobs:
+            job.cancelled = True
+        self._discovery_jobs.clear()
+        for source in sources:
+            if source not in keep:  # gone or changed: its targets go until listed again
+                self.registry.set_discovered(source.name, [])
+
+    def _discovered(self, source: DiscoverySource, found: tuple[DatabaseConfig, ...]) -> None:
+        specs = [TargetSpec(db, Origin.DISCOVERED, source.name) for db in found]
+        self.registry.set_discovered(source.name, specs)
+        self._renderer.changed()
+
+    # -- /metrics -------------------------------------------------------------------
     def refresh(self) -> None:
-        """Render the snapshot served on /metrics from every collector's last samples."""
-        with self._lock:
-            specs = metric_specs(self.config)
-            self._snapshot = Snapshot(families(specs, self._samples()), self._snapshot.forms)
+        """Render the snapshot served on /metrics: the static targets, and the exporter.
+        Readiness is read with it, so that /readyz never runs ahead of /metrics."""
+        ready = all(_ready(target) for target in self.registry.static())
+        self._snapshot = Snapshot(families(self._specs, self._samples()), self._snapshot.forms)
+        self._ready = ready
 
     def _samples(self) -> Iterator[tuple[str, AnySample]]:
-        for name, runtime in self.scheduler.databases.items():
-            if runtime.up is not None:
-                yield name, Sample("pgq_up", (), 1.0 if runtime.up else 0.0)
-            yield name, Sample("pgq_queues_dropped", (), float(runtime.queues.dropped))
-            for custom_name, (custom, _) in runtime.collectors.items():
-                if isinstance(custom, CustomSQL):
-                    dropped = float(custom.dropped)
-                    yield name, Sample("pgq_collector_rows_dropped", (custom_name,), dropped)
-            for collector, state in runtime.states.items():
-                yield from ((name, sample) for sample in state.samples)
-                yield from ((name, sample) for sample in _run_samples(collector, state))
-            yield from ((name, sample) for sample in self.limits.samples(name))
-        if self._serves_limits:
-            yield from (("", sample) for sample in self.limits.server_samples())
+        for target in self.registry.static():
+            yield from ((target.name, sample) for sample in target.samples())
+        for server, count in sorted(self.connections.open_per_server().items()):
+            yield "", Sample("pgq_server_connections", (server,), float(count))
         for source, listing in self.discovery.listings().items():
             yield "", Sample("pgq_discovery_success", (source,), float(listing.success))
             yield "", Sample("pgq_discovery_targets", (source,), float(len(listing.targets)))
+        if self.config.targets or self.config.discover or self.config.auth_modules:
+            yield "", Sample("pgq_probe_targets", (), float(len(self.registry.probed())))
+            yield "", Sample("pgq_probe_refused_total", (), float(self.registry.refused))
         yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
 
 
-def _run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
-    """How the collector's runs went; nothing before its first run has ended, so that
-    a starting exporter reads as not yet known rather than as failing."""
-    if not state.ran:
-        return
-    labels = (collector,)
-    yield Sample("pgq_collector_duration_seconds", labels, state.duration)
-    yield Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait)
-    yield Sample("pgq_collector_success", labels, float(state.success))
-    if state.last_success:
-        yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)
+def _ready(target: Target) -> bool:
+    return any(slot.state.last_success > 0 for slot in target.slots.values())
+
+
+class _Renderer:
+    """/metrics rendered again soon after a static target's run (at most every
+    RENDER_GAP), and every RENDER_EVERY for the exporter's own metrics."""
+
+    def __init__(self, exporter: Exporter) -> None:
+        self._exporter = exporter
+        self._lock = threading.Lock()
+        self._pending = False
+        self._last = 0.0
+        self.cancelled = False
+
+    def changed(self) -> None:
+        with self._lock:
+            if self._pending:
+                return
+            self._pending = True
+            due = max(time.monotonic(), self._last + RENDER_GAP)
+        self._exporter.scheduler.at(due, _RenderOnce(self))
+
+    def render(self) -> None:
+        with self._lock:
+            self._pending = False
+            self._last = time.monotonic()
+        self._exporter.refresh()
+
+    def run(self, now: float, late: float) -> float | None:
+        """The periodic render, as a job."""
+        if now - self._last >= RENDER_EVERY:
+            self.render()
+        return now + RENDER_EVERY
+
+
+@dataclass(eq=False)
+class _RenderOnce:
+    renderer: _Renderer
+    cancelled: bool = False
+
+    def run(self, now: float, late: float) -> float | None:
+        self.renderer.render()
+        return None

@@ -233,21 +233,30 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "which are not served.", (*DB, "collector"), EXPORTER),
     MetricSpec("pgq_limit_delayed_total", C,
                "Collector runs that waited for a cap: collections (runs at once in the "
-               "exporter process), server_connections (connections open to one server) or "
-               "pool (the database's pool_size).", (*DB, "limit"), EXPORTER),
+               "exporter process) or server_connections (connections open to one server).",
+               (*DB, "limit"), EXPORTER),
     MetricSpec("pgq_limit_dropped_total", C,
                "Collector runs not made because a cap stayed full for the collector's whole "
                "interval; the collector's last samples stay served and its last success ages.",
                (*DB, "limit"), EXPORTER),
     MetricSpec("pgq_server_connections", G,
-               "Connections the exporter holds open to a PostgreSQL server (host:port), across "
-               "its databases; at most limits.server_connections.", ("server",), EXPORTER),
+               "Connections the exporter holds open to a PostgreSQL server (the address its "
+               "host name resolves to, and the port), across its databases; at most "
+               "limits.server_connections. A server no target uses has no series.",
+               ("server",), EXPORTER),
     MetricSpec("pgq_discovery_success", G,
                "1 when the last listing of a discover: source's databases succeeded; on a "
                "failure its last targets are kept.", ("source",), EXPORTER),
     MetricSpec("pgq_discovery_targets", G,
-               "Databases a discover: source found that hold a queue the exporter can read, "
-               "each a probe target named <source>/<database>.", ("source",), EXPORTER),
+               "Databases a discover: source found that hold a queue the exporter can read (or "
+               "that refuse its connection, which their probe reports), each a probe target "
+               "named <source>/<database>.", ("source",), EXPORTER),
+    MetricSpec("pgq_probe_targets", G,
+               "Probe targets running now (collected while Prometheus probes them); at most "
+               "probe.max_targets.", (), EXPORTER),
+    MetricSpec("pgq_probe_refused_total", C,
+               "Probes of a new target refused (HTTP 503) because probe.max_targets were "
+               "running.", (), EXPORTER),
     MetricSpec("pgq_config_last_reload_successful", G,
                "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
                "and the previous configuration kept running.", (), EXPORTER),

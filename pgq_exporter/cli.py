@@ -111,15 +111,16 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
+    from pgq_exporter.config import AutoLayout  # noqa: PLC0415
     from pgq_exporter.doctor import diagnose, suggestion  # noqa: PLC0415
-    from pgq_exporter.presets.detect import collectable, detect  # noqa: PLC0415
+    from pgq_exporter.layout import resolve  # noqa: PLC0415
 
     dsn = _dsn(args)
     with connection(dsn) as conn:
-        chosen = collectable(detect(conn))
-        layout = chosen[1] if chosen else SchemaMapping()
-        name = chosen[0].preset if chosen else "pgq (nothing detected)"
+        resolution = resolve(AutoLayout(), conn, "--dsn")
+        layout = resolution.layout
+        chosen = resolution.chosen
+        name = chosen.preset if chosen else "pgq (nothing detected)"
         print(f"layout: {name}, {_where(layout)}")
         for diagnosis in diagnose(conn, dsn, layout):
             if diagnosis.error:
@@ -149,7 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from pgq_exporter.app import check_connections, check_discovery  # noqa: PLC0415
+    from pgq_exporter.checks import check_connections, check_discovery  # noqa: PLC0415
     from pgq_exporter.config import load_config  # noqa: PLC0415
 
     config = load_config(args.file)

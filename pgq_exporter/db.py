@@ -14,6 +14,7 @@ from pgq_exporter.dsn import describe_connect_error, parse_dsn
 from pgq_exporter.errors import DatabaseUnavailableError
 
 DEFAULT_APPLICATION_NAME = "pgq-exporter"
+Conn = psycopg.Connection[Any]
 
 
 def connect(

@@ -1,11 +1,13 @@
 """`discover:`: the databases of a server, listed and re-listed on an interval, each kept
 as a probe target when it holds a queue the exporter can read.
 
-A source lists its server's databases with its own DSN, keeps those its include and
-exclude patterns let through, and (with `preset: auto`, the default) connects to each
-to find its queue: a database with none is left out. One connection at a time, closed
-after use. The targets are named ``<source>/<database>``; `/targets` serves them to
-Prometheus's http_sd, so that Prometheus, not the exporter, shards them.
+A source lists its server's databases with its own DSN and keeps those its include
+and exclude patterns let through. With `preset: auto` (the default), it connects to
+each to find its queue's layout (layout.resolve): a database that holds none is left
+out, and one that cannot be reached is kept, so that its probe answers `pgq_up 0` and
+says why until the listing drops it. One connection at a time, closed after use. The
+targets are named ``<source>/<database>``; `/targets` serves them to Prometheus's
+http_sd, so that Prometheus, not the exporter, shards them.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ from __future__ import annotations
 import fnmatch
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pgq_exporter.config import DatabaseConfig, DiscoverySource, SchemaMapping
+from pgq_exporter.config import AutoLayout, DatabaseConfig, DiscoverySource
 from pgq_exporter.db import connection
-from pgq_exporter.errors import PgqError, first_line
-from pgq_exporter.presets.detect import collectable, detect
+from pgq_exporter.errors import DatabaseUnavailableError, PgqError, first_line
+from pgq_exporter.layout import resolve
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.discovery")
@@ -45,7 +48,7 @@ def wanted(source: DiscoverySource, name: str) -> bool:
 
 
 def list_targets(source: DiscoverySource) -> tuple[DatabaseConfig, ...]:
-    """The source's databases that pass its patterns and hold a queue it can read."""
+    """The source's databases that pass its patterns and may hold a queue it can read."""
     with connection(source.template.dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
         rows = conn.execute(query("discovery.sql", "databases")).fetchall()
     targets = []
@@ -62,50 +65,38 @@ def _target(source: DiscoverySource, database: str) -> DatabaseConfig | None:
     template = source.template
     found = replace(template, name=f"{source.name}/{database}",
                     dsn=make_conninfo(template.dsn, dbname=database))  # fmt: skip
-    if not template.auto:
+    if not isinstance(template.layout, AutoLayout):
         return found
     try:
         with connection(found.dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
-            chosen = collectable(detect(conn))
-    except (PgqError, psycopg.Error) as exc:  # a database gone since the listing, no CONNECT
-        log.info("discovery: database not read", extra={"target": found.name,
-                                                        "err": first_line(exc)})  # fmt: skip
+            resolution = resolve(template.layout, conn, found.name)
+    except DatabaseUnavailableError as exc:
+        # Kept, its layout left to find: its probe says why it cannot be read.
+        log.info("discovery: database not reachable; kept as a target",
+                 extra={"target": found.name, "err": first_line(exc)})  # fmt: skip
+        return found
+    except (PgqError, psycopg.Error) as exc:  # gone since the listing, say
+        log.info("discovery: database not read",
+                 extra={"target": found.name, "err": first_line(exc)})  # fmt: skip
         return None
-    if chosen is None:
-        return None
-    layout = chosen[1]
-    if isinstance(layout, SchemaMapping):
-        return replace(found, auto=False, mapping=layout)
-    return replace(found, auto=False, library=layout)
+    if resolution.chosen is None:
+        return None  # no queue in it
+    return replace(found, layout=resolution.layout)
 
 
 class Discovery:
-    """Each source listed now and then on its interval, in a thread of its own; every new
-    listing is handed to ``on_change`` with every source's latest targets."""
+    """The latest listing of each source; ``refresh`` lists one again, and hands every
+    new listing to ``on_change``."""
 
     def __init__(
         self,
         sources: tuple[DiscoverySource, ...],
-        on_change: Callable[[tuple[DatabaseConfig, ...]], None],
+        on_change: Callable[[DiscoverySource, tuple[DatabaseConfig, ...]], None],
     ) -> None:
         self.sources = sources
         self._on_change = on_change
         self._listings: dict[str, Listing] = {source.name: Listing() for source in sources}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        for source in self.sources:
-            thread = threading.Thread(target=self._loop, args=(source,), daemon=True,
-                                      name=f"discover-{source.name}")  # fmt: skip
-            thread.start()
-            self._threads.append(thread)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=CONNECT_TIMEOUT * 2)
 
     def listings(self) -> dict[str, Listing]:
         with self._lock:
@@ -124,13 +115,20 @@ class Discovery:
         with self._lock:
             before = {t.name for t in self._listings[source.name].targets}
             self._listings[source.name] = Listing(targets, True)
-            every = tuple(t for listing in self._listings.values() for t in listing.targets)
         if {t.name for t in targets} != before:
             log.info("discovery: targets changed",
                      extra={"source": source.name, "targets": len(targets)})  # fmt: skip
-        self._on_change(every)
+        self._on_change(source, targets)
 
-    def _loop(self, source: DiscoverySource) -> None:
-        while not self._stop.is_set():
-            self.refresh(source)
-            self._stop.wait(source.interval)
+
+@dataclass(eq=False)
+class DiscoveryJob:
+    """One source's listing, on the scheduler, every ``interval``."""
+
+    discovery: Discovery
+    source: DiscoverySource
+    cancelled: bool = False
+
+    def run(self, now: float, late: float) -> float | None:
+        self.discovery.refresh(self.source)
+        return time.monotonic() + self.source.interval

@@ -10,7 +10,6 @@ with the index that would make that collector's reads cheap.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -26,22 +25,13 @@ from pgq_exporter.catalogue import (
     QUEUE_WINDOW,
     window_from_updates,
 )
-from pgq_exporter.collectors import BUILTIN, LIBRARY
-from pgq_exporter.collectors.base import Collector, Conn, Context, KnownQueues, mapping_parts
+from pgq_exporter.collection import set_transaction_settings
+from pgq_exporter.collectors import planned
+from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.collectors.queue_window import UpdatedWindow
-from pgq_exporter.config import (
-    CollectorSettings,
-    Config,
-    DatabaseConfig,
-    SchemaMapping,
-    builtin_runs,
-)
+from pgq_exporter.config import Config, DatabaseConfig, Layout
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.scheduler import set_transaction_settings
 from pgq_exporter.sqlfiles import named_queries, query
-
-Layout = SchemaMapping | LibraryLayout
 
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
@@ -86,32 +76,17 @@ class _Recording:
         return getattr(self.conn, name)
 
 
-def _queue_collectors(layout: Layout) -> dict[str, Callable[[], Collector]]:
-    """The queue collectors the exporter would run on ``layout``."""
-    if isinstance(layout, LibraryLayout):
-        return {name: f for name, f in LIBRARY.items() if name in layout.preset.collectors}
-    chosen = {
-        name: factory
-        for name, factory in BUILTIN.items()
-        if name in QUEUE_COLLECTORS and builtin_runs(name, CollectorSettings(), layout)
-    }
-    if QUEUE_WINDOW in chosen and window_from_updates(layout.columns):
-        chosen[QUEUE_WINDOW] = UpdatedWindow
-    return chosen
-
-
 def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
-    if isinstance(layout, LibraryLayout):
-        database = DatabaseConfig("doctor", dsn, library=layout)
-    else:
-        database = DatabaseConfig("doctor", dsn, mapping=layout)
+    database = DatabaseConfig("doctor", dsn, layout=layout)
     config = Config(databases=(database,))
     results = []
-    for name, factory in _queue_collectors(layout).items():
-        collector = factory()
-        ctx = Context(config, database, KnownQueues(), FinishedFeed())
+    for plan in planned(config, database.name, layout):
+        if plan.name not in QUEUE_COLLECTORS:
+            continue
+        collector = plan.make()
+        ctx = Context(config, database, layout, KnownQueues(), FinishedFeed())
         recording = _Recording(conn)
-        diagnosis = Diagnosis(name)
+        diagnosis = Diagnosis(plan.name)
         try:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")

@@ -1,46 +1,52 @@
-"""/probe?target=NAME: targets collected only while Prometheus probes them.
+"""/probe: the HTTP side of probing, in the style of blackbox_exporter.
 
-In the style of blackbox_exporter: the first probe of a configured target starts
-its collectors (an exporter of its own, for that one database) and waits up to
-``probe.wait`` for its first collection; until then it answers with ``pgq_up 0``
-and the reason. Later probes serve the target's last snapshot, rendered once per
-collection. A target not probed for ``probe.idle`` is stopped and its
-connections closed, when the next probe of any target comes.
+``/probe?target=NAME`` names a target under `targets:` or found by discovery;
+``/probe?target=HOST[:PORT]/DATABASE&auth_module=NAME`` names a database with an auth
+module's credentials. The first probe of a target starts it (registry, then the
+scheduler's first job) and waits, up to the smaller of ``probe.wait`` and the scrape's
+own deadline less half a second, for its first whole collection; until then, or
+while its database cannot be reached, it answers ``pgq_up 0`` and says why, by class
+of failure only, in ``X-Pgq-Probe-Reason``. Later probes serve its last snapshot. A
+probe touches only its own target: a slow or unreachable one delays no other.
+``&debug=true`` answers with what the target is doing instead of its metrics.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import logging
-import threading
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from http import HTTPStatus
 
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.catalogue import metric
 from pgq_exporter.collectors.base import Sample
-from pgq_exporter.config import AuthModule, Config, DatabaseConfig
+from pgq_exporter.config import AuthModule, Config
 from pgq_exporter.exposition import Snapshot, families
-from pgq_exporter.probe_address import parse_target
+from pgq_exporter.layout import describe
+from pgq_exporter.probe_address import TargetSyntaxError, parse_target
+from pgq_exporter.redaction import scrub
+from pgq_exporter.targets import (
+    Origin,
+    Registry,
+    Target,
+    TargetSpec,
+    TooManyTargetsError,
+    UnknownTargetError,
+)
 
-if TYPE_CHECKING:
-    from pgq_exporter.app import Exporter
-    from pgq_exporter.limits import Limits
-
-log = logging.getLogger("pgq_exporter.probe")
-
-
-class UnknownTargetError(LookupError):
-    """The probe names a target the config does not have, or an unknown auth module."""
+# Prometheus needs this long to read an answer given at the scrape's own deadline.
+DEADLINE_MARGIN = 0.5
+SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
+REASON_HEADER = "X-Pgq-Probe-Reason"
 
 
 class ForbiddenTargetError(ValueError):
     """The probe names, with an auth module, a host or port the module may not reach."""
 
 
-def module_target(module: AuthModule, target: str) -> DatabaseConfig:
+def module_target(module: AuthModule, target: str) -> TargetSpec:
     """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
     credentials and options. The target is read strictly (TargetSyntaxError) and its
     host and port must be the module's (ForbiddenTargetError), before any connection."""
@@ -53,140 +59,116 @@ def module_target(module: AuthModule, target: str) -> DatabaseConfig:
     dsn = make_conninfo(
         module.template.dsn, host=address.host, port=str(address.port), dbname=address.database
     )
-    return replace(module.template, name=str(address), dsn=dsn)
+    database = replace(module.template, name=str(address), dsn=dsn)
+    return TargetSpec(database, Origin.MODULE, module.name)
 
 
-@dataclass
-class _Probed:
-    exporter: Exporter
-    last_probe: float
-    rendered: bool = False  # a whole first collection, or a failure, is in its snapshot
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: HTTPStatus
+    snapshot: Snapshot | None = None  # served in the form the scraper asks for
+    text: str = ""  # otherwise, a plain-text body
+    reason: str | None = None  # why the snapshot says pgq_up 0
 
 
-class Probes:
-    """The probed targets of one configuration, started on demand."""
-
-    def __init__(self, config: Config, limits: Limits) -> None:
-        self._config = config
-        self._limits = limits
-        self._configured = {target.name: target for target in config.targets}
-        self._targets = dict(self._configured)
-        self._running: dict[str, _Probed] = {}
-        self._lock = threading.Lock()
-        # Targets named by Prometheus with an auth module: neither configured nor discovered.
-        self._named: set[str] = set()
-
-    def targets(self) -> list[DatabaseConfig]:
-        """Every target a probe may name: configured, then discovered."""
-        return list(self._targets.values())
-
-    def set_discovered(self, discovered: tuple[DatabaseConfig, ...]) -> None:
-        """The targets discovery found last; a running one that is gone, or now reads
-        differently (another DSN or preset), is stopped."""
-        targets = {**{t.name: t for t in discovered}, **self._configured}
-        with self._lock:
-            self._targets = targets
-            stale = [
-                name for name, probed in self._running.items()
-                if name not in self._named
-                and targets.get(name) != probed.exporter.config.databases[0]
-            ]  # fmt: skip
-            gone = [self._running.pop(name).exporter for name in stale]
-        for exporter in gone:
-            exporter.stop()
-            log.info("probe target stopped: no longer discovered or changed",
-                     extra={"target": exporter.config.databases[0].name})  # fmt: skip
-
-    def probe(self, name: str, auth_module: str | None = None) -> tuple[Snapshot, str | None]:
-        """The target's snapshot, its collectors started if they were not; and, when its
-        first collection has not finished in time or its database cannot be reached, the
-        reason it serves pgq_up 0. With ``auth_module``, ``name`` is HOST[:PORT]/DATABASE."""
-        from pgq_exporter.app import Exporter  # noqa: PLC0415 - app imports this module
-
-        now = time.monotonic()
-        target = self._target(name, auth_module)
-        name = target.name  # an auth module's target, spelt one way: host:port/database
-        with self._lock:
-            idle = self._take_idle(now)
-            probed = self._running.get(name)
-            if probed is not None and probed.exporter.config.databases[0] != target:
-                idle.append(probed.exporter)  # named again with another auth module
-                probed = None
-            if probed is None:
-                if auth_module is not None:
-                    self._named.add(name)
-                config = replace(self._config, databases=(target,), targets=(), discover=())
-                probed = _Probed(Exporter(config, limits=self._limits), now)
-                probed.exporter.start()
-                self._running[name] = probed
-                log.info("probe target started", extra={"target": name})
-            probed.last_probe = now
-        for stale in idle:  # outside the lock: stopping waits for its collectors
-            stale.stop()
-        exporter = probed.exporter
-        if not probed.rendered:
-            deadline = now + self._config.probe.wait
-            while not (_collected(exporter) or _failed(exporter)):
-                if time.monotonic() >= deadline:
-                    return _down(name), _reason(exporter, self._config.probe.wait)
-                time.sleep(0.05)
-            exporter.refresh()  # its render loop may not have caught up with the first run
-            probed.rendered = True
-        reason = _reason(exporter, self._config.probe.wait) if _failed(exporter) else None
-        return exporter.snapshot, reason
-
-    def _target(self, name: str, auth_module: str | None) -> DatabaseConfig:
-        if auth_module is None:
-            target = self._targets.get(name)
-            if target is None:
-                raise UnknownTargetError(name)
-            return target
-        module = self._config.auth_modules.get(auth_module)
-        if module is None:
-            raise UnknownTargetError(auth_module)
-        return module_target(module, name)
-
-    def running(self) -> list[str]:
-        with self._lock:
-            return sorted(self._running)
-
-    def stop(self) -> None:
-        with self._lock:
-            for probed in self._running.values():
-                probed.exporter.stop()
-            self._running.clear()
-
-    def _take_idle(self, now: float) -> list[Exporter]:
-        """Forget the targets not probed for probe.idle; their exporters, to stop."""
-        idle = []
-        for name, probed in list(self._running.items()):
-            if now - probed.last_probe > self._config.probe.idle:
-                idle.append(probed.exporter)
-                del self._running[name]
-                self._named.discard(name)
-                log.info("probe target stopped: not probed", extra={"target": name})
-        return idle
+def deadline(config: Config, scrape_timeout: str | None) -> float:
+    """How long a first probe may wait: probe.wait, within the scrape's own deadline."""
+    wait = config.probe.wait
+    try:
+        scrape = float(scrape_timeout) if scrape_timeout else None
+    except ValueError:
+        scrape = None
+    if scrape is not None and scrape > 0:
+        wait = min(wait, max(scrape - DEADLINE_MARGIN, 0.0))
+    return wait
 
 
-def _collected(exporter: Exporter) -> bool:
-    """Every collector has run once: the first collection is whole."""
-    runtimes = exporter.scheduler.databases.values()
-    return all(state.ran for runtime in runtimes for state in runtime.states.values())
+def answer(
+    registry: Registry, config: Config, params: dict[str, list[str]], scrape_timeout: str | None
+) -> Answer:
+    """The answer to one /probe request."""
+    started = _start(registry, config, params)
+    if isinstance(started, Answer):
+        return started
+    wait = deadline(config, scrape_timeout)
+    collected = started.first_collection.wait(wait)
+    if params.get("debug", ["false"])[-1].lower() in ("1", "true"):
+        return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait))
+    if not collected:
+        return Answer(HTTPStatus.OK, _down(started.name), reason=f"no collection within {wait:g}s")
+    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason())
 
 
-def _failed(exporter: Exporter) -> bool:
-    """Its connection failed: no need to wait for a collection."""
-    return any(up is False for up in exporter.database_up().values())
+def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> Target | Answer:
+    """The target the request names, started if it was not; else the refusal."""
+    names = params.get("target", [])
+    if len(names) != 1 or not names[0]:
+        return Answer(HTTPStatus.BAD_REQUEST, text="give one target: /probe?target=NAME\n")
+    modules = params.get("auth_module", [])
+    if len(modules) > 1:
+        return Answer(HTTPStatus.BAD_REQUEST, text="give at most one auth_module\n")
+    try:
+        return registry.probe(_spec(registry, config, names[0], modules[0] if modules else None))
+    except (UnknownTargetError, TargetSyntaxError, ForbiddenTargetError,
+            TooManyTargetsError) as exc:  # fmt: skip
+        return _refusal(exc, config, by_module=bool(modules))
+
+
+def _refusal(exc: Exception, config: Config, *, by_module: bool) -> Answer:
+    if isinstance(exc, UnknownTargetError):
+        what = "auth module (see auth_modules:" if by_module else "target (see targets:"
+        return Answer(HTTPStatus.NOT_FOUND, text=f"unknown {what} in the config)\n")
+    if isinstance(exc, TargetSyntaxError):
+        return Answer(HTTPStatus.BAD_REQUEST, text=f"bad target: {exc}\n")
+    if isinstance(exc, ForbiddenTargetError):
+        return Answer(HTTPStatus.FORBIDDEN, text=f"{exc}\n")
+    return Answer(HTTPStatus.SERVICE_UNAVAILABLE,
+                  text=f"probe.max_targets ({config.probe.max_targets}) targets are running; "
+                       "try again when one has gone idle\n")  # fmt: skip
+
+
+def _spec(registry: Registry, config: Config, name: str, module: str | None) -> TargetSpec:
+    if module is None:
+        return registry.spec(name)
+    found = config.auth_modules.get(module)
+    if found is None:
+        raise UnknownTargetError(module)
+    return module_target(found, name)
 
 
 def _down(name: str) -> Snapshot:
     return Snapshot(families(_SPECS, [(name, Sample("pgq_up", (), 0.0))]))
 
 
-def _reason(exporter: Exporter, wait: float) -> str:
-    """Why a target has no whole collection yet: its first error, else the wait ran out."""
-    errors = [status.error for status in exporter.statuses() if status.error]
-    return errors[0] if errors else f"no collection finished within {wait:g}s"
-
-
 _SPECS = {"pgq_up": metric("pgq_up")}
+
+
+def debug_text(target: Target, collected: bool, wait: float) -> str:
+    """What the target is doing: its layout, each collector's last run, and what it waits
+    on; secrets taken out (the errors are libpq's words)."""
+    now = time.time()
+    state = "up" if target.up else "not connected yet" if target.up is None else "down"
+    lines = [
+        f"target: {target.name} ({target.spec.origin.value}"
+        f"{', ' + target.spec.source if target.spec.source else ''})",
+        f"layout: {describe(target.layout or target.spec.database.layout)}",
+        f"database: {state}" + (f": {target.error}" if target.error else ""),
+        f"first collection: {'done' if collected else f'not within {wait:g}s'}",
+        f"probed: {time.monotonic() - target.last_probe:.1f}s ago",
+    ]
+    running = target.running()
+    lines.append(f"waiting on: {', '.join(sorted(running)) or 'nothing'}")
+    lines.append("collectors:")
+    for name, slot in sorted(target.slots.items()):
+        run = slot.state
+        if not run.ran:
+            lines.append(f"  {name}: not run yet, due in {slot.due - time.monotonic():.1f}s")
+            continue
+        outcome = "ok" if run.success else f"failed: {run.error}"
+        lines.append(
+            f"  {name}: {outcome}; last run {now - run.last_run:.1f}s ago, took "
+            f"{run.duration * 1000:.1f} ms after {run.connection_wait * 1000:.1f} ms for a "
+            f"connection; every {slot.plan.settings.interval:g}s, next in "
+            f"{max(slot.due - time.monotonic(), 0):.1f}s"
+        )
+    return scrub("\n".join(lines) + "\n")

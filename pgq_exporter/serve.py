@@ -11,7 +11,8 @@ import socket
 import sys
 from types import FrameType
 
-from pgq_exporter.app import Exporter, check_custom_sql
+from pgq_exporter.app import Exporter
+from pgq_exporter.checks import check_custom_sql
 from pgq_exporter.config import Config, DatabaseConfig, load_config, split_address
 from pgq_exporter.errors import PgqError, UsageError
 from pgq_exporter.logsetup import setup_logging

@@ -20,8 +20,7 @@ from pgq_exporter import __version__
 from pgq_exporter.app import Exporter
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Snapshot
-from pgq_exporter.probe import ForbiddenTargetError, UnknownTargetError
-from pgq_exporter.probe_address import TargetSyntaxError
+from pgq_exporter.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER, answer
 from pgq_exporter.redaction import scrub
 from pgq_exporter.webconfig import WebConfigFile
 
@@ -269,34 +268,19 @@ class Handler(BaseHTTPRequestHandler):
         self._send(HTTPStatus.OK, body, content_type, headers, scrubbed=False)
 
     def _send_probe(self, exporter: Exporter) -> None:
-        """/probe?target=NAME: a configured or discovered target's metrics, collected while
+        """/probe?target=NAME: a listed or discovered target's metrics, collected while
         probed; /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME: a database Prometheus
-        names, reached with the module's credentials."""
-        query = urllib.parse.parse_qs(self.path.partition("?")[2])
-        names = query.get("target", [])
-        if len(names) != 1 or not names[0]:
-            self._send(HTTPStatus.BAD_REQUEST, b"give one target: /probe?target=NAME\n")
-            return
-        modules = query.get("auth_module", [])
-        if len(modules) > 1:
-            self._send(HTTPStatus.BAD_REQUEST, b"give at most one auth_module\n")
-            return
-        try:
-            snapshot, reason = exporter.probes.probe(names[0], modules[0] if modules else None)
-        except UnknownTargetError:
-            what = "auth module (see auth_modules:" if modules else "target (see targets:"
-            self._send(HTTPStatus.NOT_FOUND, f"unknown {what} in the config)\n".encode())
-            return
-        except TargetSyntaxError as exc:
-            self._send(HTTPStatus.BAD_REQUEST, f"bad target: {exc}\n".encode())
-            return
-        except ForbiddenTargetError as exc:
-            self._send(HTTPStatus.FORBIDDEN, f"{exc}\n".encode())
+        names, reached with the module's credentials (see probe.py)."""
+        params = urllib.parse.parse_qs(self.path.partition("?")[2])
+        reply = answer(exporter.registry, exporter.config, params,
+                       self.headers.get(SCRAPE_TIMEOUT_HEADER))  # fmt: skip
+        if reply.snapshot is None:
+            self._send(reply.status, reply.text.encode())
             return
         # Why a target serves pgq_up 0: the class of failure only. libpq's own words
         # name the user and the address a name resolved to; they go to the log.
-        extra = {"X-Pgq-Probe-Reason": failure_class(reason)} if reason else None
-        self._send_snapshot(snapshot, extra)
+        extra = {REASON_HEADER: failure_class(reply.reason)} if reply.reason else None
+        self._send_snapshot(reply.snapshot, extra)
 
     def do_POST(self) -> None:
         if not self._authorised():
@@ -385,7 +369,7 @@ _FAILURE_CLASSES = (
     (("could not translate host name", "failed to resolve host", "name or service not known"),
      "host name not resolved"),
     (("connection refused",), "connection refused"),
-    (("timeout expired", "timed out", "no collection finished"), "timed out"),
+    (("timeout expired", "timed out", "no collection within"), "timed out"),
     (("too many connections", "remaining connection slots"), "too many connections"),
     (("ssl", "tls", "certificate"), "TLS failed"),
     (("permission denied",), "permission denied"),
@@ -403,12 +387,11 @@ def failure_class(reason: str) -> str:
 
 
 def http_sd_targets(exporter: Exporter) -> list[dict[str, Any]]:
-    """The probe targets, configured and discovered, in Prometheus's http_sd format: one
+    """The probe targets, listed and discovered, in Prometheus's http_sd format: one
     group per source, its name in __meta_pgq_source for relabelling."""
     groups: dict[str, list[str]] = {}
-    for target in exporter.probes.targets():
-        source = target.name.split("/", 1)[0] if "/" in target.name else "targets"
-        groups.setdefault(source, []).append(target.name)
+    for spec in exporter.registry.known():
+        groups.setdefault(spec.source or "targets", []).append(spec.name)
     return [
         {"targets": sorted(names), "labels": {"__meta_pgq_source": source}}
         for source, names in sorted(groups.items())

@@ -20,9 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
+from pgq_exporter.probe import answer
 from tests.support import wait_for
 
 Labels = frozenset[tuple[str, str]]
+Samples = dict[str, dict[Labels, float]]
 
 
 def parse_samples(text: str) -> dict[str, dict[Labels, float]]:
@@ -45,6 +47,19 @@ def collect_once(config_text: str) -> dict[str, dict[Labels, float]]:
         return parse_samples(exporter.collect_once().decode())
     finally:
         exporter.stop()
+
+
+def probe(exporter: Exporter, target: str, auth_module: str | None = None) -> Samples:
+    """An in-process /probe of ``target`` that must answer with a whole collection."""
+    params = {"target": [target], **({"auth_module": [auth_module]} if auth_module else {})}
+    reply = answer(exporter.registry, exporter.config, params, None)
+    assert reply.snapshot is not None and reply.reason is None, (reply.status, reply.reason)
+    return parse_samples(reply.snapshot.text.decode())
+
+
+def probe_status(exporter: Exporter, target: str, auth_module: str | None = None) -> int:
+    params = {"target": [target], **({"auth_module": [auth_module]} if auth_module else {})}
+    return int(answer(exporter.registry, exporter.config, params, None).status)
 
 
 def basic_config(dsn: str, *, interval: str = "1s", timeout: str = "1s", extra: str = "") -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
+from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.errors import PgqError
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
@@ -110,29 +110,33 @@ class KnownQueues:
 
 @dataclass
 class Context:
+    """What a collector run reads besides its connection: the target's config, its
+    queue's layout (resolved: see layout.py), its known queues and its feed."""
+
     config: Config
     database: DatabaseConfig
+    layout: Layout
     queues: KnownQueues
     feed: FinishedFeed
-    layout: SchemaMapping | None = None  # found in the catalog, for `preset: auto`
-    found_library: LibraryLayout | None = None  # a library found for `preset: auto`
 
     @property
     def mapping(self) -> SchemaMapping:
-        """The layout found for `preset: auto`, the preset's, else the config's `mapping:`."""
-        return self.layout or self.database.mapping or self.config.mapping
+        """The table layout the reference collectors render their SQL from."""
+        if not isinstance(self.layout, SchemaMapping):
+            raise TypeError("this collector reads a table layout, not a library preset")
+        return self.layout
 
     @property
     def library(self) -> LibraryLayout | None:
-        """The library preset the queue collectors read, if any (named or found)."""
-        return self.found_library or self.database.library
+        """The library preset the queue collectors read, if the layout is one."""
+        return self.layout if isinstance(self.layout, LibraryLayout) else None
 
     @property
     def tables(self) -> tuple[str, ...]:
         """The queue's tables (qualified and quoted), for table health and lock waits."""
-        if self.library:
-            return self.library.qualified_tables(self.queues.known())
-        return (sql.Identifier(self.mapping.schema, self.mapping.table).as_string(),)
+        if isinstance(self.layout, LibraryLayout):
+            return self.layout.qualified_tables(self.queues.known())
+        return (sql.Identifier(self.layout.schema, self.layout.table).as_string(),)
 
 
 class Collector(ABC):
@@ -145,6 +149,10 @@ class Collector(ABC):
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
+
+
+# The placeholders of a library preset's catalog queries, which name no mapped table.
+_NO_TABLE = SchemaMapping()
 
 
 def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
@@ -179,7 +187,11 @@ def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Co
 
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:
-    statement = render(name, ctx.mapping, tables=table_list(ctx.tables))
+    """A named query of collectors.sql, run with the target's tables. On a library
+    preset only the queries that read catalogs and statistics are run this way: their
+    table placeholders are the library's tables, and no mapped column is read."""
+    mapping = ctx.layout if isinstance(ctx.layout, SchemaMapping) else _NO_TABLE
+    statement = render(name, mapping, tables=table_list(ctx.tables))
     return conn.execute(statement, params).fetchall()
 
 

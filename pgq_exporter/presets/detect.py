@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.config import PRESET_LAYOUTS, SchemaMapping
-from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.sqlfiles import query
 
 _FILE = "detect.sql"
@@ -70,15 +68,3 @@ def _version(conn: psycopg.Connection[Any], preset: str, schema: str) -> str | N
     except psycopg.errors.UndefinedColumn:
         return None
     return str(row[0]) if row and row[0] is not None else None
-
-
-def collectable(found: list[Found]) -> tuple[Found, SchemaMapping | LibraryLayout] | None:
-    """The first library found that the exporter can collect from, and its layout: the
-    reference queue before any other, then in the order found."""
-    for library in sorted(found, key=lambda f: f.preset != "pgq"):
-        if library.preset in PRESET_LAYOUTS:
-            return library, replace(PRESET_LAYOUTS[library.preset], schema=library.schema)
-        preset = LIBRARY_PRESETS.get(library.preset)
-        if preset:
-            return library, LibraryLayout(preset, library.schema, dict(preset.params))
-    return None

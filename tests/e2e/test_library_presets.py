@@ -28,9 +28,10 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.app import Exporter
-from pgq_exporter.config import parse_config
+from pgq_exporter.config import AutoLayout, parse_config
+from pgq_exporter.layout import resolve
 from pgq_exporter.ports import free_port
-from pgq_exporter.presets.detect import collectable, detect
+from pgq_exporter.presets.detect import detect
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
@@ -1153,9 +1154,9 @@ def test_preset_auto_recognises_each_library(empty_db: Database, preset: str) ->
     fill(empty_db.dsn, preset, 300)
     with empty_db.connect(autocommit=True) as conn:
         found = detect(conn)
+        resolution = resolve(AutoLayout(), conn, "main")
     assert [f.preset for f in found] == [preset]
-    chosen = collectable(found)
-    assert chosen is not None and chosen[0].preset == preset
+    assert resolution.chosen is not None and resolution.chosen.preset == preset
     auto = collect_once(
         f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n"
     )

@@ -4,15 +4,15 @@ the exporter's config holds the credentials."""
 from __future__ import annotations
 
 import os
+from http import HTTPStatus
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
-from pgq_exporter.probe import ForbiddenTargetError, UnknownTargetError
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, value
+from tests.exporter_support import probe, probe_status, value
 
 
 def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: Database) -> None:
@@ -36,15 +36,12 @@ def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: D
     exporter = Exporter(config)
     exporter.start()
     try:
-        snapshot, reason = exporter.probes.probe(target, "tenants")
-        assert reason is None
-        samples = parse_samples(snapshot.text.decode())
+        samples = probe(exporter, target, "tenants")
         labels = {"database": target, "queue": "email", "status": "pending"}
         assert value(samples, "pgq_queue_jobs", **labels) == 3
-        with pytest.raises(ForbiddenTargetError):
-            exporter.probes.probe(f"other.example:5432/{params['dbname']}", "tenants")
-        with pytest.raises(UnknownTargetError):
-            exporter.probes.probe(target, "nobody")
-        assert exporter.probes.running() == [target]
+        other = f"other.example:5432/{params['dbname']}"
+        assert probe_status(exporter, other, "tenants") == HTTPStatus.FORBIDDEN
+        assert probe_status(exporter, target, "nobody") == HTTPStatus.NOT_FOUND
+        assert [t.name for t in exporter.registry.probed()] == [target]
     finally:
         exporter.stop()

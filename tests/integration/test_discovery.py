@@ -8,11 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from pgq_exporter.app import Exporter, check_discovery
-from pgq_exporter.config import parse_config
+from pgq_exporter.app import Exporter
+from pgq_exporter.checks import check_discovery
+from pgq_exporter.config import SchemaMapping, parse_config
 from pgq_exporter.server import http_sd_targets
 from pgq_exporter.yamlpos import ConfigError
-from tests.exporter_support import parse_samples, value
+from tests.exporter_support import parse_samples, probe, value
 from tests.seed_support import SEED_TABLE
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
 
@@ -52,19 +53,17 @@ def test_discovery_keeps_the_databases_holding_a_queue(
     found = {target.name: target for target in check_discovery(config)}
     # Not the empty database (no queue) nor the excluded one; the seed table by its preset.
     assert sorted(found) == [f"fleet/{prefix}_a", f"fleet/{prefix}_b", f"fleet/{prefix}_seed"]
-    seed = found[f"fleet/{prefix}_seed"].mapping
-    assert seed is not None and seed.table == "jobs" and seed.schema == "app"
+    seed = found[f"fleet/{prefix}_seed"].layout
+    assert isinstance(seed, SchemaMapping) and seed.table == "jobs" and seed.schema == "app"
 
     exporter = Exporter(config)
     exporter.start()
     try:
-        wait_for(lambda: len(exporter.probes.targets()) == 3, "the first listing")
+        wait_for(lambda: len(exporter.registry.known()) == 3, "the first listing")
         assert http_sd_targets(exporter) == [
             {"targets": sorted(found), "labels": {"__meta_pgq_source": "fleet"}}
         ]
-        snapshot, reason = exporter.probes.probe(f"fleet/{prefix}_a")
-        assert reason is None
-        probed = parse_samples(snapshot.text.decode())
+        probed = probe(exporter, f"fleet/{prefix}_a")
         labels = {"database": f"fleet/{prefix}_a", "queue": "email", "status": "pending"}
         assert value(probed, "pgq_queue_jobs", **labels) == 1
 
@@ -73,7 +72,7 @@ def test_discovery_keeps_the_databases_holding_a_queue(
         wait_for(lambda: f"fleet/{prefix}_new" in _names(exporter), "the new database")
         admin_execute(server_dsn, f'DROP DATABASE "{prefix}_a" WITH (FORCE)')
         wait_for(lambda: f"fleet/{prefix}_a" not in _names(exporter), "the dropped database")
-        wait_for(lambda: f"fleet/{prefix}_a" not in exporter.probes.running(), "its probe stop")
+        wait_for(lambda: exporter.registry.running(f"fleet/{prefix}_a") is None, "its probe stop")
         exporter.refresh()
         served = parse_samples(exporter.metrics_text.decode())
         assert value(served, "pgq_discovery_targets", source="fleet") == 3
@@ -83,7 +82,7 @@ def test_discovery_keeps_the_databases_holding_a_queue(
 
 
 def _names(exporter: Exporter) -> set[str]:
-    return {target.name for target in exporter.probes.targets()}
+    return {spec.name for spec in exporter.registry.known()}
 
 
 def test_a_source_that_cannot_list_names_its_entry() -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pgq_exporter.config import parse_config, parse_duration
+from pgq_exporter.config import AutoLayout, parse_config, parse_duration
+from pgq_exporter.presets.library import LibraryLayout
 from tests.support import assert_clean_failure, run_cli
 
 DB = "databases:\n  - name: main\n    dsn: postgresql:///app\n"
@@ -596,7 +597,8 @@ def test_a_config_of_discovered_targets_only() -> None:
         ("tenant_*",),
         ("tenant_test*",),
     )
-    assert source.interval == 60.0 and source.template.auto  # preset: auto unless named
+    assert source.interval == 60.0
+    assert isinstance(source.template.layout, AutoLayout)  # preset: auto unless named
     assert (config.limits.collections, config.limits.server_connections) == (4, 10)
 
 
@@ -608,7 +610,8 @@ def test_a_config_of_probe_targets_only() -> None:
     config = parse_config(text, "fleet.yaml", {})
     assert config.databases == ()
     assert [t.name for t in config.targets] == ["tenant_a"]
-    assert config.targets[0].library is not None and config.targets[0].library.preset.name == "oban"
+    layout = config.targets[0].layout
+    assert isinstance(layout, LibraryLayout) and layout.preset.name == "oban"
     assert (config.probe.wait, config.probe.idle) == (2.0, 1800.0)
 
 

@@ -65,7 +65,7 @@ def test_a_header_value_is_one_line_of_ascii() -> None:
          "connection refused"),
         ("failed to resolve host 'x.db.internal': Name or service not known",
          "host name not resolved"),
-        ("no collection finished within 5s", "timed out"),
+        ("no collection within 5s", "timed out"),
         ('FATAL:  database "app" does not exist', "database or object does not exist"),
     ],
 )  # fmt: skip

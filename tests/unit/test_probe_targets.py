@@ -8,6 +8,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.config import AuthModule, parse_config
+from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.probe import ForbiddenTargetError, module_target
 from pgq_exporter.probe_address import TargetSyntaxError
 
@@ -37,7 +38,7 @@ def _module() -> AuthModule:
 def test_a_target_takes_host_port_and_database_the_rest_from_the_module(
     target: str, host: str, port: str | None
 ) -> None:
-    database = module_target(_module(), target)
+    database = module_target(_module(), target).database
     params = conninfo_to_dict(database.dsn)
     assert (params["host"], params.get("port"), params["dbname"]) == (host, port, "app")
     assert (params["user"], params["password"], params["sslmode"]) == (
@@ -48,7 +49,7 @@ def test_a_target_takes_host_port_and_database_the_rest_from_the_module(
     # One spelling per database: the name is the normalised address.
     shown = f"[{host}]" if ":" in host else host
     assert database.name == f"{shown}:{port}/app" and "s3cret" not in database.name
-    assert database.library is not None and database.library.preset.name == "oban"
+    assert isinstance(database.layout, LibraryLayout) and database.layout.preset.name == "oban"
 
 
 @pytest.mark.parametrize(

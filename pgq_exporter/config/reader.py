@@ -1,30 +1,58 @@
-"""The exporter's YAML configuration: loading, validation, and error messages that name file:line.
-
-Every problem raises ConfigError ("file:line: key.path: message"); unknown keys
-are errors.
+"""Reading the exporter's YAML configuration into its model (config.model), checking
+every value on the way: each problem is one ConfigError naming file:line and the key
+path ("file:line: key.path: message"); unknown keys are errors.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.catalogue import (
     BUILTIN_COLLECTORS,
-    QUEUE_COLLECTORS,
     MetricType,
-    columns_left_out,
     metric,
     names,
     series_names,
     taken_series,
 )
+from pgq_exporter.config.model import (
+    AUTO_PRESET,
+    DEFAULT_DISCOVERY,
+    DEFAULT_EXACT_COUNT_LIMIT,
+    DEFAULT_LISTEN_ADDRESS,
+    DEFAULT_MAX_QUEUES,
+    DEFAULT_MAX_ROWS,
+    DEFAULT_QUEUE_MEMORY,
+    DEFAULT_TIMEOUT,
+    DEFAULT_WINDOW,
+    MAPPED_COLUMNS,
+    MAPPED_STATUSES,
+    PRESET_LAYOUTS,
+    REQUIRED_COLUMNS,
+    AuthModule,
+    AutoLayout,
+    CollectorSettings,
+    Config,
+    CustomCollector,
+    CustomMetric,
+    DatabaseConfig,
+    DiscoverySource,
+    LayoutChoice,
+    LimitSettings,
+    LogSettings,
+    ProbeSettings,
+    SchemaMapping,
+    WebSettings,
+    builtin_runs,
+    default_columns,
+)
 from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout, LibraryPreset
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.probe_address import (
     DEFAULT_PORT,
     TargetSyntaxError,
@@ -43,16 +71,8 @@ from pgq_exporter.yamlpos import (
 
 Path_ = tuple[str | int, ...]
 
-DEFAULT_INTERVAL = 15.0
-DEFAULT_TIMEOUT = 5.0
-DEFAULT_WINDOW = 300.0
-DEFAULT_EXACT_COUNT_LIMIT = 1_000_000
 # Counts run as SQL bigint, and LIMIT takes limit + 1: stay well inside it.
 MAX_EXACT_COUNT_LIMIT = 1_000_000_000_000
-# Series caps: a runaway number of queues, or a custom query returning a
-# table, must not make /metrics huge. What a cap drops is counted and logged.
-DEFAULT_MAX_QUEUES = 2_000
-DEFAULT_MAX_ROWS = 10_000
 MAX_INTEGER = 2**31 - 1
 # Documented ranges of the durations, in seconds. A statement_timeout is whole
 # milliseconds below 24.8 days; a window is kept in memory, job by job.
@@ -71,8 +91,7 @@ RANGES = {
     "wait": (0.1, 60.0),
     "idle": (1.0, 7 * 86_400.0),
 }
-DEFAULT_LISTEN_ADDRESS = ":9188"
-DEFAULT_QUEUE_MEMORY = 3600.0
+MAX_PROBE_TARGETS = 100_000
 
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -84,71 +103,10 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PATTERN = re.compile(r"^[^/\x00]+$")
 _DATABASE_KEYS = ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset",
                   "schema", "preset_params")  # fmt: skip
-DEFAULT_DISCOVERY = 300.0
 DSN_FILE_BYTES = 64 * 1024
 _RESERVED_LABELS = frozenset({"le", "quantile", "type", "database"})
 _LOG_FORMATS = ("logfmt", "json")
 _LOG_LEVELS = ("debug", "info", "warning", "error")
-
-MAPPED_COLUMNS = (
-    "id", "queue", "status", "attempts", "max_attempts", "scheduled_at", "locked_until",
-    "started_at", "finished_at", "finished_xid", "created_at", "updated_at",
-)  # fmt: skip
-MAPPED_STATUSES = ("pending", "processing", "done", "failed")
-# Mapped only when named: a table without start and end columns gets its window
-# from them (the seed article's p95), and other tables need not have them.
-OPT_IN_COLUMNS = ("created_at", "updated_at")
-
-
-def default_columns() -> dict[str, str | None]:
-    return {c: None if c in OPT_IN_COLUMNS else c for c in MAPPED_COLUMNS}
-
-
-# The columns a mapping cannot leave out (null): every queue metric reads them.
-REQUIRED_COLUMNS = ("queue", "status")
-
-
-@dataclass(frozen=True, slots=True)
-class SchemaMapping:
-    """Where the queue lives. Built-in SQL is rendered from it."""
-
-    schema: str = DEFAULT_SCHEMA
-    table: str = "jobs"
-    # A column mapped to None is one the table does not have: the collectors that
-    # need it are not scheduled, and their metrics are not served.
-    columns: dict[str, str | None] = field(default_factory=default_columns)
-    statuses: dict[str, str] = field(default_factory=lambda: {s: s for s in MAPPED_STATUSES})
-    # Where in the config each part was set ("table", "columns.<key>" -> "file:line: path"),
-    # for the errors of check-config --connect.
-    where: dict[str, str] = field(default_factory=dict, compare=False)
-
-    def place(self, part: str) -> str | None:
-        """Where ``part`` ("table" or "columns.<key>") was set: itself, else the table."""
-        return self.where.get(part) or self.where.get("table")
-
-    @property
-    def is_reference(self) -> bool:
-        """The reference queue's layout, whose schema keeps exact counts from version 3 on."""
-        return self == SchemaMapping(schema=self.schema)
-
-
-AUTO_PRESET = "auto"
-# The layouts a database's `preset:` may name. `pgq` is the reference queue. `seed`
-# is the seed article's table as written, in the public schema: it has no
-# started_at, finished_at or finished_xid, so it gets no window metrics and no
-# histograms.
-PRESET_LAYOUTS: dict[str, SchemaMapping] = {
-    "pgq": SchemaMapping(),
-    "seed": SchemaMapping(
-        schema="public",
-        columns={
-            **{c: c for c in MAPPED_COLUMNS},
-            "started_at": None,
-            "finished_at": None,
-            "finished_xid": None,
-        },
-    ),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +114,6 @@ class Builtins:
     """What decides where a built-in collector runs: for checking custom collectors."""
 
     databases: tuple[DatabaseConfig, ...]
-    mapping: SchemaMapping
     collectors: dict[str, CollectorSettings]
 
     def serving(self, name: str, only: tuple[str, ...]) -> tuple[str, str] | None:
@@ -167,155 +124,9 @@ class Builtins:
         for db in self.databases:
             if only and db.name not in only:
                 continue
-            if builtin_runs(collector, settings, db.mapping or self.mapping,
-                            db.library.preset if db.library else None):  # fmt: skip
+            if builtin_runs(collector, settings, db.layout):
                 return collector, db.name
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class CollectorSettings:
-    interval: float = DEFAULT_INTERVAL
-    timeout: float = DEFAULT_TIMEOUT
-    enabled: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class CustomMetric:
-    name: str
-    type: MetricType
-    help: str
-    labels: tuple[str, ...]
-    value: str
-    # A catalogue metric fed where its built-in collector does not run: served with
-    # the catalogue's help, zero-filled over the known queues when queue is its label.
-    catalogue: bool = False
-    where: str = ""  # file:line: key.path of its value, for errors found on a database
-
-
-@dataclass(frozen=True, slots=True)
-class CustomCollector:
-    name: str
-    sql: str
-    metrics: tuple[CustomMetric, ...]
-    settings: CollectorSettings
-    databases: tuple[str, ...]  # empty: every database
-    line: int
-    max_rows: int = DEFAULT_MAX_ROWS
-
-
-@dataclass(frozen=True, slots=True)
-class DatabaseConfig:
-    name: str
-    dsn: str
-    queues: tuple[str, ...] = ()
-    pool_size: int = 1
-    # The preset's layout of this database's queue; None: the config's `mapping:`.
-    mapping: SchemaMapping | None = None
-    # `preset: auto`: the layout is found in the database's catalog when it connects.
-    auto: bool = False
-    # A library preset (`preset: procrastinate`...): its own SQL feeds the queue metrics.
-    library: LibraryLayout | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class WebSettings:
-    listen_address: str = DEFAULT_LISTEN_ADDRESS
-    config_file: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LogSettings:
-    format: str = "logfmt"
-    level: str = "info"
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeSettings:
-    """/probe?target=NAME: how long a first probe waits for its target's first
-    collection, and how long a target goes unprobed before it is stopped."""
-
-    wait: float = 5.0
-    idle: float = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class DiscoverySource:
-    """`discover:`: the databases of one server, found by listing them, each probed as the
-    target ``<name>/<database>`` with ``template``'s credentials, preset and pool."""
-
-    template: DatabaseConfig
-    include: tuple[str, ...] = ()  # shell patterns on database names; none: every database
-    exclude: tuple[str, ...] = ()
-    interval: float = 300.0
-
-    @property
-    def name(self) -> str:
-        return self.template.name
-
-
-@dataclass(frozen=True, slots=True)
-class AuthModule:
-    """`auth_modules:`: credentials and options for databases that Prometheus names,
-    as /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME; ``template``'s DSN gives
-    everything but the host, port and database, and only ``hosts`` on ``ports`` may be
-    reached."""
-
-    template: DatabaseConfig
-    hosts: tuple[str, ...]  # normalised patterns (probe_address.normalise_pattern)
-    ports: tuple[int, ...] = (DEFAULT_PORT,)
-
-    @property
-    def name(self) -> str:
-        return self.template.name
-
-
-@dataclass(frozen=True, slots=True)
-class LimitSettings:
-    """Caps shared by every database one exporter process collects: collector runs at
-    once, and connections held open to one PostgreSQL server."""
-
-    collections: int = 8
-    server_connections: int = 20
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    databases: tuple[DatabaseConfig, ...]
-    mapping: SchemaMapping = field(default_factory=SchemaMapping)
-    collectors: dict[str, CollectorSettings] = field(default_factory=dict)
-    custom: tuple[CustomCollector, ...] = ()
-    window: float = DEFAULT_WINDOW
-    exact_count_limit: int = DEFAULT_EXACT_COUNT_LIMIT
-    max_queues: int = DEFAULT_MAX_QUEUES
-    queue_memory: float = DEFAULT_QUEUE_MEMORY
-    web: WebSettings = field(default_factory=WebSettings)
-    log: LogSettings = field(default_factory=LogSettings)
-    source: str = "<defaults>"
-    # Collected only while Prometheus probes them (/probe?target=NAME).
-    targets: tuple[DatabaseConfig, ...] = ()
-    probe: ProbeSettings = field(default_factory=ProbeSettings)
-    limits: LimitSettings = field(default_factory=LimitSettings)
-    discover: tuple[DiscoverySource, ...] = ()
-    auth_modules: dict[str, AuthModule] = field(default_factory=dict)
-
-    def collector(self, name: str) -> CollectorSettings:
-        return self.collectors.get(name, CollectorSettings())
-
-
-def builtin_runs(
-    collector: str,
-    settings: CollectorSettings,
-    mapping: SchemaMapping,
-    library: LibraryPreset | None = None,
-) -> bool:
-    """Whether a built-in collector is scheduled: enabled, and reading no left-out
-    column, or, with a library preset, one whose SQL the preset has."""
-    if not settings.enabled:
-        return False
-    if library is not None:
-        return collector not in QUEUE_COLLECTORS or collector in library.collectors
-    return not columns_left_out(collector, mapping.columns)
 
 
 def parse_duration(text: str) -> float:
@@ -341,6 +152,7 @@ class _Reader:
     def __init__(self, doc: Located, environ: Any) -> None:
         self.doc = doc
         self.env = environ
+        self.default_layout = SchemaMapping()
 
     # -- primitives ---------------------------------------------------------
     def get(self, path: Path_) -> Any:
@@ -439,16 +251,17 @@ class _Reader:
                 "missing required key 'databases' "
                 "(or 'targets', 'discover' or 'auth_modules', to be probed)",
             )
+        # Read first: it is the layout of every database that names no preset.
+        self.default_layout = self.schema_mapping() if "mapping" in top else SchemaMapping()
         databases = self.databases("databases") if "databases" in top else ()
         targets = self.databases("targets", taken=databases) if "targets" in top else ()
-        mapping = self.schema_mapping() if "mapping" in top else SchemaMapping()
         collectors = self.collectors() if "collectors" in top else {}
         custom: tuple[CustomCollector, ...] = ()
         if "custom_collectors" in top:
-            custom = self.custom_collectors(Builtins(databases, mapping, collectors))
+            custom = self.custom_collectors(Builtins(databases, collectors))
         return Config(
             databases=databases,
-            mapping=mapping,
+            mapping=self.default_layout,
             collectors=collectors,
             custom=custom,
             window=self.duration(("window",)) if "window" in top else DEFAULT_WINDOW,
@@ -507,11 +320,21 @@ class _Reader:
             else ()
         )
         pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
-        library = self.library_layout(path, entry)
-        mapping = None if library else self.preset_mapping(path, entry)
-        auto = entry.get("preset") == AUTO_PRESET
+        layout = self.layout(path, entry)
         dsn = self.dsn(path, entry)
-        return DatabaseConfig(name, dsn, queues, pool, mapping, auto, library)
+        return DatabaseConfig(name, dsn, queues, pool, layout)
+
+    def layout(self, path: Path_, entry: dict[str, Any]) -> LayoutChoice:
+        """The layout an entry's `preset:` names (with its `schema:` and `preset_params:`),
+        `auto`, or without a preset the config's `mapping:`."""
+        library = self.library_layout(path, entry)
+        if library is not None:
+            return library
+        if entry.get("preset") == AUTO_PRESET:
+            if "schema" in entry:
+                raise self.fail((*path, "schema"), "schema goes with a named preset, not auto")
+            return AutoLayout(self.where((*path, "preset")))
+        return self.preset_mapping(path, entry) or self.default_layout
 
     def auth_modules(self) -> dict[str, AuthModule]:
         modules = self.get(("auth_modules",))
@@ -574,11 +397,16 @@ class _Reader:
         return tuple(result)
 
     def probe(self) -> ProbeSettings:
-        entry = self.mapping(("probe",), ("wait", "idle"))
+        entry = self.mapping(("probe",), ("wait", "idle", "max_targets"))
         default = ProbeSettings()
         return ProbeSettings(
             wait=self.duration(("probe", "wait")) if "wait" in entry else default.wait,
             idle=self.duration(("probe", "idle")) if "idle" in entry else default.idle,
+            max_targets=(
+                self.integer(("probe", "max_targets"), 1, MAX_PROBE_TARGETS)
+                if "max_targets" in entry
+                else default.max_targets
+            ),
         )
 
     def limits(self) -> LimitSettings:
@@ -605,10 +433,6 @@ class _Reader:
         if "preset" not in entry:
             return None
         preset = self.string((*path, "preset"))
-        if preset == AUTO_PRESET:
-            if "schema" in entry:
-                raise self.fail((*path, "schema"), "schema goes with a named preset, not auto")
-            return None
         if preset not in PRESET_LAYOUTS:
             known = ", ".join(sorted([*PRESET_LAYOUTS, *LIBRARY_PRESETS, AUTO_PRESET]))
             raise self.fail((*path, "preset"), f"unknown preset {preset!r} (known: {known})")

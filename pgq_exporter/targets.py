@@ -1,0 +1,571 @@
+"""Targets, the unit the exporter runs, and the one registry that holds them all.
+
+A target is one database as the config names it: its layout (resolved once, by its
+first job), its collectors and their states, and its snapshot, rendered after each of
+its runs. Where it comes from decides only how long it is kept:
+
+- under `databases:`, always, and its series are served on /metrics;
+- under `targets:` or through an auth module, while Prometheus probes it;
+- through discovery, while probed and while its source lists it.
+
+A reload computes the difference: a target whose database and collectors are
+unchanged keeps running, with its counters; only the added, removed and changed ones
+start or stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.collection import CollectorState, GroupRun, Outcome, Slot, due_in, groups
+from pgq_exporter.collectors import planned
+from pgq_exporter.collectors.base import AnySample, Context, KnownQueues, Sample
+from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
+from pgq_exporter.connections import (
+    SERVER_CONNECTIONS,
+    Connections,
+    ConnectionUnavailableError,
+)
+from pgq_exporter.errors import first_line
+from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.layout import resolve
+from pgq_exporter.scheduler import Scheduler
+
+log = logging.getLogger("pgq_exporter.targets")
+
+COLLECTIONS = "collections"
+DELAYED, DROPPED = "delayed", "dropped"
+# A run that starts this much after it was due waited for a free worker: delayed.
+LATE = 0.1
+# A target whose layout cannot be found yet tries again this often, at most; finding
+# it waits this long, at most, for its connection and the catalog.
+RETRY_RESOLVE = 15.0
+RESOLVE_TIMEOUT = 5.0
+
+
+class Origin(StrEnum):
+    """Where a target comes from, which decides how long it is kept."""
+
+    STATIC = "databases"  # always
+    LISTED = "targets"  # while probed
+    MODULE = "auth_modules"  # while probed
+    DISCOVERED = "discover"  # while probed and while its source lists it
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    database: DatabaseConfig
+    origin: Origin
+    source: str = ""  # the discover: source, or the auth module
+
+    @property
+    def name(self) -> str:
+        return self.database.name
+
+    @property
+    def always(self) -> bool:
+        return self.origin is Origin.STATIC
+
+
+def plan_key(config: Config, spec: TargetSpec) -> tuple[object, ...]:
+    """What a target's running depends on: equal keys, and a reload leaves it alone."""
+    customs = tuple(c for c in config.custom if not c.databases or spec.name in c.databases)
+    return (spec, tuple(sorted(config.collectors.items())), customs, config.window,
+            config.exact_count_limit, config.max_queues, config.queue_memory)  # fmt: skip
+
+
+class Target:
+    """One database being collected."""
+
+    def __init__(
+        self,
+        spec: TargetSpec,
+        config: Config,
+        specs: Callable[[], dict[str, MetricSpec]],
+        connections: Connections,
+        *,
+        previous: Target | None = None,
+        on_render: Callable[[], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self._on_render = on_render
+        self.config = config
+        self._specs = specs
+        self._connections = connections
+        same_database = previous is not None and previous.spec.database == spec.database
+        kept = previous if same_database else None
+        self.queues: KnownQueues = kept.queues if kept else KnownQueues()
+        self.queues.configured = spec.database.queues
+        self.queues.memory = config.queue_memory
+        self.queues.limit = config.max_queues
+        # Finished jobs already observed stay observed across a reload.
+        self.feed: FinishedFeed = kept.feed if kept else FinishedFeed()
+        self.layout: Layout | None = None
+        if not isinstance(spec.database.layout, AutoLayout):
+            self.layout = spec.database.layout
+        elif kept is not None:
+            self.layout = kept.layout
+        self.up: bool | None = kept.up if kept else None  # None: not tried yet
+        self.error = ""  # why its layout is not known, when it is not
+        self.slots: dict[str, Slot] = {}
+        self._groups: list[tuple[Slot, ...]] = []
+        self._carried = kept
+        self.counts: Counter[tuple[str, str]] = kept.counts if kept else Counter()
+        self.last_probe = time.monotonic()
+        self.stopped = False
+        self.first_collection = threading.Event()  # whole, or failed to connect
+        self.snapshot = Snapshot([])
+        self._lock = threading.Lock()
+        self._render_lock = threading.Lock()
+        self._running: set[str] = set()  # slots whose run is in progress
+        self._scheduler: Scheduler | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self, scheduler: Scheduler) -> None:
+        """Schedule its first job: finding its layout, then its collectors."""
+        self._scheduler = scheduler
+        self._connections.attach(self.spec.database.dsn)
+        scheduler.now(_Setup(self))
+
+    def stop(self) -> None:
+        """Its jobs end when they next come due; its connections close once unused."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self._connections.detach(self.spec.database.dsn)
+
+    def touch(self) -> None:
+        self.last_probe = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        return now - self.last_probe
+
+    # -- jobs ---------------------------------------------------------------------
+    def setup(self) -> float | None:
+        """Find the layout (a connection for `auto`), then schedule every group of
+        collectors; until the layout is known, try again on the shortest interval."""
+        if not self._prepare():
+            return time.monotonic() + self._retry_every()
+        assert self._scheduler is not None
+        for index in range(len(self._groups)):
+            self._scheduler.now(_GroupJob(self, index))
+        if not self._groups:
+            self._render()
+        return None
+
+    def collect_now(self) -> None:
+        """Every collector once, in this thread (check-config, tests, benchmarks)."""
+        if self.slots or self._prepare():
+            for group in self._groups:
+                self._run(list(group))
+
+    def _prepare(self) -> bool:
+        """Find the layout and plan the collectors; False when the layout cannot be read."""
+        if self.layout is None:
+            try:
+                self.layout = self._resolve()
+            except ConnectionUnavailableError as exc:
+                self._unreachable(str(exc))
+                return False
+            except Exception as exc:  # a catalog it cannot read, say
+                self._unreachable(f"{type(exc).__name__}: {first_line(exc)}")
+                return False
+        self.error = ""
+        self._plan(self.layout)
+        return True
+
+    def _resolve(self) -> Layout:
+        timeout = min([RESOLVE_TIMEOUT, *(s.timeout for s in self.config.collectors.values())])
+        with self._connections.checkout(self.spec.database.dsn, timeout, timeout) as (conn, _):
+            self.up = True
+            return resolve(self.spec.database.layout, conn, self.name).layout
+
+    def _unreachable(self, error: str) -> None:
+        self.up, self.error = False, error
+        log.warning("target not reachable", extra={"database": self.name, "err": error})
+        self._render()
+
+    def _retry_every(self) -> float:
+        return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
+
+    def _plan(self, layout: Layout) -> None:
+        previous = self._carried.slots if self._carried else {}
+        busy = self._carried._running if self._carried else set()
+        now = time.monotonic()
+        for plan in planned(self.config, self.name, layout):
+            old = previous.get(plan.name)
+            # One collector object is never run by two threads: one still running in
+            # the previous target is replaced, its state copied.
+            reuse = old is not None and type(old.collector) is plan.make and plan.name not in busy
+            collector = old.collector if reuse and old else plan.make()
+            state = replace(old.state) if old else CollectorState()
+            self.slots[plan.name] = Slot(plan, collector, state, now)
+        self._carried = None
+        self._groups = groups(list(self.slots.values()), self.spec.database.pool_size)
+
+    def run_group(self, index: int, now: float, late: float) -> float | None:
+        """Run the group's due collectors; when it is next due."""
+        group = self._groups[index]
+        due = due_in(group, now)
+        if due:
+            shortest = min(slot.plan.settings.interval for slot in due)
+            if late > shortest:  # a worker came free too late: this run is dropped
+                self._note(COLLECTIONS, DROPPED)
+            else:
+                if late > LATE:
+                    self._note(COLLECTIONS, DELAYED)
+                self._run(due)
+            for slot in due:
+                slot.due = _next_due(slot, now)
+        return min(slot.due for slot in group)
+
+    def _run(self, due: list[Slot]) -> None:
+        assert self.layout is not None
+        ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed)
+        with self._lock:
+            self._running.update(slot.name for slot in due)
+        try:
+            run = GroupRun(ctx, self._connections, due)
+            outcome = run.run()
+        finally:
+            with self._lock:
+                self._running.difference_update(slot.name for slot in due)
+        if outcome == Outcome.DROPPED:
+            self._note(SERVER_CONNECTIONS, DROPPED)
+        elif run.waited_for_server:
+            self._note(SERVER_CONNECTIONS, DELAYED)
+        if run.up is not None:
+            self.up = run.up
+        self._render()
+
+    def _note(self, limit: str, outcome: str) -> None:
+        with self._lock:
+            self.counts[(limit, outcome)] += 1
+        CAP_LOG.note(self.name, limit, outcome)
+
+    # -- what it serves -------------------------------------------------------------
+    def running(self) -> set[str]:
+        with self._lock:
+            return set(self._running)
+
+    def reason(self) -> str | None:
+        """Why it serves pgq_up 0, when it does: its first error."""
+        if self.up is not False:
+            return None
+        errors = [slot.state.error for slot in self.slots.values() if slot.state.error]
+        return self.error or (errors[0] if errors else "cannot connect")
+
+    def samples(self) -> Iterator[AnySample]:
+        if self.up is not None:
+            yield Sample("pgq_up", (), 1.0 if self.up else 0.0)
+        yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
+        for name, slot in self.slots.items():
+            if isinstance(slot.collector, CustomSQL):
+                yield Sample("pgq_collector_rows_dropped", (name,), float(slot.collector.dropped))
+            yield from slot.state.samples
+            yield from run_samples(name, slot.state)
+        with self._lock:
+            counts = dict(self.counts)
+        for limit in (COLLECTIONS, SERVER_CONNECTIONS):
+            delayed = float(counts.get((limit, DELAYED), 0))
+            yield Sample("pgq_limit_delayed_total", (limit,), delayed)
+            yield Sample(
+                "pgq_limit_dropped_total", (limit,), float(counts.get((limit, DROPPED), 0))
+            )
+
+    def _render(self) -> None:
+        """A new snapshot from every collector's last samples. Two groups may end at once:
+        renders take turns, so the last one reads both, and the first collection is
+        whole (every collector has run once) only in a snapshot that shows it."""
+        with self._render_lock:
+            named = [(self.name, sample) for sample in self.samples()]
+            self.snapshot = Snapshot(families(self._specs(), named), self.snapshot.forms)
+            if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
+                self.first_collection.set()
+        if self._on_render is not None:
+            self._on_render()
+
+
+class CapLog:
+    """One log line per cap and outcome at most once a minute, with the runs since the
+    last one. A delay is the caps doing their work; only a dropped run is news."""
+
+    EVERY = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: Counter[tuple[str, str]] = Counter()
+        self._logged: dict[tuple[str, str], float] = {}
+
+    def note(self, database: str, limit: str, outcome: str) -> None:
+        now = time.monotonic()
+        key = (limit, outcome)
+        with self._lock:
+            self._since[key] += 1
+            if now - self._logged.get(key, -self.EVERY) < self.EVERY:
+                return
+            self._logged[key] = now
+            runs = self._since.pop(key)
+        level = logging.WARNING if outcome == DROPPED else logging.DEBUG
+        log.log(level, f"collector runs {outcome} by a cap",
+                extra={"limit": limit, "runs": runs, "database": database})  # fmt: skip
+
+
+CAP_LOG = CapLog()
+
+
+def _next_due(slot: Slot, now: float) -> float:
+    """The slot's next run, on its own interval; a late run skips, never bunches up."""
+    interval = slot.plan.settings.interval
+    due = slot.due + interval
+    return due if due > now else now + interval
+
+
+def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
+    """How the collector's runs went; nothing before its first run has ended, so that
+    a starting target reads as not yet known rather than as failing."""
+    if not state.ran:
+        return
+    labels = (collector,)
+    yield Sample("pgq_collector_duration_seconds", labels, state.duration)
+    yield Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait)
+    yield Sample("pgq_collector_success", labels, float(state.success))
+    if state.last_success:
+        yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)
+
+
+@dataclass(eq=False)
+class _Setup:
+    target: Target
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped
+
+    def run(self, now: float, late: float) -> float | None:
+        return self.target.setup()
+
+
+@dataclass(eq=False)
+class _GroupJob:
+    target: Target
+    index: int
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped
+
+    def run(self, now: float, late: float) -> float | None:
+        return self.target.run_group(self.index, now, late)
+
+
+# -- the registry ------------------------------------------------------------------
+
+
+class UnknownTargetError(LookupError):
+    """The probe names a target the config does not have, or an unknown auth module."""
+
+
+class TooManyTargetsError(RuntimeError):
+    """probe.max_targets are running: a new one is refused."""
+
+
+@dataclass
+class _Sources:
+    """The targets a probe may name without an auth module, by where they come from."""
+
+    listed: dict[str, TargetSpec] = field(default_factory=dict)
+    discovered: dict[str, dict[str, TargetSpec]] = field(default_factory=dict)
+
+    def get(self, name: str) -> TargetSpec | None:
+        spec = self.listed.get(name)
+        if spec is not None:
+            return spec
+        for targets in self.discovered.values():
+            if name in targets:
+                return targets[name]
+        return None
+
+    def every(self) -> list[TargetSpec]:
+        found = [t for targets in self.discovered.values() for t in targets.values()]
+        return [*self.listed.values(), *(t for t in found if t.name not in self.listed)]
+
+
+class Registry:
+    """Every target of the process, static and probed, and when each is stopped."""
+
+    def __init__(
+        self,
+        config: Config,
+        scheduler: Scheduler,
+        connections: Connections,
+        specs: Callable[[], dict[str, MetricSpec]],
+        on_static_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.config = config
+        self._scheduler = scheduler
+        self._connections = connections
+        self._specs = specs
+        self._lock = threading.Lock()
+        self._running: dict[str, Target] = {}
+        self._sources = _Sources(listed=_listed(config))
+        self.refused = 0  # probes of a new target refused past probe.max_targets
+        # Called after each render of a static target (its series are on /metrics).
+        self._on_static_change = on_static_change
+
+    # -- reading ------------------------------------------------------------------
+    def static(self) -> list[Target]:
+        with self._lock:
+            return [t for t in self._running.values() if t.spec.always]
+
+    def probed(self) -> list[Target]:
+        with self._lock:
+            return [t for t in self._running.values() if not t.spec.always]
+
+    def running(self, name: str) -> Target | None:
+        with self._lock:
+            return self._running.get(name)
+
+    def known(self) -> list[TargetSpec]:
+        """Every target a probe may name by its name: listed, then discovered."""
+        with self._lock:
+            return self._sources.every()
+
+    def spec(self, name: str) -> TargetSpec:
+        with self._lock:
+            spec = self._sources.get(name)
+        if spec is None:
+            raise UnknownTargetError(name)
+        return spec
+
+    # -- changing -----------------------------------------------------------------
+    def start_static(self) -> None:
+        for database in self.config.databases:
+            self._start(TargetSpec(database, Origin.STATIC))
+
+    def probe(self, spec: TargetSpec) -> Target:
+        """The running target of ``spec``, started if it was not; never waits for SQL."""
+        replaced = None
+        with self._lock:
+            target = self._running.get(spec.name)
+            if target is not None and target.spec != spec:  # named again, another module
+                replaced, target = target, None
+                del self._running[spec.name]
+            started = target is None
+            if target is None:
+                probed = sum(1 for t in self._running.values() if not t.spec.always)
+                if probed >= self.config.probe.max_targets:
+                    self.refused += 1
+                    raise TooManyTargetsError(spec.name)
+                target = self._new(spec)
+            target.touch()
+        if replaced is not None:
+            replaced.stop()
+        if started:
+            target.start(self._scheduler)
+            log.info("probe target started", extra={"target": spec.name})
+        return target
+
+    def _new(self, spec: TargetSpec, previous: Target | None = None) -> Target:
+        """A target, registered (lock held); started by the caller."""
+        target = Target(spec, self.config, self._specs, self._connections, previous=previous,
+                        on_render=self._on_static_change if spec.always else None)  # fmt: skip
+        self._running[spec.name] = target
+        return target
+
+    def _start(self, spec: TargetSpec, previous: Target | None = None) -> None:
+        with self._lock:
+            target = self._new(spec, previous)
+        target.start(self._scheduler)
+
+    def sweep(self, now: float) -> None:
+        """Stop the probed targets not probed for probe.idle."""
+        idle = self.config.probe.idle
+        with self._lock:
+            stale = [t for t in self._running.values()
+                     if not t.spec.always and t.idle_for(now) > idle]  # fmt: skip
+            for target in stale:
+                del self._running[target.name]
+        for target in stale:
+            target.stop()
+            log.info("probe target stopped: not probed", extra={"target": target.name})
+
+    def set_discovered(self, source: str, specs: list[TargetSpec]) -> None:
+        """A source's latest listing; a running target it no longer lists, or now lists
+        differently (another database or layout), is stopped."""
+        listed = {spec.name: spec for spec in specs}
+        with self._lock:
+            self._sources.discovered[source] = listed
+            stale = [t for t in self._running.values()
+                     if t.spec.origin is Origin.DISCOVERED and t.spec.source == source
+                     and listed.get(t.name) != t.spec]  # fmt: skip
+            for target in stale:
+                del self._running[target.name]
+        for target in stale:
+            target.stop()
+            log.info("probe target stopped: no longer discovered or changed",
+                     extra={"target": target.name})  # fmt: skip
+
+    def apply(self, config: Config, respec: Callable[[TargetSpec], TargetSpec | None]) -> None:
+        """A reloaded config: each running target kept, restarted with its state, or
+        stopped, by what the new config makes of it (``respec``); new static ones start."""
+        with self._lock:
+            old_config, self.config = self.config, config
+            self._sources = replace(self._sources, listed=_listed(config))
+            running = dict(self._running)
+        wanted = {db.name: TargetSpec(db, Origin.STATIC) for db in config.databases}
+        for name, target in running.items():
+            spec = wanted.pop(name, None) if target.spec.always else respec(target.spec)
+            if spec is not None and plan_key(config, spec) == plan_key(old_config, target.spec):
+                target.config = config  # the same values: nothing to change
+                continue
+            with self._lock:
+                self._running.pop(name, None)
+            target.stop()
+            if spec is not None:
+                self._start(spec, previous=target)
+        for spec in wanted.values():
+            self._start(spec)
+
+    def stop(self) -> None:
+        with self._lock:
+            targets = list(self._running.values())
+            self._running.clear()
+        for target in targets:
+            target.stop()
+
+
+def _listed(config: Config) -> dict[str, TargetSpec]:
+    return {t.name: TargetSpec(t, Origin.LISTED) for t in config.targets}
+
+
+class SweepJob:
+    """Stops idle probe targets and closes long-idle connections, on the clock."""
+
+    def __init__(self, registry: Registry, connections: Connections, every: float) -> None:
+        self._registry = registry
+        self._connections = connections
+        self._every = every
+        self.cancelled = False
+
+    def run(self, now: float, late: float) -> float | None:
+        self._registry.sweep(now)
+        self._connections.close_idle()
+        return now + self._every
+
+
+def describe_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {first_line(exc)}"
