@@ -50,6 +50,8 @@ LATE = 0.1
 # it waits this long, at most, for its connection and the catalog.
 RETRY_RESOLVE = 15.0
 RESOLVE_TIMEOUT = 5.0
+# A target that cannot be reached tries again at most this far apart (see _backoff).
+BACKOFF_CAP = 30.0
 
 
 class Origin(StrEnum):
@@ -128,6 +130,7 @@ class Target:
         self._render_lock = threading.Lock()
         self._running: set[str] = set()  # slots whose run is in progress
         self._scheduler: Scheduler | None = None
+        self._connect_failures = 0  # in a row
 
     @property
     def name(self) -> str:
@@ -228,9 +231,20 @@ class Target:
                 if late > LATE:
                     self._note(COLLECTIONS, DELAYED)
                 self._run(due)
+            backoff = self._backoff(shortest)
             for slot in due:
-                slot.due = _next_due(slot, now)
+                slot.due = max(_next_due(slot, now), now + backoff)
         return min(slot.due for slot in group)
+
+    def _backoff(self, interval: float) -> float:
+        """How long a target that cannot be reached waits before it tries again: its
+        interval, doubled with each failure in a row, up to BACKOFF_CAP. A server that
+        accepts and never answers holds a worker for its connect timeout; this keeps
+        many such targets from holding all of them, and notices a recovery soon."""
+        if self._connect_failures <= 1:
+            return 0.0
+        doubled: float = interval * 2.0 ** (self._connect_failures - 1)
+        return min(doubled, max(interval, BACKOFF_CAP))
 
     def _run(self, due: list[Slot]) -> None:
         assert self.layout is not None
@@ -249,6 +263,7 @@ class Target:
             self._note(SERVER_CONNECTIONS, DELAYED)
         if run.up is not None:
             self.up = run.up
+            self._connect_failures = 0 if run.up else self._connect_failures + 1
         self._render()
 
     def _note(self, limit: str, outcome: str) -> None:
@@ -265,7 +280,7 @@ class Target:
         """Why it serves pgq_up 0, when it does: its first error."""
         if self.up is not False:
             return None
-        errors = [slot.state.error for slot in self.slots.values() if slot.state.error]
+        errors = [s.state.error for s in self.slots.values() if s.state.ran and not s.state.success]
         return self.error or (errors[0] if errors else "cannot connect")
 
     def samples(self) -> Iterator[AnySample]:

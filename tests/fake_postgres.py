@@ -83,3 +83,34 @@ def _read(client: socket.socket, n: int) -> bytes:
             raise OSError("closed")
         data += chunk
     return data
+
+
+class Tarpit:
+    """A server that accepts every connection and never sends a byte: a client waits out
+    its own timeout. ``accepted`` counts the connections it took."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._listener = socket.create_server((host, 0), backlog=256)
+        self.port: int = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    @property
+    def accepted(self) -> int:
+        return len(self._held)
+
+    def __enter__(self) -> Tarpit:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._listener.close()
+        for sock in self._held:
+            sock.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self._held.append(self._listener.accept()[0])  # and never a byte back

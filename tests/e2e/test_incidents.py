@@ -9,6 +9,7 @@ import psycopg
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+from tests.fake_postgres import Tarpit
 from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
@@ -166,23 +167,11 @@ def test_slow_request_heads_do_not_keep_a_scraper_out(db: Database) -> None:
 def test_connections_to_a_server_that_never_answers_are_closed_not_left_to_gc() -> None:
     """A server that accepts and never answers: each timed-out attempt's socket is closed
     when it fails, so the exporter holds no more of them than it has lanes."""
-    import socket  # noqa: PLC0415
-
     import psutil  # noqa: PLC0415
 
-    tarpit = socket.create_server(("127.0.0.1", 0), backlog=256)
-    port = tarpit.getsockname()[1]
-    held: list[socket.socket] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                held.append(tarpit.accept()[0])  # and never a byte back
-
-    threading.Thread(target=accept, daemon=True).start()
-    dsn = f"host=127.0.0.1 port={port} dbname=x user=u connect_timeout=1"
-    config = basic_config(dsn, interval="1s", timeout="1s")
-    try:
+    with Tarpit() as tarpit:
+        dsn = f"host=127.0.0.1 port={tarpit.port} dbname=x user=u connect_timeout=1"
+        config = basic_config(dsn, interval="1s", timeout="1s")
         with ExporterProcess(config) as exporter:
             assert exporter.process is not None
             process = psutil.Process(exporter.process.pid)
@@ -191,14 +180,10 @@ def test_connections_to_a_server_that_never_answers_are_closed_not_left_to_gc() 
             def attempts() -> int:
                 nonlocal most
                 open_now = [c for c in process.net_connections("tcp")
-                            if c.raddr and c.raddr.port == port]  # fmt: skip
+                            if c.raddr and c.raddr.port == tarpit.port]  # fmt: skip
                 most = max(most, len(open_now))
-                return len(held)
+                return tarpit.accepted
 
             wait_for(attempts, "10 connection attempts to the tarpit", 120,
                      until=lambda n: n >= 10, interval=0.2)  # fmt: skip
-    finally:
-        tarpit.close()
-        for sock in held:
-            sock.close()
     assert most <= 4, f"{most} sockets open to a server that never answers"
