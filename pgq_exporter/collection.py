@@ -25,6 +25,7 @@ from pgq_exporter.collectors.base import AnySample, Collector, Context
 from pgq_exporter.connections import CapReachedError, Connections, ConnectionUnavailableError
 from pgq_exporter.db import Conn
 from pgq_exporter.errors import first_line
+from pgq_exporter.exposition import Lines
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.collection")
@@ -53,6 +54,8 @@ class Slot:
     collector: Collector
     state: CollectorState
     due: float = 0.0  # time.monotonic()
+    first: bool = True  # its first run is still to come
+    lines: Lines | None = None  # its samples as exposition lines, made after each run
 
     @property
     def name(self) -> str:

@@ -10,17 +10,19 @@ when they are read.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 from prometheus_client.utils import floatToGoString
 
-from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.catalogue import CATALOGUE, MetricSpec, MetricType
 from pgq_exporter.collectors.base import AnySample, HistogramSample
+from pgq_exporter.config import Config
 
 log = logging.getLogger("pgq_exporter.exposition")
 # Metrics already warned about: a render runs after every collection.
@@ -29,48 +31,89 @@ _warned: set[str] = set()
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
-@dataclass(slots=True)
-class Family:
-    """One metric's samples, as lines of the exposition (the same in both formats)."""
+class Family(NamedTuple):
+    """One metric's samples as exposition text: its header in each format, and its
+    sample lines (the same in both). Only strings, so that the garbage collector does
+    not track it: a fleet keeps tens of thousands of them, each for an interval."""
 
-    spec: MetricSpec
-    lines: list[str] = field(default_factory=list)
+    text_header: str
+    openmetrics_header: str
+    body: str
 
-    def header(self, *, openmetrics: bool) -> str:
-        name, kind = self.spec.name, self.spec.type
-        if kind is MetricType.COUNTER and openmetrics:
-            name = name.removesuffix("_total")
-        help_text = self.spec.help.replace("\\", r"\\").replace("\n", r"\n")
-        if openmetrics:
-            help_text = help_text.replace('"', r"\"")
-        return f"# HELP {name} {help_text}\n# TYPE {name} {kind.value}\n"
+
+@functools.lru_cache(maxsize=4096)
+def _headers(spec: MetricSpec) -> tuple[str, str]:
+    name, kind = spec.name, spec.type.value
+    help_text = spec.help.replace("\\", r"\\").replace("\n", r"\n")
+    text = f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
+    if spec.type is MetricType.COUNTER:
+        name = name.removesuffix("_total")
+    help_text = help_text.replace('"', r"\"")
+    return text, f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
+
+
+def metric_specs(config: Config) -> dict[str, MetricSpec]:
+    """Every metric a config serves: the catalogue's, and its custom collectors' own."""
+    specs = {spec.name: spec for spec in CATALOGUE}
+    for custom in config.custom:
+        for metric in custom.metrics:
+            if metric.catalogue:
+                continue  # served as the catalogue declares it
+            specs[metric.name] = MetricSpec(
+                metric.name, metric.type, metric.help, ("database", *metric.labels), custom.name
+            )
+    return specs
+
+
+# One source's samples (a collector's, a target's own) as exposition lines, by metric.
+Lines = dict[str, str]
 
 
 def families(
     specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]
 ) -> list[Family]:
     """One family per metric name, in name order; ``samples`` pairs each sample with its
-    database. A second sample of one label set is left out (Prometheus would keep one
-    of them, silently), with a warning."""
-    built: dict[str, Family] = {}
+    database."""
+    return merge(specs, [_lines(specs, samples)])
+
+
+def sample_lines(
+    specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]
+) -> Lines:
+    """The exposition lines of ``samples`` of ``database``, by metric."""
+    return _lines(specs, ((database, sample) for sample in samples))
+
+
+def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]) -> Lines:
+    """Lines by metric, in the order the samples come. A second sample of one label set
+    is left out (Prometheus would keep one of them, silently), with a warning."""
+    built: dict[str, list[str]] = {}
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for database, sample in samples:
         spec = specs[sample.metric]
-        family = built.get(spec.name)
-        if family is None:
-            family = built[spec.name] = Family(spec)
         values = (database, *sample.labels) if spec.labels[:1] == ("database",) else sample.labels
         key = (spec.name, values)
         if key in seen:
             _warn_duplicate(spec.name)
             continue
         seen.add(key)
+        lines = built.setdefault(spec.name, [])
         pairs = list(zip(spec.labels, values, strict=True))
         if isinstance(sample, HistogramSample):
-            family.lines += _histogram_lines(spec.name, pairs, sample)
+            lines += _histogram_lines(spec.name, pairs, sample)
         else:
-            family.lines.append(f"{spec.name}{_labels(pairs)} {_number(sample.value)}\n")
-    return [built[name] for name in sorted(built)]
+            lines.append(f"{spec.name}{_labels(pairs)} {_number(sample.value)}\n")
+    return {name: "".join(lines) for name, lines in built.items()}
+
+
+def merge(specs: dict[str, MetricSpec], parts: Iterable[Lines]) -> list[Family]:
+    """The families of several sources' lines, in name order, each source's lines of a
+    metric after the previous one's."""
+    chunks: dict[str, list[str]] = {}
+    for part in parts:
+        for name, text in part.items():
+            chunks.setdefault(name, []).append(text)
+    return [Family(*_headers(specs[name]), "".join(chunks[name])) for name in sorted(chunks)]
 
 
 def _histogram_lines(name: str, pairs: list[tuple[str, str]], sample: HistogramSample) -> list[str]:
@@ -111,8 +154,8 @@ def _warn_duplicate(name: str) -> None:
 def render(metrics: list[Family], *, openmetrics: bool = False) -> bytes:
     parts = []
     for family in metrics:
-        parts.append(family.header(openmetrics=openmetrics))
-        parts.extend(family.lines)
+        parts.append(family.openmetrics_header if openmetrics else family.text_header)
+        parts.append(family.body)
     if openmetrics:
         parts.append("# EOF\n")
     return "".join(parts).encode()
