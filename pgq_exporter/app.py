@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgq_exporter import __version__
-from pgq_exporter.catalogue import CATALOGUE, MetricSpec
+from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.checks import check_custom_sql
 from pgq_exporter.collectors.base import AnySample, Sample
 from pgq_exporter.config import Config, DatabaseConfig, DiscoverySource, load_config
 from pgq_exporter.connections import Connections
 from pgq_exporter.discovery import Discovery, DiscoveryJob
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.exposition import Snapshot, merge, metric_specs, sample_lines
 from pgq_exporter.probe import module_target
 from pgq_exporter.probe_address import TargetSyntaxError
 from pgq_exporter.scheduler import Scheduler
@@ -49,18 +49,6 @@ class CollectorStatus:
     success: bool
     last_success: float
     error: str
-
-
-def metric_specs(config: Config) -> dict[str, MetricSpec]:
-    specs = {spec.name: spec for spec in CATALOGUE}
-    for custom in config.custom:
-        for metric in custom.metrics:
-            if metric.catalogue:
-                continue  # served as the catalogue declares it
-            specs[metric.name] = MetricSpec(
-                metric.name, metric.type, metric.help, ("database", *metric.labels), custom.name
-            )
-    return specs
 
 
 class Exporter:
@@ -204,24 +192,26 @@ class Exporter:
     def refresh(self) -> None:
         """Render the snapshot served on /metrics: the static targets, and the exporter.
         Readiness is read with it, so that /readyz never runs ahead of /metrics."""
-        ready = all(_ready(target) for target in self.registry.static())
-        self._snapshot = Snapshot(families(self._specs, self._samples()), self._snapshot.forms)
+        static = self.registry.static()
+        ready = all(_ready(target) for target in static)
+        parts = [part for target in static for part in target.lines()]
+        parts.append(sample_lines(self._specs, "", self._samples()))
+        self._snapshot = Snapshot(merge(self._specs, parts), self._snapshot.forms)
         self._ready = ready
 
-    def _samples(self) -> Iterator[tuple[str, AnySample]]:
-        for target in self.registry.static():
-            yield from ((target.name, sample) for sample in target.samples())
+    def _samples(self) -> Iterator[AnySample]:
+        """The exporter's own samples."""
         for server, count in sorted(self.connections.open_per_server().items()):
-            yield "", Sample("pgq_server_connections", (server,), float(count))
+            yield Sample("pgq_server_connections", (server,), float(count))
         for source, listing in self.discovery.listings().items():
-            yield "", Sample("pgq_discovery_success", (source,), float(listing.success))
-            yield "", Sample("pgq_discovery_targets", (source,), float(len(listing.targets)))
+            yield Sample("pgq_discovery_success", (source,), float(listing.success))
+            yield Sample("pgq_discovery_targets", (source,), float(len(listing.targets)))
         if self.config.targets or self.config.discover or self.config.auth_modules:
-            yield "", Sample("pgq_probe_targets", (), float(len(self.registry.probed())))
-            yield "", Sample("pgq_probe_refused_total", (), float(self.registry.refused))
-        yield "", Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
-        yield "", Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
-        yield "", Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
+            yield Sample("pgq_probe_targets", (), float(len(self.registry.probed())))
+            yield Sample("pgq_probe_refused_total", (), float(self.registry.refused))
+        yield Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
+        yield Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
+        yield Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
 
 
 def _ready(target: Target) -> bool:

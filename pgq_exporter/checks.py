@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgq_exporter.catalogue import columns_read
+from pgq_exporter.collection import set_transaction_settings
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import render
 from pgq_exporter.collectors.custom import CustomSQL
@@ -21,9 +22,11 @@ from pgq_exporter.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.db import Conn
 from pgq_exporter.discovery import list_targets
 from pgq_exporter.errors import PgqError, first_line
-from pgq_exporter.layout import describe, resolve
+from pgq_exporter.exposition import metric_specs
+from pgq_exporter.layout import describe
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import named_queries
+from pgq_exporter.targets import Origin, Target, TargetSpec
 from pgq_exporter.yamlpos import ConfigError
 
 log = logging.getLogger("pgq_exporter")
@@ -32,8 +35,6 @@ log = logging.getLogger("pgq_exporter")
 @contextmanager
 def _checking(dsn: str, wait: float) -> Iterator[Conn]:
     """One read-only transaction on a connection of its own, every wait bounded by ``wait``."""
-    from pgq_exporter.collection import set_transaction_settings  # noqa: PLC0415
-
     connections = Connections(cap=1)
     connections.attach(dsn)
     try:
@@ -94,35 +95,40 @@ class Checked:
 def check_connections(config: Config) -> list[Checked]:
     """Connect to every database and run every collector once, as ``serve`` would, in
     a read-only transaction; the first failure is a ConfigError naming it."""
-    from pgq_exporter.app import Exporter  # noqa: PLC0415 - the exporter runs the checks
-
     check_custom_sql(config)
     quiet = logging.getLogger("pgq_exporter.collection")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
-    exporter = Exporter(config)
-    checked = []
+    connections = Connections(config.limits.server_connections)
+    specs = metric_specs(config)
+    targets = [
+        Target(TargetSpec(database, Origin.STATIC), config, lambda: specs, connections)
+        for database in config.databases
+    ]
     try:
-        exporter.collect_once()
-        for target in exporter.registry.static():
-            name = target.name
-            if target.layout is None:
-                raise ConfigError(f"{config.source}: database {name!r}: {target.error}")
-            _check_layout(name, target.spec.database, target.layout, config)
-            for collector, slot in target.slots.items():
-                state = slot.state
-                if target.up is False:
-                    raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
-                if not state.success:
-                    raise ConfigError(
-                        f"{config.source}: database {name!r}: collector {collector} fails: "
-                        f"{state.error}"
-                    )
-            checked.append(Checked(name, describe(target.layout)))
+        return [_check_target(target, config) for target in targets]
     finally:
         quiet.setLevel(level)
-        exporter.stop()
-    return checked
+        for target in targets:
+            target.stop()
+        connections.close()
+
+
+def _check_target(target: Target, config: Config) -> Checked:
+    name = target.name
+    target.collect_now()
+    if target.layout is None:
+        raise ConfigError(f"{config.source}: database {name!r}: {target.error}")
+    _check_layout(name, target.spec.database, target.layout, config)
+    for collector, slot in target.slots.items():
+        state = slot.state
+        if target.up is False:
+            raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
+        if not state.success:
+            raise ConfigError(
+                f"{config.source}: database {name!r}: collector {collector} fails: {state.error}"
+            )
+    return Checked(name, describe(target.layout))
 
 
 def check_discovery(config: Config) -> list[DatabaseConfig]:
@@ -197,6 +203,3 @@ def _check_library(
                     ) from None
     except ConnectionUnavailableError:
         return
-
-
-__all__ = ["Checked", "check_connections", "check_custom_sql", "check_discovery", "resolve"]

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -36,7 +37,7 @@ from pgq_exporter.connections import (
     ConnectionUnavailableError,
 )
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.exposition import Lines, Snapshot, merge, sample_lines
 from pgq_exporter.layout import resolve
 from pgq_exporter.scheduler import Scheduler
 
@@ -131,6 +132,12 @@ class Target:
         self._running: set[str] = set()  # slots whose run is in progress
         self._scheduler: Scheduler | None = None
         self._connect_failures = 0  # in a row
+        self._attached = False  # uses its connection string in the shared pool
+        self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
+        if self.layout is not None and kept is not None:
+            # A restart (a reload): the collectors and their samples are there at once,
+            # so the snapshots rendered until they run again still show them.
+            self._plan(self.layout)
 
     @property
     def name(self) -> str:
@@ -141,14 +148,17 @@ class Target:
         """Schedule its first job: finding its layout, then its collectors."""
         self._scheduler = scheduler
         self._connections.attach(self.spec.database.dsn)
+        self._attached = True
         scheduler.now(_Setup(self))
 
     def stop(self) -> None:
         """Its jobs end when they next come due; its connections close once unused."""
-        if self.stopped:
-            return
-        self.stopped = True
-        self._connections.detach(self.spec.database.dsn)
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+        if self._attached:
+            self._connections.detach(self.spec.database.dsn)
 
     def touch(self) -> None:
         self.last_probe = time.monotonic()
@@ -187,7 +197,8 @@ class Target:
                 self._unreachable(f"{type(exc).__name__}: {first_line(exc)}")
                 return False
         self.error = ""
-        self._plan(self.layout)
+        if not self.slots:
+            self._plan(self.layout)
         return True
 
     def _resolve(self) -> Layout:
@@ -206,7 +217,7 @@ class Target:
 
     def _plan(self, layout: Layout) -> None:
         previous = self._carried.slots if self._carried else {}
-        busy = self._carried._running if self._carried else set()
+        busy = self._carried.running() if self._carried else set()
         now = time.monotonic()
         for plan in planned(self.config, self.name, layout):
             old = previous.get(plan.name)
@@ -233,8 +244,21 @@ class Target:
                 self._run(due)
             backoff = self._backoff(shortest)
             for slot in due:
-                slot.due = max(_next_due(slot, now), now + backoff)
+                slot.due = max(self._next_due(slot, now), now + backoff)
         return min(slot.due for slot in group)
+
+    def _next_due(self, slot: Slot, now: float) -> float:
+        """The slot's next run, on its own interval; a late run skips, never bunches up.
+        After its first run, a slot moves to its target's own phase of the interval
+        (from a hash of the name, as Prometheus spreads its scrapes): targets started
+        together (the first probes of a fleet) then spread their runs evenly instead of
+        running in bursts that contend for the workers and the database's cores."""
+        interval = slot.plan.settings.interval
+        if slot.first:
+            slot.first = False
+            return now + interval * (1 + self._phase)
+        due = slot.due + interval
+        return due if due > now else now + interval
 
     def _backoff(self, interval: float) -> float:
         """How long a target that cannot be reached waits before it tries again: its
@@ -250,6 +274,8 @@ class Target:
         assert self.layout is not None
         ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed)
         with self._lock:
+            if self.stopped:  # a restarted target may have taken these collectors
+                return
             self._running.update(slot.name for slot in due)
         try:
             run = GroupRun(ctx, self._connections, due)
@@ -264,7 +290,7 @@ class Target:
         if run.up is not None:
             self.up = run.up
             self._connect_failures = 0 if run.up else self._connect_failures + 1
-        self._render()
+        self._render(due)
 
     def _note(self, limit: str, outcome: str) -> None:
         with self._lock:
@@ -283,35 +309,50 @@ class Target:
         errors = [s.state.error for s in self.slots.values() if s.state.ran and not s.state.success]
         return self.error or (errors[0] if errors else "cannot connect")
 
-    def samples(self) -> Iterator[AnySample]:
+    def own_samples(self) -> Iterator[AnySample]:
+        """The samples of the target itself, beside its collectors'."""
         if self.up is not None:
             yield Sample("pgq_up", (), 1.0 if self.up else 0.0)
         yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
-        for name, slot in self.slots.items():
-            if isinstance(slot.collector, CustomSQL):
-                yield Sample("pgq_collector_rows_dropped", (name,), float(slot.collector.dropped))
-            yield from slot.state.samples
-            yield from run_samples(name, slot.state)
         with self._lock:
             counts = dict(self.counts)
         for limit in (COLLECTIONS, SERVER_CONNECTIONS):
             delayed = float(counts.get((limit, DELAYED), 0))
             yield Sample("pgq_limit_delayed_total", (limit,), delayed)
-            yield Sample(
-                "pgq_limit_dropped_total", (limit,), float(counts.get((limit, DROPPED), 0))
-            )
+            dropped = float(counts.get((limit, DROPPED), 0))
+            yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
-    def _render(self) -> None:
-        """A new snapshot from every collector's last samples. Two groups may end at once:
-        renders take turns, so the last one reads both, and the first collection is
-        whole (every collector has run once) only in a snapshot that shows it."""
+    def lines(self) -> list[Lines]:
+        """Every sample of the target as exposition lines: its own, then each collector's,
+        each made once after the collector's run rather than at every render."""
+        specs = self._specs()
+        parts = [sample_lines(specs, self.name, self.own_samples())]
+        for slot in list(self.slots.values()):
+            if slot.lines is None:
+                slot.lines = sample_lines(specs, self.name, _slot_samples(slot))
+            parts.append(slot.lines)
+        return parts
+
+    def _render(self, ran: Iterable[Slot] = ()) -> None:
+        """A new snapshot from every collector's last samples, ``ran``'s lines made again.
+        Two groups may end at once: renders take turns, so the last one reads both, and
+        the first collection is whole (every collector has run once) only in a snapshot
+        that shows it."""
         with self._render_lock:
-            named = [(self.name, sample) for sample in self.samples()]
-            self.snapshot = Snapshot(families(self._specs(), named), self.snapshot.forms)
+            for slot in ran:
+                slot.lines = None
+            self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.snapshot.forms)
             if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
                 self.first_collection.set()
         if self._on_render is not None:
             self._on_render()
+
+
+def _slot_samples(slot: Slot) -> Iterator[AnySample]:
+    if isinstance(slot.collector, CustomSQL):
+        yield Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
+    yield from slot.state.samples
+    yield from run_samples(slot.name, slot.state)
 
 
 class CapLog:
@@ -340,13 +381,6 @@ class CapLog:
 
 
 CAP_LOG = CapLog()
-
-
-def _next_due(slot: Slot, now: float) -> float:
-    """The slot's next run, on its own interval; a late run skips, never bunches up."""
-    interval = slot.plan.settings.interval
-    due = slot.due + interval
-    return due if due > now else now + interval
 
 
 def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:

@@ -6,12 +6,15 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
+from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
 LIFECYCLE = ("--web.enable-lifecycle",)
@@ -61,10 +64,15 @@ def test_concurrent_reloads_leak_no_thread_and_no_connection(db: Database) -> No
         assert _connections(db) <= 2  # the queue lane and the catalog lane
 
 
+def at_least(n: int) -> Callable[[int], bool]:
+    return lambda count: count >= n
+
+
 def test_scrapes_during_reloads_keep_the_previous_snapshot(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
         conn.execute("SELECT enqueue('email')")
-    with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
+    config = basic_config(db.dsn)
+    with ExporterProcess(config, args=LIFECYCLE) as exporter:
         exporter.wait_until(lambda s: _queue_series(s) and value(s, "pgq_up", database="main"))
         seen: list[Samples] = []
         done = threading.Event()
@@ -76,12 +84,18 @@ def test_scrapes_during_reloads_keep_the_previous_snapshot(db: Database) -> None
         scraper = threading.Thread(target=scrape)
         scraper.start()
         try:
-            for _ in range(5):
+            for reload in range(6):
+                # Alternate intervals: each reload restarts the database's collectors.
+                interval = "1s" if reload % 2 else "2s"
+                exporter.config_path.write_text(
+                    config.replace("interval: 1s", f"interval: {interval}")
+                )
                 assert exporter.get("/-/reload", method="POST")[0] == 200
+                wait_for(partial(len, seen), "scrapes after the reload",
+                         until=at_least(len(seen) + 3))  # fmt: skip
         finally:
             done.set()
             scraper.join()
-    assert len(seen) > 5
     blank = [s for s in seen if not _queue_series(s) or value(s, "pgq_up", database="main") != 1]
     assert blank == []
 
