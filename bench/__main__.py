@@ -43,6 +43,10 @@ def _size(n: int) -> str:
 
 PARTS = ("contract", "collection", "throughput", "postgres_exporter", "presets", "fleet", "serving")
 FLEET_DATABASES = 200
+# Probe targets in one process (distinct names on one database), collected this long.
+PROBE_TARGETS = (200, 1000)
+BEFORE_TARGETS = 200
+PROBE_SECONDS = 120
 PRESET_JOBS = 1_000_000
 
 
@@ -54,6 +58,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: proves the harness")
     parser.add_argument("--only", choices=PARTS, action="append",
                         help="run only this part (repeatable); default: all")  # fmt: skip
+    parser.add_argument("--before", type=Path,
+                        help="a checkout of an earlier version: the fleet part also runs its "
+                             f"exporter with {BEFORE_TARGETS} probe targets")  # fmt: skip
     args = parser.parse_args()
     parts = args.only or PARTS
     report: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count()}
@@ -79,6 +86,7 @@ def main() -> int:
 
             report["fleet"] = fleet_footprint(dsn, databases=10 if args.quick else FLEET_DATABASES,
                                               seconds=15 if args.quick else 60)  # fmt: skip
+            report["probe_targets"] = _probe_targets(dsn, args.quick, args.before)
         if "serving" in parts:
             from bench.fleet import serving_while_collecting  # noqa: PLC0415
 
@@ -96,6 +104,19 @@ def main() -> int:
     out.write_text(json.dumps(report, indent=2, sort_keys=True))
     print(f"\nwritten to {out}")
     return 0
+
+
+def _probe_targets(dsn: str, quick: bool, before: Path | None) -> dict[str, Any]:
+    from bench.fleet import probe_targets  # noqa: PLC0415
+
+    sizes, seconds = ((20,), 30) if quick else (PROBE_TARGETS, PROBE_SECONDS)
+    result: dict[str, Any] = {str(n): probe_targets(dsn, n, seconds) for n in sizes}
+    result["apart"] = probe_targets(dsn, sizes[-1], seconds, apart=True)
+    if before is not None:
+        result["before"] = probe_targets(dsn, sizes[0] if quick else BEFORE_TARGETS, seconds,
+                                         source=before)  # fmt: skip
+    print("probe targets measured", flush=True)
+    return result
 
 
 def _contract(dsn: str, quick: bool, report: dict[str, Any]) -> None:
@@ -183,6 +204,8 @@ def print_report(report: dict[str, Any]) -> None:
         print_presets(report["presets"])
     if "fleet" in report:
         print_fleet(report["fleet"])
+    if "probe_targets" in report:
+        print_probe_targets(report["probe_targets"])
     if "serving_while_collecting" in report:
         print_serving(report["serving_while_collecting"])
 
@@ -191,7 +214,7 @@ def print_fleet(fleet: dict[str, Any]) -> None:
     capped, uncapped = fleet["capped"], fleet["uncapped"]
     print(f"\n== Fleet: one exporter, {capped['databases']} discovered databases, each probed "
           "every 15 s ==")  # fmt: skip
-    print(f"{'':28} {'default caps':>14} {'no caps':>10} {'ratio':>7}")
+    print(f"{'':28} {'default caps':>14} {'no server cap':>14} {'ratio':>7}")
     for key, label in (("first_full_collection_s", "first full collection (s)"),
                        ("connections_max", "connections held, most"),
                        ("rss_mb", "RSS (MB)"), ("cpu_percent_of_core", "CPU (% of a core)"),
@@ -200,6 +223,48 @@ def print_fleet(fleet: dict[str, Any]) -> None:
         ratio = f"{a / b:.2f}x" if b else "-"
         print(f"{label:28} {a:>14} {b:>10} {ratio:>7}")
     print(f"discovery of the {capped['databases']}: {capped['discovered_s']} s")
+
+
+def print_probe_targets(runs: dict[str, Any]) -> None:
+    print("\n== Probe targets in one process: distinct names on one database, default "
+          "intervals ==")  # fmt: skip
+    print("(apart: each queue collector in a transaction of its own; before: the code "
+          "before one scheduler)")  # fmt: skip
+    last = [key for key in ("apart", "before") if key in runs]
+    columns = [key for key in runs if key not in last] + last
+    print(f"{'':34}" + "".join(f"{_probe_column(runs[c], c):>14}" for c in columns))
+    for key, label in (("first_probes_exact", "first probes exact"),
+                       ("first_probes_s", "first probes of all (s)"),
+                       ("dropped_runs", "runs dropped"),
+                       ("cpu_percent_of_core", "collection CPU (% of a core)"),
+                       ("cpu_ms_per_run", "CPU per collector run (ms)"),
+                       ("threads", "threads"), ("rss_mb", "RSS (MB)"),
+                       ("sigterm_s", "SIGTERM to exit (s)")):  # fmt: skip
+        print(f"{label:34}" + "".join(f"{_cell(runs[c].get(key)):>14}" for c in columns))
+    for key, label in (("cached_probe_ms", "8 probers, 10/s each: p50 / p99 ms"),
+                       ("closed_loop_probe_ms", "8 probers, closed loop: p50 / p99")):  # fmt: skip
+        print(f"{label:34}" + "".join(
+            f"{runs[c][key]['p50']:>7} /{runs[c][key]['p99']:>5}" for c in columns))  # fmt: skip
+    print(f"{'closed loop, probes answered a second':34}"
+          + "".join(f"{runs[c]['closed_loop_probes_per_s']:>14}" for c in columns))  # fmt: skip
+    apart, together = runs["apart"], runs[str(runs["apart"]["targets"])]
+    if apart.get("cpu_ms_per_run") and together.get("cpu_ms_per_run"):
+        ratio = apart["cpu_ms_per_run"] / together["cpu_ms_per_run"]
+        print(f"CPU per run, each collector apart / due ones together: {ratio:.2f}x")
+    if "before" in runs:
+        now = runs[str(runs["before"]["targets"])]
+        if now.get("cpu_ms_per_run") and runs["before"].get("cpu_ms_per_run"):
+            ratio = runs["before"]["cpu_ms_per_run"] / now["cpu_ms_per_run"]
+            print(f"CPU per run, before / now at {now['targets']} targets: {ratio:.2f}x")
+
+
+def _probe_column(run: dict[str, Any], key: str) -> str:
+    names = {"before": f"{run['targets']} (before)", "apart": f"{run['targets']} (apart)"}
+    return names.get(key, f"{run['targets']} targets")
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def print_serving(serving: dict[str, Any]) -> None:

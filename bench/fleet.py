@@ -5,6 +5,8 @@ is being collected, against the same scrapers while the exporter is idle."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,11 @@ from pgq_exporter.queue.schema import apply_schema
 
 PREFIX = "bench_fleet"
 QUEUES = ("email", "reports", "webhooks")
-UNCAPPED = "limits: {collections: 1000, server_connections: 10000}\n"
+UNCAPPED = "limits: {server_connections: 10000}\n"
+PROBERS = 8
+PROBE_SECONDS = 60  # of cached probes, paced and then closed-loop
+PROBE_EVERY = 0.1
+QUEUE_JOBS = 50  # pending jobs in each queue of a fleet database
 
 
 def fleet(dsn: str, databases: int = 200) -> list[str]:
@@ -46,7 +52,7 @@ def fleet(dsn: str, databases: int = 200) -> list[str]:
         apply_schema(conn, "pgq")
         for queue in QUEUES:
             add_queue(conn, "pgq", queue)
-            conn.execute("SELECT pgq.enqueue(%s) FROM generate_series(1, 50)", (queue,))
+            conn.execute("SELECT pgq.enqueue(%s) FROM generate_series(1, %s)", (queue, QUEUE_JOBS))
     names = [f"{PREFIX}_{i:03d}" for i in range(databases)]
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name in names:
@@ -56,21 +62,28 @@ def fleet(dsn: str, databases: int = 200) -> list[str]:
 
 
 @contextmanager
-def _exporter(config: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+def _exporter(
+    config: str, source: Path | None = None
+) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """``pgq-exporter serve`` with ``config``; ``source``: the package from another
+    checkout (an earlier version, for a baseline)."""
     port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(source)} if source else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "config.yaml"
         path.write_text(config)
         process = subprocess.Popen(
             [sys.executable, "-m", "pgq_exporter", "serve", "--config", str(path),
              "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env,
+            cwd=source,
         )  # fmt: skip
         try:
             yield port, process
         finally:
-            process.terminate()
-            process.wait(timeout=60)
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=60)
 
 
 def _get(url: str) -> tuple[bytes, str | None]:
@@ -228,3 +241,103 @@ def _wait_collected(url: str, timeout: float = 120) -> None:
                 f"collectors not run after {timeout:g} s: {set(BUILTIN_COLLECTORS) - ran}"
             )
         time.sleep(0.2)
+
+
+# -- many probe targets in one process -----------------------------------------------
+
+
+def probe_targets(
+    dsn: str, targets: int, seconds: int, source: Path | None = None, *, apart: bool = False
+) -> dict[str, Any]:
+    """``targets`` probe targets, distinct names on one small database (so that PostgreSQL
+    is not the limit), in one exporter at the default intervals: every target probed
+    once (its first probe must be exact), then ``seconds`` of collection with no probe,
+    then PROBERS probers probing the cached targets, paced and then as fast as they are
+    answered, then SIGTERM. ``source``: an earlier checkout's package, for the figures before."""
+    database = fleet(dsn, 1)[0]
+    target_dsn = make_conninfo(dsn, dbname=database)
+    own = "    pool_size: 5\n" if apart else ""
+    entries = "".join(f"  - name: t{i:04d}\n    dsn: {target_dsn!r}\n{own}" for i in range(targets))
+    config = f"targets:\n{entries}probe: {{wait: 30s, idle: 1h}}\n"
+    names = [f"t{i:04d}" for i in range(targets)]
+    with _exporter(config, source) as (port, process):
+        wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        proc = psutil.Process(process.pid)
+        started = time.monotonic()
+        first = _probe_each(port, names)
+        first_probes_s = time.monotonic() - started
+        before = proc.cpu_times()
+        time.sleep(seconds)  # collection alone, at the default intervals
+        after = proc.cpu_times()
+        threads, rss = proc.num_threads(), proc.memory_info().rss
+        paths = [f"/probe?target={name}" for name in names]
+        url = f"http://127.0.0.1:{port}/"
+        # Probers at a steady pace (PROBERS x 1/PROBE_EVERY a second: Prometheus's rate
+        # for 1,200 targets at a 15 s interval), then as fast as they are answered.
+        cached = paced(url, PROBE_SECONDS, PROBERS, every=PROBE_EVERY, paths=paths)
+        closed = paced(url, PROBE_SECONDS, PROBERS, every=0, paths=paths)
+        dropped = _sum_from_probes(port, names, "pgq_limit_dropped_total")
+        stop_began = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=120)
+            sigterm_s: float | None = round(time.monotonic() - stop_began, 2)
+        except subprocess.TimeoutExpired:
+            sigterm_s = None
+    cpu = (after.user - before.user) + (after.system - before.system)
+    # Every collector of every target runs once per 15 s interval: a run's CPU cost is
+    # the process's CPU over the runs made in the window.
+    runs = targets * len(BUILTIN_COLLECTORS) * seconds / 15 - dropped
+    return {
+        "targets": targets,
+        "first_probes_exact": sum(1 for _, exact in first if exact),
+        "first_probes_s": round(first_probes_s, 1),
+        "dropped_runs": dropped,
+        "cpu_percent_of_core": round(100 * cpu / seconds, 1),
+        "cpu_ms_per_run": round(1000 * cpu / runs, 3) if runs > 0 else None,
+        "threads": threads,
+        "rss_mb": round(rss / 2**20, 1),
+        "cached_probe_ms": _latencies(cached),
+        "closed_loop_probe_ms": _latencies(closed),
+        "closed_loop_probes_per_s": round(closed["requests"] / PROBE_SECONDS),
+        "sigterm_s": sigterm_s,
+    }
+
+
+def _latencies(run: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "p50": round(run["p50_ms"], 2),
+        "p99": round(run["p99_ms"], 2),
+        "max": round(run["max_ms"], 2),
+        "probes": run["requests"],
+        "errors": run["errors"],
+    }
+
+
+def _probe_each(port: int, names: list[str]) -> list[tuple[float, bool]]:
+    """Each target probed once, PROBERS at a time: (seconds, exact) each, exact when the
+    answer holds every queue's pending jobs as the database has them."""
+
+    def one(name: str) -> tuple[float, bool]:
+        began = time.monotonic()
+        body, reason = _get(f"http://127.0.0.1:{port}/probe?target={name}")
+        took = time.monotonic() - began
+        text = body.decode()
+        exact = reason is None and all(
+            f'pgq_queue_jobs{{database="{name}",queue="{queue}",status="pending"}} '
+            f"{float(QUEUE_JOBS)}" in text
+            for queue in QUEUES
+        )
+        return took, exact
+
+    with ThreadPoolExecutor(PROBERS) as pool:
+        return list(pool.map(one, names))
+
+
+def _sum_from_probes(port: int, names: list[str], metric: str) -> float:
+    def one(name: str) -> float:
+        body, _ = _get(f"http://127.0.0.1:{port}/probe?target={name}")
+        return _sum_metric(body.decode(), metric)
+
+    with ThreadPoolExecutor(PROBERS) as pool:
+        return sum(pool.map(one, names))

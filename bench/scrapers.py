@@ -4,16 +4,22 @@ Unlike a closed-loop load (wrk), the latency measured here is the time to
 answer one scrape, not the queue that an unbounded request rate builds up.
 Each scraper starts at a random point of its period, as real ones do.
 Run: python -m bench.scrapers URL [--scrapers 50] [--every 0.1] [--seconds 20]
+With --paths FILE, the scrapers take turns through its paths (one per line), as
+Prometheus probing many targets of one exporter does; --every 0 sends each next request
+as soon as the last is answered.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 TIMEOUT = 10.0
@@ -26,19 +32,19 @@ PROMETHEUS_HEADERS = (
 
 
 async def _scrape(
-    host: str, port: int, path: str, *, every: float, until: float,
+    host: str, port: int, paths: Iterator[str], *, every: float, until: float,
     latencies: list[float], errors: list[str],
 ) -> None:  # fmt: skip
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{PROMETHEUS_HEADERS}\r\n".encode()
     reader, writer = await asyncio.open_connection(host, port)
     # Scrapers are not synchronised: each starts at a random point of the period.
     tick = time.monotonic() + random.uniform(0.0, every)
     await asyncio.sleep(max(0.0, tick - time.monotonic()))
     try:
         while tick < until:
+            request = f"GET {next(paths)} HTTP/1.1\r\nHost: {host}\r\n{PROMETHEUS_HEADERS}\r\n"
             started = time.monotonic()
             try:
-                writer.write(request)
+                writer.write(request.encode())
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
                 length = next(
                     int(line.split(b":", 1)[1])
@@ -50,19 +56,23 @@ async def _scrape(
             except (TimeoutError, OSError, asyncio.IncompleteReadError, StopIteration) as exc:
                 errors.append(type(exc).__name__)
                 return
-            tick += every
+            # A closed loop (every 0) sends the next one at once, until the time is up.
+            tick = max(tick + every, time.monotonic()) if every else time.monotonic()
             await asyncio.sleep(max(0.0, tick - time.monotonic()))
     finally:
         writer.close()
 
 
-async def run(url: str, scrapers: int, every: float, seconds: float) -> dict[str, object]:
+async def run(
+    url: str, scrapers: int, every: float, seconds: float, paths: list[str] | None = None
+) -> dict[str, object]:
     parts = urlsplit(url)
     latencies: list[float] = []
     errors: list[str] = []
     until = time.monotonic() + seconds
+    shared = itertools.cycle(paths or [parts.path or "/"])  # one turn for all scrapers
     await asyncio.gather(*(
-        _scrape(parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/", every=every,
+        _scrape(parts.hostname or "127.0.0.1", parts.port or 80, shared, every=every,
                 until=until, latencies=latencies, errors=errors)
         for _ in range(scrapers)
     ))  # fmt: skip
@@ -85,8 +95,10 @@ def main() -> None:
     parser.add_argument("--scrapers", type=int, default=50)
     parser.add_argument("--every", type=float, default=0.1)
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--paths", help="a file of paths to take turns through")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.url, args.scrapers, args.every, args.seconds))))
+    paths = Path(args.paths).read_text().split() if args.paths else None
+    print(json.dumps(asyncio.run(run(args.url, args.scrapers, args.every, args.seconds, paths))))
 
 
 if __name__ == "__main__":

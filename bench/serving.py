@@ -118,13 +118,21 @@ def wrk(url: str, seconds: int = 20, connections: int = 50) -> dict[str, Any]:
     return figures
 
 
-def paced(url: str, seconds: int = 20, scrapers: int = 50, every: float = 0.1) -> dict[str, Any]:
-    """``scrapers`` unsynchronised clients, each scraping every ``every`` seconds."""
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.scrapers", url, "--scrapers", str(scrapers),
-         "--every", str(every), "--seconds", str(seconds)],
-        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
-    )  # fmt: skip
+def paced(
+    url: str, seconds: float = 20, scrapers: int = 50, every: float = 0.1,
+    paths: list[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """``scrapers`` unsynchronised clients, each scraping every ``every`` seconds (0: as soon
+    as the last answer is in), taking turns through ``paths`` when given."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as listed:
+        listed.write("\n".join(paths or []))
+        listed.flush()
+        result = subprocess.run(
+            [sys.executable, "-m", "bench.scrapers", url, "--scrapers", str(scrapers),
+             "--every", str(every), "--seconds", str(seconds),
+             *(["--paths", listed.name] if paths else [])],
+            capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
+        )  # fmt: skip
     figures: dict[str, Any] = json.loads(result.stdout)
     return figures
 
