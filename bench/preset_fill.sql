@@ -2,14 +2,16 @@
 -- writes its rows: 88% finished (80% done, 5% failed, 3% cancelled where the
 -- library has it), 9% pending (7% ready, 2% delayed) and 3% running. Used by
 -- bench/presets.py, after the library's own installer made the tables. Each
--- block is rendered with psycopg.sql (hence the doubled braces), pgmq's per queue.
+-- block is rendered with psycopg.sql (hence the doubled braces), pgmq's per queue
+-- (with that queue's share of the jobs). {shard} is the queue (0, 1 or 2) of job n:
+-- a third each, or skewed (70%, 25% and 5%, and the states of a queue then differ).
 
 -- name: procrastinate
 WITH worker AS (INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id),
 jobs AS (
     INSERT INTO procrastinate_jobs (queue_name, task_name, status, scheduled_at, attempts,
                                     worker_id)
-    SELECT 'q' || (n %% 3), 'noop', s.status::procrastinate_job_status,
+    SELECT 'q' || {shard}, 'noop', s.status::procrastinate_job_status,
            CASE WHEN s.delayed THEN now() + interval '1 hour' END,
            CASE WHEN s.status = 'todo' THEN 0 ELSE 1 END,
            CASE WHEN s.status = 'doing' THEN (SELECT id FROM worker) END
@@ -26,7 +28,7 @@ SELECT id, 'deferred', now() - interval '1 hour' FROM jobs;
 -- name: pgqueuer
 -- The table holds the unfinished jobs; the finished ones are rows of the log.
 WITH jobs AS (
-    SELECT n, 'q' || (n %% 3) AS entrypoint,
+    SELECT n, 'q' || {shard} AS entrypoint,
            CASE WHEN n %% 100 < 80 THEN 'successful' WHEN n %% 100 < 85 THEN 'exception'
                 WHEN n %% 100 < 88 THEN 'canceled' WHEN n %% 100 < 97 THEN 'queued'
                 ELSE 'picked' END AS status,
@@ -45,7 +47,7 @@ FROM jobs WHERE status NOT IN ('queued', 'picked');
 -- name: pgmq
 -- Per queue: unfinished messages in q_<queue>, archived ones in a_<queue>.
 WITH messages AS (
-    SELECT n, n %% 100 AS k FROM generate_series(1, %(jobs)s / 3) AS n
+    SELECT n, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
 ), queued AS (
     INSERT INTO pgmq.{q} (read_ct, vt, message)
     SELECT CASE WHEN k >= 97 THEN 1 ELSE 0 END,
@@ -60,7 +62,7 @@ SELECT n, 1, now(), '{{}}'::jsonb FROM messages WHERE k < 88;
 -- name: oban
 INSERT INTO oban_jobs (state, queue, worker, attempt, scheduled_at, attempted_at, completed_at,
                        discarded_at, cancelled_at)
-SELECT s.state::oban_job_state, 'q' || (n %% 3), 'Noop',
+SELECT s.state::oban_job_state, 'q' || {shard}, 'Noop',
        CASE WHEN s.state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
        timezone('UTC', now()) + CASE WHEN s.state = 'scheduled' THEN interval '1 hour'
                                      ELSE interval '0' END,
@@ -79,7 +81,7 @@ INSERT INTO django_tasks_database_dbtaskresult
      worker_ids, queue_name, backend_name, run_after, return_value, exception_class_path,
      traceback)
 SELECT gen_random_uuid(), s.status, now(), now(), now(), '{{}}', 0, 'tasks.noop', '[]',
-       'q' || (n %% 3), 'default',
+       'q' || {shard}, 'default',
        CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN now() + interval '1 hour'
             ELSE '9999-01-01 00:00+00' END,
        NULL, '', ''
@@ -90,7 +92,7 @@ FROM generate_series(1, %(jobs)s) AS n,
 -- name: seed
 -- The seed article's jobs table as written (no index but its primary key).
 INSERT INTO app.jobs (queue, status, attempts, scheduled_at, locked_until, updated_at)
-SELECT 'q' || (n %% 3), s.status, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
+SELECT 'q' || {shard}, s.status, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
        now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
        now() - interval '1 hour'
@@ -109,7 +111,7 @@ ANALYZE app.jobs;
 -- name: river
 INSERT INTO river_job (state, queue, kind, args, max_attempts, attempt, scheduled_at,
                        attempted_at, finalized_at)
-SELECT s.state::river_job_state, 'q' || (n %% 3), 'noop', '{{}}', 25,
+SELECT s.state::river_job_state, 'q' || {shard}, 'noop', '{{}}', 25,
        CASE WHEN s.state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
        now() + CASE WHEN s.state = 'scheduled' THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('available', 'scheduled') THEN now() END,
@@ -122,7 +124,7 @@ FROM generate_series(1, %(jobs)s) AS n,
 -- name: laravel
 -- jobs holds the unfinished (done jobs are deleted); failed_jobs the failed.
 WITH jobs_made AS (
-    SELECT n, 'q' || (n %% 3) AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+    SELECT n, 'q' || {shard} AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
 ), queued AS (
     INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at)
     SELECT queue, '{{}}', CASE WHEN k >= 97 THEN 1 ELSE 0 END,
@@ -137,7 +139,7 @@ FROM jobs_made WHERE k BETWEEN 80 AND 84;
 
 -- name: pgboss
 INSERT INTO pgboss.job (name, state, start_after, started_on, completed_on, retry_limit)
-SELECT 'q' || (n %% 3), s.state::pgboss.job_state,
+SELECT 'q' || {shard}, s.state::pgboss.job_state,
        now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('created', 'cancelled') THEN now() END,
        CASE WHEN s.state IN ('completed', 'failed', 'cancelled') THEN now() END, 2
@@ -157,7 +159,7 @@ WITH tasks AS (
 )
 INSERT INTO graphile_worker._private_jobs (job_queue_id, task_id, run_at, attempts,
                                            max_attempts, locked_at, locked_by)
-SELECT (SELECT id FROM queues WHERE queue_name = 'q' || (n %% 3)), (SELECT id FROM tasks),
+SELECT (SELECT id FROM queues WHERE queue_name = 'q' || {shard}), (SELECT id FROM tasks),
        now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN n %% 100 < 88 OR n %% 100 >= 97 THEN 1 ELSE 0 END,
        CASE WHEN n %% 100 < 88 THEN 1 ELSE 25 END,
@@ -167,7 +169,7 @@ WHERE n %% 100 >= 85;
 
 -- name: solid_queue
 WITH made AS (
-    SELECT n, 'q' || (n %% 3) AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+    SELECT n, 'q' || {shard} AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
 ), jobs AS (
     INSERT INTO solid_queue_jobs (queue_name, class_name, arguments, scheduled_at, finished_at,
                                   created_at, updated_at)
@@ -199,7 +201,7 @@ SELECT id, 'RuntimeError', timezone('UTC', now()) FROM numbered WHERE k BETWEEN 
 
 -- name: que
 INSERT INTO que_jobs (queue, job_class, run_at, finished_at, expired_at, job_schema_version)
-SELECT 'q' || (n %% 3), 'NoopJob',
+SELECT 'q' || {shard}, 'NoopJob',
        now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN n %% 100 < 85 THEN now() END,
        CASE WHEN n %% 100 BETWEEN 85 AND 87 THEN now() END, 2
@@ -209,7 +211,7 @@ FROM generate_series(1, %(jobs)s) AS n;
 INSERT INTO good_jobs (queue_name, priority, serialized_params, scheduled_at, performed_at,
                        finished_at, error, created_at, updated_at, active_job_id, job_class,
                        executions_count)
-SELECT 'q' || (n %% 3), 0, '{{}}',
+SELECT 'q' || {shard}, 0, '{{}}',
        now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN n %% 100 < 88 THEN now() END,
        CASE WHEN n %% 100 < 88 THEN now() END,

@@ -122,17 +122,25 @@ INSTALL: dict[str, Callable[[str], None]] = {
 }
 
 
-def fill(dsn: str, preset: str, jobs: int) -> None:
+# Job n's queue: a third each, or 70%, 25% and 5% (the shares below).
+UNIFORM = "(n %% 3)"
+SKEWED = "(CASE WHEN n %% 20 < 14 THEN 0 WHEN n %% 20 < 19 THEN 1 ELSE 2 END)"
+SKEWED_SHARES = (0.70, 0.25, 0.05)
+
+
+def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False) -> None:
     """``jobs`` jobs in three queues, as the library writes them; then VACUUM ANALYZE."""
+    shard = sql.SQL(SKEWED if skewed else UNIFORM)
     with psycopg.connect(dsn, autocommit=True) as conn:
         if preset == "pgmq":
-            for name in PGMQ_QUEUES:
+            shares = SKEWED_SHARES if skewed else (1 / 3,) * 3
+            for name, share in zip(PGMQ_QUEUES, shares, strict=True):
                 statement = sql.SQL(FILL[preset]).format(
                     q=sql.Identifier(f"q_{name}"), a=sql.Identifier(f"a_{name}")
                 )
-                conn.execute(statement, {"jobs": jobs})
+                conn.execute(statement, {"jobs": round(jobs * share)})
         else:
-            conn.execute(sql.SQL(FILL[preset]).format(), {"jobs": jobs})
+            conn.execute(sql.SQL(FILL[preset]).format(shard=shard), {"jobs": jobs})
         conn.execute("VACUUM ANALYZE")
 
 
@@ -140,7 +148,7 @@ def _database(name: str, dsn: str) -> DatabaseConfig:
     if name == "seed":  # tests/seed_support.py builds it in schema app
         return DatabaseConfig("bench", dsn, layout=replace(PRESET_LAYOUTS["seed"], schema="app"))
     preset = LIBRARY_PRESETS[name]
-    layout = LibraryLayout(preset, preset.schema, dict(preset.params))
+    layout = LibraryLayout(preset, preset.schema, preset.defaults)
     return DatabaseConfig("bench", dsn, layout=layout)
 
 

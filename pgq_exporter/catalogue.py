@@ -118,8 +118,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "exact at any size (its queue_counts table); elsewhere exact up to "
                "exact_count_limit (default 1,000,000) per queue and status, and above it an "
                "estimate from a sample of the table as it is now, never below the limit + 1: see "
-               "pgq_queue_count_approximate. Elsewhere, done and failed are exact up to 10,000 "
-               "and the planner's estimate above it; they leave the table with archiving. "
+               "pgq_queue_count_approximate. Elsewhere, done, failed and cancelled are exact up "
+               "to 10,000, and above it the last exact recount (made again once the time since "
+               "the last is 100 times what it cost, at most every 5 minutes), marked "
+               "approximate; they leave the table with archiving. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
                "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "

@@ -25,7 +25,6 @@ from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.exposition import metric_specs
 from pgq_exporter.layout import describe
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.sqlfiles import named_queries
 from pgq_exporter.targets import Origin, Target, TargetSpec
 from pgq_exporter.yamlpos import ConfigError
 
@@ -191,8 +190,7 @@ def _check_library(
     database lacks fails with the line of `preset:`."""
     try:
         with _checking(database.dsn, wait) as conn:
-            blocks = named_queries(library.preset.sql_file)
-            for block in (b for b in COLLECTED_BLOCKS if b in blocks):
+            for block in (b for b in COLLECTED_BLOCKS if b in library.preset.blocks):
                 try:
                     with conn.transaction():  # a savepoint: the next block still runs
                         plan_block(conn, library, block)

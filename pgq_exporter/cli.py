@@ -107,6 +107,17 @@ def cmd_detect(args: argparse.Namespace) -> int:
         print(library.describe())
     if not found:
         print("no known job queue found")
+        return 0
+    # One entry for each, ready to paste: a database holding two libraries is two entries.
+    print("\n# under databases:, one entry for each:")
+    for library in found:
+        name = (
+            library.preset
+            if [f.preset for f in found].count(library.preset) == 1
+            else (f"{library.preset}_{library.schema}")
+        )
+        print(f"  - name: {name}\n    dsn_env: DATABASE_DSN\n    preset: {library.preset}\n"
+              f"    schema: {library.schema}")  # fmt: skip
     return 0
 
 
@@ -155,8 +166,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     config = load_config(args.file)
     found = ""
+    checked = []
     if args.connect:
-        check_connections(config)
+        checked = check_connections(config)
         if config.discover:
             found = f", {len(check_discovery(config))} discovered target(s)"
     custom = sum(len(c.metrics) for c in config.custom)
@@ -164,6 +176,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{args.file}: ok ({len(config.databases)} database(s), {len(config.targets)} "
         f"target(s){found}, {len(config.custom)} custom collector(s) with {custom} metric(s))"
     )
+    for database in checked:
+        print(f"  {database.name}: {database.layout}")
     return 0
 
 
@@ -294,7 +308,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.check:
         drifted = [
             relative
-            for relative, text in render_bundle(config).items()
+            for relative, text in render_bundle(config, out).items()
             if not (out / relative).is_file() or (out / relative).read_text() != text
         ]
         if drifted:

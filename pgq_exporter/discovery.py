@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pgq_exporter.config import AutoLayout, DatabaseConfig, DiscoverySource
+from pgq_exporter.config import DatabaseConfig, DiscoverySource
 from pgq_exporter.db import connection
 from pgq_exporter.errors import DatabaseUnavailableError, PgqError, first_line
-from pgq_exporter.layout import resolve
+from pgq_exporter.layout import needs_catalog, resolve
 from pgq_exporter.sqlfiles import query
 
 log = logging.getLogger("pgq_exporter.discovery")
@@ -65,7 +65,7 @@ def _target(source: DiscoverySource, database: str) -> DatabaseConfig | None:
     template = source.template
     found = replace(template, name=f"{source.name}/{database}",
                     dsn=make_conninfo(template.dsn, dbname=database))  # fmt: skip
-    if not isinstance(template.layout, AutoLayout):
+    if not needs_catalog(template.layout):
         return found
     try:
         with connection(found.dsn, connect_timeout=CONNECT_TIMEOUT) as conn:

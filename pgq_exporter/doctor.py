@@ -31,7 +31,7 @@ from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_par
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.config import Config, DatabaseConfig, Layout
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.sqlfiles import named_queries, query
+from pgq_exporter.sqlfiles import query
 
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
@@ -136,8 +136,7 @@ def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: Layout) -> 
     library preset, its ``index_<collector>`` block, when it has one for that table."""
     table = sql.Identifier(scan.schema, scan.table)
     if isinstance(layout, LibraryLayout):
-        blocks = named_queries(layout.preset.sql_file)
-        block = blocks.get(f"index_{diagnosis.collector}_{scan.table}")
+        block = layout.preset.blocks.get(f"index_{diagnosis.collector}_{scan.table}")
         if block is None:
             return "(none known for this preset)"
         statement = sql.SQL(block).format(schema=sql.Identifier(layout.schema))

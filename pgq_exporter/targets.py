@@ -38,7 +38,7 @@ from pgq_exporter.connections import (
 )
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines, Snapshot, merge, sample_lines
-from pgq_exporter.layout import resolve
+from pgq_exporter.layout import needs_catalog, resolve
 from pgq_exporter.scheduler import Scheduler
 
 log = logging.getLogger("pgq_exporter.targets")
@@ -113,8 +113,9 @@ class Target:
         # Finished jobs already observed stay observed across a reload.
         self.feed: FinishedFeed = kept.feed if kept else FinishedFeed()
         self.layout: Layout | None = None
-        if not isinstance(spec.database.layout, AutoLayout):
-            self.layout = spec.database.layout
+        choice = spec.database.layout
+        if not isinstance(choice, AutoLayout) and not needs_catalog(choice):
+            self.layout = choice
         elif kept is not None:
             self.layout = kept.layout
         self.up: bool | None = kept.up if kept else None  # None: not tried yet

@@ -1,8 +1,8 @@
 """Counts that are exact up to a bound, and estimated from the table as it is now above it.
 
-Finished totals (done, failed) are the exception: they may be estimates, so
-they are counted exactly only up to a small cap and then taken from the
-planner, which costs nothing per cycle.
+Finished totals (done, failed, cancelled) are the exception: they are counted
+exactly each run only up to a small cap, and above it recounted exactly now and
+then, at most 1% of the time (``Recounts``).
 
 An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
 count that reaches the bound is replaced by an estimate from a sample of the
@@ -12,13 +12,13 @@ planner's statistics, it follows the rows that arrived since the last ANALYZE.
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from psycopg import sql
+import psycopg
 
-from pgq_exporter.collectors.base import Conn, Context, fetch, render
+from pgq_exporter.collectors.base import Conn, Context, fetch
 
 # Pages a sample reads from the queue's table or partition at most. Measured on a
 # 46k-page partition with 383k pending rows clustered at its end: 10k pages
@@ -43,52 +43,66 @@ def estimated(counted: int, estimate: float) -> Count:
     return Count(max(float(counted), estimate), True)
 
 
-# Done and failed totals may be estimates: counted exactly only this far (or to
-# exact_count_limit if lower), then the planner's estimate, refreshed each minute.
+# Finished totals (done, failed, cancelled) are counted exactly each run only this far
+# (or to exact_count_limit if lower). Above it they come from a recount: the same
+# counts without the cap, made again once the time since the last one is RECOUNT_DUTY
+# times what it cost (so recounting takes at most 1 / RECOUNT_DUTY of the time), and
+# at least every RECOUNT_AT_MOST. Between recounts they are served approximate.
 FINISHED_EXACT = 10_000
-ESTIMATE_TTL = 60.0
-
-
-class PlannerEstimates:
-    """Finished totals above their cap: the planner's estimate per queue and status,
-    kept for ESTIMATE_TTL seconds (it changes only with ANALYZE anyway)."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], tuple[float, float]] = {}
-
-    def bounded(self, conn: Conn, ctx: Context, queue: str, what: str, counted: int) -> Count:
-        cap = finished_cap(ctx)
-        if counted <= cap:
-            return exact(counted)
-        now = time.monotonic()
-        cached = self._cache.get((queue, what))
-        if cached is None or now - cached[1] > ESTIMATE_TTL:
-            cached = (_planner_rows(conn, ctx, queue, what), now)
-            self._cache[(queue, what)] = cached
-        return estimated(counted, cached[0])
+RECOUNT_DUTY = 100.0
+RECOUNT_AT_MOST = 300.0
 
 
 def finished_cap(ctx: Context) -> int:
     return min(FINISHED_EXACT, ctx.config.exact_count_limit)
 
 
-def _planner_rows(conn: Conn, ctx: Context, queue: str, status: str) -> float:
-    statement = render(
-        "estimate_finished",
-        ctx.mapping,
-        queue=sql.Literal(queue),
-        status=sql.Literal(ctx.mapping.statuses[status]),
-    )
-    return plan_rows(conn, statement)
+class Recounts:
+    """Finished totals above their cap: the last exact count of each (queue, status),
+    and when to count again. A recount the collector's timeout cuts short keeps the last
+    totals and is tried again after twice as long."""
+
+    def __init__(self) -> None:
+        self._totals: dict[tuple[str, str], int] = {}
+        self._at = float("-inf")  # time.monotonic() of the last recount
+        self._wait = 0.0  # until the next one
+
+    def due(self, now: float | None = None) -> bool:
+        stamp = time.monotonic() if now is None else now
+        return stamp - self._at >= self._wait
+
+    def counted(self, totals: dict[tuple[str, str], int], cost: float) -> None:
+        self._totals = totals
+        self._at = time.monotonic()
+        self._wait = min(max(cost * RECOUNT_DUTY, 0.0), RECOUNT_AT_MOST)
+
+    def cut_short(self, cost: float) -> None:
+        self._at = time.monotonic()
+        self._wait = min(max(self._wait * 2, cost * RECOUNT_DUTY), RECOUNT_AT_MOST)
+
+    def bounded(self, queue: str, status: str, counted: int, cap: int) -> Count:
+        """``counted`` (stopped at cap + 1) when within the cap, else the last recount's,
+        never below what this run counted."""
+        if counted <= cap:
+            return exact(counted)
+        return estimated(counted, float(self._totals.get((queue, status), counted)))
 
 
-def plan_rows(conn: Conn, explain: sql.Composed) -> float:
-    """The planner's row estimate from an EXPLAIN (FORMAT JSON) statement."""
-    row = conn.execute(explain).fetchone()
-    plan = row[0] if row else None
-    if isinstance(plan, str):
-        plan = json.loads(plan)
-    return float(plan[0]["Plan"]["Plan Rows"]) if plan else 0.0
+def recount(
+    conn: Conn, recounts: Recounts, count: Callable[[], dict[tuple[str, str], int]]
+) -> None:
+    """Recount the totals with ``count`` when due, in a savepoint: a recount that
+    outlasts the statement timeout leaves the run's transaction usable."""
+    if not recounts.due():
+        return
+    started = time.monotonic()
+    try:
+        with conn.transaction():
+            totals = count()
+    except psycopg.errors.QueryCanceled:
+        recounts.cut_short(time.monotonic() - started)
+        return
+    recounts.counted(totals, time.monotonic() - started)
 
 
 class SampledCounts:

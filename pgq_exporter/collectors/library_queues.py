@@ -9,8 +9,6 @@ from the planner (as for the reference queue), and marked approximate.
 
 from __future__ import annotations
 
-import time
-
 from psycopg import sql
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
@@ -24,21 +22,13 @@ from pgq_exporter.collectors.base import (
     fetch,
     require_all_stats,
 )
-from pgq_exporter.collectors.counting import (
-    ESTIMATE_TTL,
-    Count,
-    estimated,
-    exact,
-    finished_cap,
-    plan_rows,
-)
+from pgq_exporter.collectors.counting import Count, Recounts, exact, finished_cap, recount
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.sqlfiles import named_queries, query
 
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 # The blocks the collectors run, in the order check-config plans them.
-COLLECTED_BLOCKS = ("queues", "depth", "estimate_finished", "oldest_ready", "stuck", "finished")
+COLLECTED_BLOCKS = ("queues", "depth", "oldest_ready", "stuck", "finished")
 
 
 # {queues} as the exporter runs a block: the known queues, bound as a parameter.
@@ -50,14 +40,14 @@ def render_block(
     block: str,
     for_queue: str | None = None,
     *,
-    finished_cap: int = 0,
+    finished_cap: int | None = 0,
     queues: sql.Composable = BOUND_QUEUES,
     **extra: sql.Composable,
 ) -> sql.Composed:
     """A named block of the preset's SQL file: its schema, parameters and finished cap
     quoted in as literals, and, for a library with a table per queue, the tables and
     name of ``for_queue``."""
-    text = query(layout.preset.sql_file, block)
+    text = layout.preset.blocks[block]
     parts: dict[str, sql.Composable] = {
         "schema": sql.Identifier(layout.schema),
         "queues": queues,
@@ -75,7 +65,7 @@ def run_block(
     block: str,
     queues: list[str] | None,
     *,
-    finished_cap: int = 0,
+    finished_cap: int | None = 0,
     **extra: sql.Composable,
 ) -> list[Row]:
     """The block's rows for ``queues`` (None: every queue the library has): one
@@ -101,29 +91,15 @@ def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
         if not queues:
             return
         queue = str(queues[0][0])
-    if block == "estimate_finished":  # an EXPLAIN already
-        conn.execute(_estimate(layout, queue or "", "done"))
-        return
     statement = render_block(layout, block, queue, finished_cap=1, since=sql.Literal(0.0))
     conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
-
-
-def _estimate(layout: LibraryLayout, queue: str, status: str) -> sql.Composed:
-    states = layout.preset.finished_states.get(status, ())
-    return render_block(
-        layout,
-        "estimate_finished",
-        queue if layout.preset.per_queue else None,
-        queue=sql.Literal(queue),
-        statuses=sql.SQL(", ").join(map(sql.Literal, states or ("",))),
-    )
 
 
 def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
     """Table name -> the label it is served under: a library that names its tables
     after a hash of the queue (pg-boss's partitions) maps them back to the queue."""
     layout = ctx.library
-    if layout is None or "table_labels" not in named_queries(layout.preset.sql_file):
+    if layout is None or "table_labels" not in layout.preset.blocks:
         return {}
     return {str(t): str(label) for t, label in run_block(conn, layout, "table_labels", [])}
 
@@ -143,35 +119,36 @@ class LibraryDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._estimates: dict[tuple[str, str], tuple[float, float]] = {}
+        self._recounts = Recounts()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
         cap = finished_cap(ctx)
-        samples: list[AnySample] = []
         rows = run_block(conn, layout, "depth", queues, finished_cap=cap + 1)
+        if any(n is not None and n > cap for row in rows for n in row[4:]):
+            # LIMIT NULL: the same counts without their cap.
+            recount(conn, self._recounts, lambda: _totals(
+                run_block(conn, layout, "depth", queues, finished_cap=None)))  # fmt: skip
+        samples: list[AnySample] = []
         for queue, ready, delayed, processing, *finished in rows:
             counts = {"ready": exact(ready), "delayed": exact(delayed)}
             counts["pending"] = exact(ready + delayed)
             counts["processing"] = exact(processing)
             for status, n in zip(FINISHED_STATUSES, finished, strict=True):
                 if status in layout.preset.statuses and n is not None:
-                    counts[status] = self._bounded(conn, layout, queue, status, n, cap)
+                    counts[status] = self._recounts.bounded(queue, status, n, cap)
             samples += _depth_samples(queue, counts)
         return samples
 
-    def _bounded(  # noqa: PLR0917
-        self, conn: Conn, layout: LibraryLayout, queue: str, status: str, n: int, cap: int
-    ) -> Count:
-        if n <= cap or "estimate_finished" not in named_queries(layout.preset.sql_file):
-            return exact(n)  # without that block, the library's finished jobs are all counted
-        now = time.monotonic()
-        cached = self._estimates.get((queue, status))
-        if cached is None or now - cached[1] > ESTIMATE_TTL:
-            cached = (plan_rows(conn, _estimate(layout, queue, status)), now)
-            self._estimates[(queue, status)] = cached
-        return estimated(n, cached[0])
+
+def _totals(rows: list[Row]) -> dict[tuple[str, str], int]:
+    return {
+        (str(row[0]), status): int(n)
+        for row in rows
+        for status, n in zip(FINISHED_STATUSES, row[4:], strict=True)
+        if n is not None
+    }
 
 
 def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

@@ -18,16 +18,18 @@ from pgq_exporter.collectors.base import (
     Collector,
     Conn,
     Context,
+    Row,
     Sample,
     fetch,
 )
 from pgq_exporter.collectors.counting import (
     FINISHED,
     Count,
-    PlannerEstimates,
+    Recounts,
     SampledCounts,
     exact,
     finished_cap,
+    recount,
 )
 
 # The columns of capped_counts and kept_counts, after the queue.
@@ -40,17 +42,18 @@ class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._planner = PlannerEstimates()
+        self._recounts = Recounts()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
         kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
-        params = {
-            "cap": ctx.config.exact_count_limit + 1,
-            "finished_cap": finished_cap(ctx) + 1,
-            "queues": queues,
-        }
+        cap = finished_cap(ctx)
+        params = {"cap": ctx.config.exact_count_limit + 1, "finished_cap": cap + 1,
+                  "queues": queues}  # fmt: skip
         rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
+        if not kept and any(n > cap for row in rows for n in _finished(row)):
+            recount(conn, self._recounts, lambda: _totals(
+                fetch(conn, "capped_counts", ctx, {**params, "finished_cap": None})))  # fmt: skip
         sampled = SampledCounts(conn, ctx)
         samples: list[AnySample] = []
         for queue, *numbers in rows:
@@ -59,11 +62,24 @@ class QueueDepth(Collector):
                 if kept and what in KEPT:
                     counts[what] = exact(n)
                 elif what in FINISHED:
-                    counts[what] = self._planner.bounded(conn, ctx, queue, what, n)
+                    counts[what] = self._recounts.bounded(queue, what, n, cap)
                 else:
                     counts[what] = sampled.bounded(queue, what, n)
             samples += _samples(queue, counts)
         return samples
+
+
+def _finished(row: Row) -> list[int]:
+    return [int(n) for what, n in zip(COUNTED, row[1:], strict=True) if what in FINISHED]
+
+
+def _totals(rows: list[Row]) -> dict[tuple[str, str], int]:
+    return {
+        (str(row[0]), what): int(n)
+        for row in rows
+        for what, n in zip(COUNTED, row[1:], strict=True)
+        if what in FINISHED
+    }
 
 
 def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

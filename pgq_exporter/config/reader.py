@@ -81,13 +81,6 @@ RANGES = {
     "timeout": (0.01, 3_600.0),
     "window": (1.0, 86_400.0),
     "queue_memory": (1.0, 30 * 86_400.0),
-    "stalled_worker_timeout": (0.1, 7 * 86_400.0),
-    "heartbeat_timeout": (0.1, 7 * 86_400.0),
-    "rescue_after": (0.1, 7 * 86_400.0),
-    "rescue_stuck_jobs_after": (0.1, 7 * 86_400.0),
-    "retry_after": (1.0, 7 * 86_400.0),
-    "stale_lock_after": (0.1, 7 * 86_400.0),
-    "process_alive_threshold": (0.1, 7 * 86_400.0),
     "wait": (0.1, 60.0),
     "idle": (1.0, 7 * 86_400.0),
 }
@@ -191,8 +184,9 @@ class _Reader:
             raise self.fail(path, f"invalid {what or 'value'} {value!r}")
         return value
 
-    def duration(self, path: Path_) -> float:
-        """A duration within the range of its key (RANGES, by the path's last part)."""
+    def duration(self, path: Path_, bounds: tuple[float, float] | None = None) -> float:
+        """A duration within ``bounds``, else the range of its key (RANGES, by the path's
+        last part)."""
         value = self.get(path)
         try:
             if not isinstance(value, str):
@@ -200,11 +194,9 @@ class _Reader:
             seconds = parse_duration(value)
         except ValueError:
             raise self.fail(path, f'expected a duration like "15s", got {value!r}') from None
-        low, high = RANGES[str(path[-1])]
+        low, high = bounds or RANGES[str(path[-1])]
         if not low <= seconds <= high:
-            raise self.fail(
-                path, f"must be between {_human(low)} and {_human(high)}, got {value!r}"
-            )
+            raise self.fail(path, f"must be between {human(low)} and {human(high)}, got {value!r}")
         return seconds
 
     def integer(self, path: Path_, minimum: int, maximum: int = MAX_INTEGER) -> int:
@@ -451,12 +443,15 @@ class _Reader:
                                 f"preset ({', '.join(sorted(LIBRARY_PRESETS))})")  # fmt: skip
             return None
         schema = self.string((*path, "schema")) if "schema" in entry else preset.schema
-        params = dict(preset.params)
+        params = preset.defaults
         if "preset_params" in entry:
             given = self.mapping((*path, "preset_params"), tuple(preset.params))
             for key in given:
-                params[key] = self.duration((*path, "preset_params", key))
-        return LibraryLayout(preset, schema, params, self.where((*path, "preset")))
+                param = preset.params[key]
+                params[key] = self.duration((*path, "preset_params", key), (param.low, param.high))
+        where = self.where((*path, "preset"))
+        # Without `schema:`, the schema is looked for where the library is installed.
+        return LibraryLayout(preset, schema, params, where, find_schema="schema" not in entry)
 
     def dsn(self, path: Path_, entry: dict[str, Any]) -> str:
         given = [key for key in ("dsn", "dsn_file", "dsn_env") if key in entry]
@@ -696,7 +691,7 @@ class _Reader:
         )
 
 
-def _human(seconds: float) -> str:
+def human(seconds: float) -> str:
     for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"

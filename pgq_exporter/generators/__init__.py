@@ -45,7 +45,17 @@ def to_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def render_bundle(config: BundleConfig | None = None) -> dict[str, str]:
+# Files written by hand but for regions the generator writes: (file, region, marker, text).
+REGIONS = (
+    ("docs/presets.md", "presets", "html", docs.presets_table),
+    ("docs/presets.md", "preset-params", "html", docs.preset_params_table),
+    ("examples/config.yaml", "presets", "yaml", docs.preset_names),
+)
+
+
+def render_bundle(config: BundleConfig | None = None, root: Path | None = None) -> dict[str, str]:
+    """Every generated file; with ``root``, also those of REGIONS found under it, each
+    with its regions written again."""
     config = config or BundleConfig()
     files: dict[str, str] = {}
     for build in grafana.DASHBOARDS:
@@ -64,7 +74,20 @@ def render_bundle(config: BundleConfig | None = None) -> dict[str, str]:
     files.update(kubernetes(config, files))
     files["docs/metrics.md"] = docs.metrics_markdown()
     files["docs/runbooks.md"] = alerts.runbooks(config)
+    if root is not None:
+        files.update(regions(root))
     return files
+
+
+def regions(root: Path) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for relative, name, marker, content in REGIONS:
+        path = root / relative
+        if relative not in texts and path.is_file():
+            texts[relative] = path.read_text(encoding="utf-8")
+        if relative in texts:
+            texts[relative] = docs.fill_region(texts[relative], name, content(), comment=marker)
+    return texts
 
 
 def kubernetes(config: BundleConfig, files: dict[str, str]) -> dict[str, str]:
@@ -94,7 +117,7 @@ def kubernetes(config: BundleConfig, files: dict[str, str]) -> dict[str, str]:
 
 def write_bundle(out: Path, config: BundleConfig | None = None) -> list[Path]:
     written = []
-    for relative, text in render_bundle(config).items():
+    for relative, text in render_bundle(config, out).items():
         path = out / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

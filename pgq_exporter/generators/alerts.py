@@ -528,11 +528,13 @@ ALERTS: tuple[Alert, ...] = (
             f"unless on ({', '.join(DB_KEY)}) {_m('pgq_up', c)} == 0"
         ),
         meaning="The collector neither succeeds nor reports failure in time: it hangs, or "
-        "it waits for a connection the pool never frees.",
+        "its runs are dropped because the exporter's workers or its server's connections "
+        "stay busy (pgq_limit_dropped_total).",
         confirm_sql="SELECT pid, state, now() - query_start, query FROM pg_stat_activity\n"
         "WHERE application_name = 'pgq-exporter';",
-        action="Restart the exporter; raise pool_size when many collectors share one "
-        "connection, or lengthen the collector's interval.",
+        action="Look at pgq_limit_dropped_total and /probe?target=…&debug=true; raise "
+        "limits.collections or limits.server_connections when runs are dropped, lengthen the "
+        "collector's interval, or restart the exporter when a run hangs.",
         fire=Scenario(
             (
                 (

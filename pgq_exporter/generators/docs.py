@@ -1,9 +1,24 @@
-"""docs/metrics.md: every metric of the catalogue, and which backend serves it."""
+"""The generated docs: docs/metrics.md (every metric of the catalogue, and which backend
+serves it), and the regions of docs/presets.md and examples/config.yaml that list the
+presets, from their declarations."""
 
 from __future__ import annotations
 
-from pgq_exporter.catalogue import CATALOGUE, DURATION_BUCKETS
+from pgq_exporter.catalogue import (
+    CATALOGUE,
+    DURATION_BUCKETS,
+    JOB_HISTOGRAMS,
+    QUEUE_DEPTH,
+    QUEUE_LATENCY,
+    QUEUE_LEASES,
+    QUEUE_WINDOW,
+    columns_left_out,
+)
+from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS
+from pgq_exporter.config.reader import human
 from pgq_exporter.generators.postgres_exporter import SUPPORTED
+from pgq_exporter.presets.detect import TABLE_PRESETS
+from pgq_exporter.presets.library import LIBRARY_PRESETS
 
 
 def metrics_markdown() -> str:
@@ -30,3 +45,68 @@ def metrics_markdown() -> str:
             f"| `{spec.name}` | {spec.type} | {labels} | {spec.collector} | {served} | {text} |"
         )
     return "\n".join(lines) + "\n"
+
+
+# What each queue collector gives, as the presets table says it.
+_GIVES = {QUEUE_DEPTH: "counts", QUEUE_LATENCY: "latency", QUEUE_LEASES: "stuck jobs",
+          QUEUE_WINDOW: "window", JOB_HISTOGRAMS: "histograms"}  # fmt: skip
+
+
+def presets_table() -> str:
+    """docs/presets.md's table of presets, from their declarations."""
+    rows = ["| preset | library | collects | detected by |", "| --- | --- | --- | --- |"]
+    for name, table in TABLE_PRESETS.items():
+        layout = PRESET_LAYOUTS[name]
+        gives = [g for c, g in _GIVES.items() if not columns_left_out(c, layout.columns)]
+        detected = table.detection.describe()
+        if table.version_query:
+            detected += "; version from `schema_version`"
+        rows.append(f"| `{name}` | {table.title} | {', '.join(gives)} | {detected} |")
+    for preset in LIBRARY_PRESETS.values():
+        gives = [g for c, g in _GIVES.items() if c in preset.collectors]
+        detected = preset.detection.describe()
+        if preset.version_from:
+            detected += f"; version from `{preset.version_from}`"
+        rows.append(f"| `{preset.name}` | {preset.title} | {', '.join(gives)} | {detected} |")
+    return "\n".join(rows)
+
+
+def preset_params_table() -> str:
+    rows = ["| preset | parameter | default | range | the library's |",
+            "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for preset in LIBRARY_PRESETS.values():
+        for key, param in preset.params.items():
+            rows.append(
+                f"| `{preset.name}` | `{key}` | {human(param.default)} | {human(param.low)} to "
+                f"{human(param.high)} | {param.setting} |"
+            )
+    return "\n".join(rows)
+
+
+def preset_names() -> str:
+    """The examples' list of presets, as YAML comment lines."""
+    names = [*TABLE_PRESETS, AUTO_PRESET, *LIBRARY_PRESETS]
+    lines, line = [], "   "
+    for name in names:
+        word = f" {name},"
+        if len(line) + len(word) > 88:
+            lines.append(line)
+            line = "   "
+        line += word
+    lines.append(line.rstrip(","))
+    return "\n".join(f"    #{text}" for text in lines)
+
+
+def fill_region(text: str, name: str, content: str, *, comment: str = "html") -> str:
+    """``text`` with the lines between its markers of ``name`` replaced by ``content``."""
+    start, end = (
+        (f"<!-- {name} -->", f"<!-- /{name} -->")
+        if comment == "html"
+        else (f"# <{name}>", f"# </{name}>")
+    )
+    head, found, rest = text.partition(start)
+    _, found_end, tail = rest.partition(end)
+    if not (found and found_end):
+        raise ValueError(f"no {start} … {end} region")
+    prefix = head[head.rfind("\n") + 1 :]  # the markers' indentation, kept
+    return f"{head}{start}\n{content}\n{prefix}{end}{tail}"

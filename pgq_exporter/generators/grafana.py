@@ -391,9 +391,10 @@ def exporter_health(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Runs held back by caps",
-                "Collector runs per second that waited for a cap (limits.collections, "
-                "limits.server_connections, pool_size), and those dropped because it stayed "
-                "full for the collector's interval.",
+                "Collector runs per second that started late because every worker was busy "
+                "(limits.collections) or waited for a place on their server "
+                "(limits.server_connections), and those dropped because they could not start "
+                "within the collector's interval.",
                 "ops",
                 (
                     Target(

@@ -143,7 +143,7 @@ def preset_queries_yaml(
     cannot express it: a library with a table per queue needs a statement per queue."""
     if preset.per_queue:
         return None
-    layout = LibraryLayout(preset, preset.schema, dict(preset.params))
+    layout = LibraryLayout(preset, preset.schema, preset.defaults)
     blocks = named_queries(_FILE)
     known = _without_comments(render_block(layout, "queues").as_string())
     queues = sql.SQL(_without_comments(blocks["preset_queues"])).format(known=sql.SQL(known))
@@ -151,7 +151,7 @@ def preset_queries_yaml(
         name: sql.SQL(_without_comments(
             render_block(layout, name, finished_cap=cap, queues=queues).as_string()))
         for name in ("depth", "oldest_ready", "stuck")
-        if name in named_queries(preset.sql_file)
+        if name in preset.blocks
     }  # fmt: skip
     keys = ["pgq", "pgq_queue"]
     if "stuck" in parts:
@@ -165,7 +165,7 @@ def preset_queries_yaml(
         document[key] = _entry(key, PRESET_QUERIES[key], query, cap, cache_seconds)
     tables = layout.qualified_tables()
     for key in PRESET_SHARED:
-        if key in TABLE_KEYS and "table_labels" in named_queries(preset.sql_file):
+        if key in TABLE_KEYS and "table_labels" in preset.blocks:
             continue  # postgres_exporter would label the tables with their hashed names
         query = _render(key, SchemaMapping(), cap, DEFAULT_WINDOW, tables)
         document[key] = _entry(key, QUERIES[key], query, cap, cache_seconds)

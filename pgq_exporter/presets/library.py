@@ -1,44 +1,106 @@
-"""The queue libraries collected through a preset of their own SQL.
+"""The queue libraries collected through a preset of their own SQL: what a preset
+declares, and the registry of them.
 
-A library preset is a file of named SQL blocks (``sql/presets/<name>.sql``)
-and this declaration of what the blocks can measure. Its blocks return the
-canonical states, so they feed the catalogue's metrics and the dashboards and
-alerts work unchanged. A collector whose block the preset lacks is not
-scheduled: its metrics are not served, rather than served wrong.
+A library preset is two files side by side in ``presets/libraries``: ``<name>.py``, whose
+``PRESET`` declares it (its name and title, the tables that detect it, its
+parameters with their ranges and defaults, its state mapping), and ``<name>.sql``,
+its named SQL blocks. Everything else reads them from here: config validation,
+detection, the collectors, `doctor`, the docs' tables and the generated queries.yaml.
 
-Blocks, each optional but ``queues``:
-- ``queues``: the queue names that have jobs (or had them recently);
-- ``depth``: per queue in ``%(queues)s``: ready, delayed, processing, done,
-  failed, cancelled; NULL where the library keeps no trace;
-- ``estimate_finished``: EXPLAIN of the finished jobs of ``{queue}`` in
-  ``{statuses}``, for totals above their exact cap;
-- ``oldest_ready``: per queue, seconds since the oldest ready job became ready;
-- ``stuck``: per queue, running jobs that the library's own rule says are
-  abandoned, and those among them with no attempt left (NULL when unknown).
+The blocks return the canonical states, so they feed the catalogue's metrics and
+the dashboards and alerts work unchanged. What a preset can measure comes from the
+blocks its file defines (checked when this module loads); a collector whose block
+the preset lacks is not scheduled, so its metrics are not served rather than
+served wrong:
+
+- ``detect`` is not needed: detection reads ``detection``;
+- ``queues`` (required): the queue names that have jobs (or had them recently);
+- ``depth`` (required) feeds queue_depth: per queue in ``%(queues)s``: ready,
+  delayed, processing, done, failed, cancelled; NULL where the library keeps no trace.
+  Each finished count stops at ``LIMIT {finished_cap}``; a recount renders it with
+  ``LIMIT NULL``, no limit (see collectors/counting.py);
+- ``oldest_ready`` feeds queue_latency: per queue, seconds since the oldest ready
+  job became ready;
+- ``stuck`` feeds queue_leases: per queue, running jobs that the library's own
+  rule says are abandoned, and those among them with no attempt left (NULL when
+  unknown);
+- ``finished`` feeds job_histograms: the jobs finished since ``{since}``;
+- ``version``: the library's schema version, where it records one;
+- ``table_labels``: table name -> the label it is served under;
+- ``index_<collector>_<table>``: the index `doctor` suggests for that read.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.resources import files
 
 from psycopg import sql
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.sqlfiles import parse_named_blocks
+
+# The block that feeds each queue collector.
+FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEASES,
+         "finished": JOB_HISTOGRAMS}  # fmt: skip
+REQUIRED_BLOCKS = ("queues", "depth")
+KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels"})  # fmt: skip
+CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
+# A block's own placeholders, besides the preset's parameters.
+_PLACEHOLDERS = frozenset({"schema", "queues", "finished_cap", "queue", "statuses", "since",
+                           "q", "a"})  # fmt: skip
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
+_PACKAGE = "pgq_exporter.presets.libraries"
+WEEK = 7 * 86_400.0  # the highest a preset parameter usually allows, in seconds
 
 
 @dataclass(frozen=True, slots=True)
+class Detection:
+    """The catalog shape that says a schema holds the library: ``table`` with
+    ``columns``, beside ``beside`` tables, and without ``without`` columns."""
+
+    table: str
+    columns: tuple[str, ...] = ()
+    beside: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """As the docs' table says it."""
+        text = f"`{self.table}`"
+        if self.columns:
+            text += " with " + ", ".join(f"`{c}`" for c in self.columns)
+        if self.beside:
+            text += ", beside " + ", ".join(f"`{t}`" for t in self.beside)
+        if self.without:
+            text += "; no " + " or ".join(f"`{c}`" for c in self.without)
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """A threshold of the library's own, which ``preset_params:`` may set: seconds."""
+
+    default: float
+    low: float
+    high: float
+    setting: str  # the library's own name for it, as the docs give it
+
+
+@dataclass(frozen=True)
 class LibraryPreset:
     name: str
     title: str
     schema: str  # where the library installs its tables by default
     tables: tuple[str, ...]  # its tables, for table health and lock waits
-    collectors: frozenset[str]  # the queue collectors its blocks feed
+    detection: Detection
     statuses: tuple[str, ...]  # the pgq_queue_jobs statuses its depth block knows
-    # Canonical finished status -> the library's own states, for estimate_finished.
-    finished_states: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    # Parameters its blocks take (%(name)s), with their defaults; config may set them.
-    params: Mapping[str, float] = field(default_factory=dict)
+    # Parameters its blocks take ({name}), with their defaults and ranges.
+    params: Mapping[str, Param] = field(default_factory=dict)
     # Whether its stuck block knows which stuck jobs have no attempt left (exhausted).
     knows_exhausted: bool = False
     # Whether its finished block knows when each job became due (the wait histogram).
@@ -46,10 +108,37 @@ class LibraryPreset:
     # A library with a table per queue: placeholder -> the prefix of each queue's
     # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
     per_queue: Mapping[str, str] = field(default_factory=dict)
+    version_from: str = ""  # where the library records its version, for the docs
+
+    @cached_property
+    def blocks(self) -> dict[str, str]:
+        """Its named SQL blocks, from ``<name>.sql`` beside its declaration."""
+        text = files(_PACKAGE).joinpath(f"{self.name}.sql").read_text("utf-8")
+        return parse_named_blocks(text)
 
     @property
-    def sql_file(self) -> str:
-        return f"presets/{self.name}.sql"
+    def collectors(self) -> frozenset[str]:
+        """The queue collectors its blocks feed."""
+        return frozenset(collector for block, collector in FEEDS.items() if block in self.blocks)
+
+    @property
+    def defaults(self) -> dict[str, float]:
+        return {name: param.default for name, param in self.params.items()}
+
+    def check(self) -> None:
+        """A declaration and its SQL that disagree are an error at import, not at a run."""
+        missing = [block for block in REQUIRED_BLOCKS if block not in self.blocks]
+        unknown = sorted(set(self.blocks) - KNOWN_BLOCKS)
+        unknown = [b for b in unknown if not b.startswith("index_")]
+        wrong = [s for s in self.statuses if s not in CANONICAL_STATUSES]
+        allowed = _PLACEHOLDERS | set(self.params) | set(self.per_queue)
+        stray = sorted({p for text in self.blocks.values() for p in _PLACEHOLDER.findall(text)}
+                       - allowed)  # fmt: skip
+        if missing or unknown or wrong or stray:
+            raise RuntimeError(
+                f"preset {self.name}: missing blocks {missing}, unknown blocks {unknown}, "
+                f"unknown statuses {wrong}, placeholders without a parameter {stray}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +149,9 @@ class LibraryLayout:
     schema: str
     params: Mapping[str, float] = field(default_factory=dict)
     where: str = field(default="", compare=False)  # the config line of `preset:`
+    # No `schema:` in the config: the one where the catalog shows the library, found
+    # by layout.resolve on the database (``schema`` is the library's default till then).
+    find_schema: bool = False
 
     def qualified_tables(self, queues: Iterable[str] = ()) -> tuple[str, ...]:
         """Its tables' qualified names, quoted; with a table per queue, those of ``queues``."""
@@ -76,181 +168,19 @@ class LibraryLayout:
         }
 
 
-_QUEUE_COLLECTORS = frozenset({QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES})
-# With a trace of finished jobs that can be read exactly once (a finished block).
-_WITH_HISTOGRAMS = _QUEUE_COLLECTORS | {JOB_HISTOGRAMS}
-_ALL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
+def _registry() -> dict[str, LibraryPreset]:
+    """Every ``PRESET`` of the libraries' modules, checked against its SQL, by name."""
+    found: dict[str, LibraryPreset] = {}
+    package = importlib.import_module(_PACKAGE)
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        declared = getattr(importlib.import_module(f"{package.__name__}.{module.name}"),
+                           "PRESET", None)  # fmt: skip
+        if isinstance(declared, LibraryPreset):
+            if declared.name != module.name:
+                raise RuntimeError(f"preset {declared.name} is declared in {module.name}.py")
+            declared.check()
+            found[declared.name] = declared
+    return found
 
-LIBRARY_PRESETS: dict[str, LibraryPreset] = {
-    preset.name: preset
-    for preset in (
-        LibraryPreset(
-            name="procrastinate",
-            title="Procrastinate 3.x",
-            schema="public",
-            tables=(
-                "procrastinate_jobs",
-                "procrastinate_events",
-                "procrastinate_workers",
-                "procrastinate_periodic_defers",
-            ),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=_ALL_STATUSES,
-            finished_states={
-                "done": ("succeeded",),
-                "failed": ("failed",),
-                "cancelled": ("cancelled", "aborted"),
-            },
-            # A worker whose heartbeat is older than this is gone: the workers'
-            # stalled_worker_timeout (Procrastinate's default, 30 s).
-            params={"stalled_worker_timeout": 30.0},
-        ),
-        LibraryPreset(
-            name="pgqueuer",
-            title="PgQueuer 1.x",
-            schema="public",
-            tables=("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules"),
-            collectors=_WITH_HISTOGRAMS,
-            statuses=_ALL_STATUSES,
-            finished_states={
-                "done": ("successful",),
-                "failed": ("exception",),
-                "cancelled": ("canceled", "deleted"),
-            },
-            # A picked job whose heartbeat is older than this is abandoned, and a
-            # consumer picks it again: the consumers' heartbeat_timeout (default 30 s).
-            params={"heartbeat_timeout": 30.0},
-        ),
-        LibraryPreset(
-            name="oban",
-            title="Oban (Oban for Python, or Elixir's Oban, on the Oban schema)",
-            schema="public",
-            tables=("oban_jobs", "oban_producers", "oban_leaders"),
-            collectors=_WITH_HISTOGRAMS,
-            statuses=_ALL_STATUSES,
-            finished_states={
-                "done": ("completed",),
-                "failed": ("discarded",),
-                "cancelled": ("cancelled",),
-            },
-            # An executing job attempted longer ago than this is an orphan: the
-            # Lifeline plugin's rescue_after (Oban for Python's default, 300 s).
-            params={"rescue_after": 300.0},
-            knows_exhausted=True,
-            knows_wait=True,
-        ),
-        LibraryPreset(
-            name="river",
-            title="River (its main migration line, version 5 on)",
-            schema="public",
-            tables=("river_job", "river_queue", "river_leader"),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=_ALL_STATUSES,
-            finished_states={
-                "done": ("completed",),
-                "failed": ("discarded",),
-                "cancelled": ("cancelled",),
-            },
-            # A running job attempted longer ago than this is stuck: River's
-            # RescueStuckJobsAfter (default one hour).
-            params={"rescue_stuck_jobs_after": 3600.0},
-            knows_exhausted=True,
-        ),
-        LibraryPreset(
-            name="laravel",
-            title="Laravel's database queue driver (its 11.x jobs and failed_jobs tables)",
-            schema="public",
-            tables=("jobs", "failed_jobs", "job_batches"),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=("pending", "processing", "failed"),
-            finished_states={"failed": ()},
-            # A reservation this old is taken again: the connection's retry_after
-            # (Laravel's default, 90 s).
-            params={"retry_after": 90.0},
-        ),
-        LibraryPreset(
-            name="pgboss",
-            title="pg-boss 10",
-            schema="pgboss",
-            tables=("job", "archive", "queue"),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=_ALL_STATUSES,
-            finished_states={
-                "done": ("completed",),
-                "failed": ("failed",),
-                "cancelled": ("cancelled",),
-            },
-            knows_exhausted=True,
-        ),
-        LibraryPreset(
-            name="graphile_worker",
-            title="graphile-worker (0.16 and later)",
-            schema="graphile_worker",
-            tables=("_private_jobs", "_private_job_queues", "_private_tasks"),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=("pending", "processing", "failed"),
-            finished_states={"failed": ()},
-            # A lock older than this is stale (graphile-worker's four hours).
-            params={"stale_lock_after": 14400.0},
-            knows_exhausted=True,
-        ),
-        LibraryPreset(
-            name="solid_queue",
-            title="Solid Queue 1.x",
-            schema="public",
-            tables=(
-                "solid_queue_jobs",
-                "solid_queue_ready_executions",
-                "solid_queue_scheduled_executions",
-                "solid_queue_claimed_executions",
-                "solid_queue_blocked_executions",
-                "solid_queue_failed_executions",
-                "solid_queue_processes",
-            ),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=("pending", "processing", "done", "failed"),
-            finished_states={"done": ()},
-            # A process silent this long is dead: Solid Queue's process_alive_threshold.
-            params={"process_alive_threshold": 300.0},
-        ),
-        LibraryPreset(
-            name="que",
-            title="Que 2.x",
-            schema="public",
-            tables=("que_jobs", "que_lockers", "que_values"),
-            # A dead worker's advisory locks go with its connection: no stuck jobs.
-            collectors=frozenset({QUEUE_DEPTH, QUEUE_LATENCY}),
-            statuses=("pending", "processing", "done", "failed"),
-            finished_states={"done": ("finished",), "failed": ("expired",)},
-        ),
-        LibraryPreset(
-            name="good_job",
-            title="good_job 4.x",
-            schema="public",
-            tables=("good_jobs", "good_job_processes", "good_job_executions"),
-            collectors=_QUEUE_COLLECTORS,
-            statuses=("pending", "processing", "done", "failed"),
-            finished_states={"done": ("done",), "failed": ("failed",)},
-        ),
-        LibraryPreset(
-            name="django_tasks_db",
-            title="django-tasks-db (Django's database task backend)",
-            schema="public",
-            tables=("django_tasks_database_dbtaskresult",),
-            # No heartbeat or lease: nothing tells a running task from an abandoned one.
-            collectors=frozenset({QUEUE_DEPTH, QUEUE_LATENCY}),
-            statuses=("pending", "processing", "done", "failed"),
-            finished_states={"done": ("SUCCESSFUL",), "failed": ("FAILED",)},
-        ),
-        LibraryPreset(
-            name="pgmq",
-            title="pgmq 1.x (its SQL, as the extension or the Python client installs it)",
-            schema="pgmq",
-            tables=("meta",),
-            collectors=_WITH_HISTOGRAMS,
-            statuses=("pending", "processing", "done"),
-            finished_states={"done": ()},
-            per_queue={"q": "q_", "a": "a_"},
-        ),
-    )
-}
+
+LIBRARY_PRESETS: dict[str, LibraryPreset] = _registry()

@@ -53,12 +53,6 @@ SELECT q.queue,
             LIMIT %(finished_cap)s) AS c) AS failed
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's done or failed jobs, above their cap:
--- finished totals may be estimates, and this one costs a plan, not a scan.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {jobs} WHERE {c_queue} = {queue} AND {c_status} = {status};
-
 -- name: has_counts
 -- Whether the reference schema keeps exact counts (version 3 and later).
 SELECT to_regclass({counts_name}) IS NOT NULL AS present;

@@ -1144,14 +1144,58 @@ def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
     assert_mix(samples, GOOD_JOB_EXPECTED)
 
 
+# Each library's finished jobs as bench/preset_fill.sql writes them, by the job's
+# n % 100: the canonical status of each range it writes.
+FINISHED_BY_K: dict[str, tuple[tuple[range, str], ...]] = {
+    "seed": ((range(0, 85), "done"), (range(85, 88), "failed")),
+    "procrastinate": ((range(0, 80), "done"), (range(80, 85), "failed"),
+                      (range(85, 88), "cancelled")),
+    "pgqueuer": ((range(0, 80), "done"), (range(80, 85), "failed"), (range(85, 88), "cancelled")),
+    "pgmq": ((range(0, 88), "done"),),
+    "oban": ((range(0, 80), "done"), (range(80, 85), "failed"), (range(85, 88), "cancelled")),
+    "river": ((range(0, 80), "done"), (range(80, 85), "failed"), (range(85, 88), "cancelled")),
+    "pgboss": ((range(0, 80), "done"), (range(80, 85), "failed"), (range(85, 88), "cancelled")),
+    "laravel": ((range(80, 85), "failed"),),
+    "graphile_worker": ((range(85, 88), "failed"),),
+    "solid_queue": ((range(0, 80), "done"), (range(80, 88), "failed")),
+    "que": ((range(0, 85), "done"), (range(85, 88), "failed")),
+    "good_job": ((range(0, 80), "done"), (range(80, 88), "failed")),
+    "django_tasks_db": ((range(0, 85), "done"), (range(85, 88), "failed")),
+}  # fmt: skip
+SKEWED_JOBS = 200_000
+EXACT_FINISHED = 10_000  # counting.FINISHED_EXACT: above it, a count is served approximate
+
+
+def _finished_truth(preset: str, jobs: int) -> dict[tuple[str, str], int]:
+    """(queue, status) -> finished jobs, as the skewed fill writes them: job n goes to q0
+    when n % 20 < 14, q1 when < 19, else q2 (pgmq: per queue, 70%, 25% and 5% of them)."""
+    truth: dict[tuple[str, str], int] = {}
+    if preset == "pgmq":
+        numbered = [(queue, n) for queue, share in zip(("q0", "q1", "q2"), (0.70, 0.25, 0.05),
+                                                       strict=True)
+                    for n in range(1, round(jobs * share) + 1)]  # fmt: skip
+    else:
+        numbered = [("q0" if n % 20 < 14 else "q1" if n % 20 < 19 else "q2", n)
+                    for n in range(1, jobs + 1)]  # fmt: skip
+    for queue, n in numbered:
+        for ks, status in FINISHED_BY_K[preset]:
+            if n % 100 in ks:
+                truth[(queue, status)] = truth.get((queue, status), 0) + 1
+    return truth
+
+
 @pytest.mark.parametrize("preset", ["seed", *sorted(LIBRARY_PRESETS)])
-def test_preset_auto_recognises_each_library(empty_db: Database, preset: str) -> None:
+def test_preset_auto_finds_each_library_and_counts_a_skewed_200k(
+    empty_db: Database, preset: str
+) -> None:
     """Each library's own installer (or, for Go, Ruby and PHP, its published schema) on
-    an empty database: detect names it, and preset: auto collects it with its preset."""
+    an empty database, filled with 200,000 jobs skewed over three queues (70%, 25%, 5%,
+    the states of each queue differing): detect names it, preset: auto collects it, and
+    every finished count is exact up to 10,000 and within 5%, marked approximate, above."""
     from bench.presets import INSTALL, fill  # noqa: PLC0415
 
     INSTALL[preset](empty_db.dsn)
-    fill(empty_db.dsn, preset, 300)
+    fill(empty_db.dsn, preset, SKEWED_JOBS, skewed=True)
     with empty_db.connect(autocommit=True) as conn:
         found = detect(conn)
         resolution = resolve(AutoLayout(), conn, "main")
@@ -1163,3 +1207,14 @@ def test_preset_auto_recognises_each_library(empty_db: Database, preset: str) ->
     assert set(auto["pgq_collector_success"].values()) == {1.0}
     queues = {dict(k)["queue"] for k in auto["pgq_queue_jobs"]}
     assert queues == {"q0", "q1", "q2"}
+    truth = _finished_truth(preset, SKEWED_JOBS)
+    if preset not in ("laravel", "graphile_worker"):  # they keep only failed jobs: 5%, 3%
+        assert any(n > EXACT_FINISHED for n in truth.values()), "nothing above the exact limit"
+    for (queue, status), want in truth.items():
+        labels = {"database": "main", "queue": queue, "status": status}
+        got = value(auto, "pgq_queue_jobs", **labels)
+        approximate = value(auto, "pgq_queue_count_approximate", **labels)
+        if want <= EXACT_FINISHED:
+            assert (got, approximate) == (want, 0), (queue, status)
+        else:
+            assert abs(got - want) <= 0.05 * want and approximate == 1, (queue, status, got, want)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
+from pgq_exporter.config import parse_config
+from pgq_exporter.layout import describe
 from pgq_exporter.presets.detect import Found, detect
 from pgq_exporter.queue.schema import latest_version
 from tests.conftest import Database
@@ -46,8 +48,20 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     ]
     result = run_cli("detect", "--dsn", db.dsn)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f.describe() for f in found]
-    assert f"pgq: schema pgq, version {LATEST} (pgq-exporter's reference queue)" in result.stdout
+    listed, _, entries = result.stdout.partition("\n\n")
+    assert listed.splitlines() == [f.describe() for f in found]
+    assert f"pgq: schema pgq, version {LATEST} (pgq-exporter's reference queue" in listed
+    # The entries, pasted under databases:, name each library's preset and schema.
+    config = parse_config("databases:\n" + entries, "pasted.yaml", {"DATABASE_DSN": db.dsn})
+    layouts = [(d.name, describe(d.layout)) for d in config.databases]
+    assert layouts == [
+        ("laravel", "preset laravel, schema laravel"),
+        ("pgq", "preset pgq, table pgq.jobs"),
+        ("pgqueuer", "preset pgqueuer, schema public"),
+        ("procrastinate", "preset procrastinate, schema public"),
+        ("river", "preset river, schema pgq"),
+        ("seed", "preset seed, table app.jobs"),
+    ]
 
 
 def test_detect_on_an_empty_database_and_a_bad_dsn(empty_db: Database) -> None:

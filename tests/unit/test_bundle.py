@@ -19,7 +19,7 @@ from pgq_exporter.generators.postgres_exporter import QUERIES
 from pgq_exporter.yamlpos import ConfigError, load_located
 
 ROOT = Path(__file__).parents[2]
-BUNDLE = render_bundle()
+BUNDLE = render_bundle(root=ROOT)
 DASHBOARDS = {
     path: json.loads(text) for path, text in BUNDLE.items() if path.startswith("dashboards/")
 }

@@ -46,12 +46,6 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
--- name: estimate_finished
--- The planner's row estimate of one queue's log rows in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.pgqueuer_log
-WHERE entrypoint = {queue} AND status::text IN ({statuses});
-
 -- name: oldest_ready
 -- Through the (entrypoint, execute_after) index of queued jobs.
 SELECT q.queue,

@@ -49,12 +49,6 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.procrastinate_jobs
-WHERE queue_name = {queue} AND status::text IN ({statuses});
-
 -- name: oldest_ready
 -- A ready job became ready at its scheduled_at, or, when it has none, when
 -- it was deferred (its 'deferred' event). The oldest without scheduled_at is

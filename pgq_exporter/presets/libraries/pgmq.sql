@@ -21,11 +21,6 @@ SELECT {queue}::text AS queue,
        NULL::bigint AS cancelled
 FROM {q} m;
 
--- name: estimate_finished
--- The planner's row estimate of the queue's archive.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {a};
-
 -- name: oldest_ready
 -- A message became ready when its visibility timeout passed: through the vt index.
 SELECT {queue}::text AS queue,

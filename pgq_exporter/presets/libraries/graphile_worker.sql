@@ -73,3 +73,6 @@ LEFT JOIN ({schema}._private_jobs j
        ON coalesce(jq.queue_name, t.identifier) = q.queue
       AND j.locked_at < now() - make_interval(secs => {stale_lock_after})
 GROUP BY q.queue;
+
+-- name: version
+SELECT max(id)::text FROM {schema}.migrations;

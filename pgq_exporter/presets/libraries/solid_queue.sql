@@ -43,13 +43,6 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs (done only: failed
--- ones are counted through their executions).
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.solid_queue_jobs
-WHERE queue_name = {queue} AND finished_at IS NOT NULL;
-
 -- name: oldest_ready
 -- Ready since its ready execution was made, or since its scheduled time.
 SELECT q.queue,

@@ -59,14 +59,6 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN counted c ON c.queue = q.queue;
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs ('done' without an
--- error, 'failed' with one) in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.good_jobs
-WHERE queue_name = {queue} AND finished_at IS NOT NULL
-  AND CASE WHEN error IS NULL THEN 'done' ELSE 'failed' END IN ({statuses});
-
 -- name: oldest_ready
 -- A job without scheduled_at has been ready since it was created.
 SELECT q.queue,

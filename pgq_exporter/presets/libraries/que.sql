@@ -53,15 +53,6 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished ('finished') or expired
--- ('expired') jobs in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.que_jobs
-WHERE queue = {queue}
-  AND CASE WHEN finished_at IS NOT NULL THEN 'finished'
-           WHEN expired_at IS NOT NULL THEN 'expired' END IN ({statuses});
-
 -- name: oldest_ready
 SELECT q.queue,
        coalesce(extract(epoch FROM now() - (

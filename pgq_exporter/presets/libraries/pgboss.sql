@@ -30,11 +30,6 @@ SELECT q.queue,
            AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.job WHERE name = {queue} AND state::text IN ({statuses});
-
 -- name: oldest_ready
 SELECT q.queue,
        coalesce(extract(epoch FROM now() - (
@@ -58,3 +53,6 @@ GROUP BY q.queue;
 -- name: table_labels
 -- Each queue's partition is labelled with the queue's name, not its hashed one.
 SELECT q.partition_name, q.name FROM {schema}.queue q WHERE q.partition_name IS NOT NULL;
+
+-- name: version
+SELECT max(version)::text FROM {schema}.version;

@@ -48,12 +48,6 @@ SELECT q.queue,
             LIMIT {finished_cap}) AS c) AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.river_job
-WHERE queue = {queue} AND state::text IN ({statuses});
-
 -- name: oldest_ready
 -- A job became ready at its scheduled_at.
 SELECT q.queue,
@@ -75,3 +69,7 @@ LEFT JOIN {schema}.river_job j
        ON j.queue = q.queue AND j.state = 'running'
       AND j.attempted_at < now() - make_interval(secs => {rescue_stuck_jobs_after})
 GROUP BY q.queue;
+
+-- name: version
+-- River records the migrations it ran per line; "main" is the job table's.
+SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';

@@ -51,12 +51,6 @@ SELECT q.queue,
             LIMIT {finished_cap}) AS c) AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished jobs in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.oban_jobs
-WHERE queue = {queue} AND state::text IN ({statuses});
-
 -- name: oldest_ready
 -- A job became ready at its scheduled_at.
 SELECT q.queue,

@@ -42,12 +42,6 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's finished tasks in {statuses}.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult
-WHERE queue_name = {queue} AND status IN ({statuses});
-
 -- name: oldest_ready
 -- A ready task became ready when it was enqueued, or at its run_after if later.
 SELECT q.queue,

@@ -35,11 +35,6 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
--- name: estimate_finished
--- The planner's row estimate of one queue's failed jobs.
-EXPLAIN (FORMAT JSON)
-SELECT 1 FROM {schema}.failed_jobs WHERE queue = {queue};
-
 -- name: oldest_ready
 SELECT q.queue,
        coalesce(extract(epoch FROM now())::bigint - (

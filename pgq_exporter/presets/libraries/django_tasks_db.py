@@ -1,0 +1,13 @@
+"""django-tasks-db, Django's database task backend: one row per task result, with no
+heartbeat or lease, so nothing tells a running task from an abandoned one."""
+
+from pgq_exporter.presets.library import Detection, LibraryPreset
+
+PRESET = LibraryPreset(
+    name="django_tasks_db",
+    title="django-tasks-db, Django's database task backend",
+    schema="public",
+    tables=("django_tasks_database_dbtaskresult",),
+    detection=Detection("django_tasks_database_dbtaskresult"),
+    statuses=("pending", "processing", "done", "failed"),
+)

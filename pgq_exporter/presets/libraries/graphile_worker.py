@@ -1,0 +1,21 @@
+"""graphile-worker (0.16 and later): _private_jobs has no status; completed jobs are
+deleted, and a job whose attempts are spent stays with its last error."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="graphile_worker",
+    title="graphile-worker (0.16 and later)",
+    schema="graphile_worker",
+    tables=("_private_jobs", "_private_job_queues", "_private_tasks"),
+    detection=Detection(
+        "_private_jobs", columns=("task_id", "job_queue_id", "run_at", "locked_at", "max_attempts")
+    ),
+    statuses=("pending", "processing", "failed"),
+    # A lock older than this is stale (graphile-worker's four hours).
+    params={
+        "stale_lock_after": Param(14400.0, 0.1, WEEK, "age at which it treats a lock as stale")
+    },
+    knows_exhausted=True,
+    version_from="migrations",
+)

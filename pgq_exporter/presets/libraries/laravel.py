@@ -1,0 +1,16 @@
+"""Laravel's database queue driver: jobs until they finish, failed ones in failed_jobs."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="laravel",
+    title="Laravel's database queue driver (its 11.x jobs and failed_jobs tables)",
+    schema="public",
+    tables=("jobs", "failed_jobs", "job_batches"),
+    detection=Detection(
+        "jobs", columns=("queue", "payload", "attempts", "reserved_at", "available_at")
+    ),
+    statuses=("pending", "processing", "failed"),
+    # A reservation this old is taken again (the connection's retry_after; default 90 s).
+    params={"retry_after": Param(90.0, 1.0, WEEK, "the queue connection's `retry_after`")},
+)

@@ -1,0 +1,17 @@
+"""Oban's schema (Oban for Python, or Elixir's Oban): finished jobs stay in oban_jobs."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="oban",
+    title="Oban (Oban for Python 0.7, or Elixir's Oban, on the Oban schema)",
+    schema="public",
+    tables=("oban_jobs", "oban_producers", "oban_leaders"),
+    detection=Detection("oban_jobs", columns=("state", "queue", "attempted_at")),
+    statuses=("pending", "processing", "done", "failed", "cancelled"),
+    # An executing job attempted longer ago than this is an orphan (the Lifeline
+    # plugin's rescue_after; Oban for Python's default: 300 s).
+    params={"rescue_after": Param(300.0, 0.1, WEEK, "Lifeline plugin's `rescue_after`")},
+    knows_exhausted=True,
+    knows_wait=True,
+)

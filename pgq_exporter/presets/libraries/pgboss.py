@@ -1,0 +1,17 @@
+"""pg-boss 10: job partitioned by queue (hashed partition names; pgboss.queue names
+them), finished jobs moved to archive."""
+
+from pgq_exporter.presets.library import Detection, LibraryPreset
+
+PRESET = LibraryPreset(
+    name="pgboss",
+    title="pg-boss 10",
+    schema="pgboss",
+    tables=("job", "archive", "queue"),
+    detection=Detection(
+        "job", columns=("name", "state", "start_after", "expire_in"), beside=("queue",)
+    ),
+    statuses=("pending", "processing", "done", "failed", "cancelled"),
+    knows_exhausted=True,
+    version_from="version",
+)

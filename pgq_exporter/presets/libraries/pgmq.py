@@ -1,0 +1,13 @@
+"""pgmq 1.x: a table per queue (q_<name>, archived messages in a_<name>), listed in meta."""
+
+from pgq_exporter.presets.library import Detection, LibraryPreset
+
+PRESET = LibraryPreset(
+    name="pgmq",
+    title="pgmq 1.x (the extension, or its SQL as the Python client installs it)",
+    schema="pgmq",
+    tables=("meta",),
+    detection=Detection("meta", columns=("queue_name", "is_partitioned", "is_unlogged")),
+    statuses=("pending", "processing", "done"),
+    per_queue={"q": "q_", "a": "a_"},
+)

@@ -1,0 +1,16 @@
+"""PgQueuer 1.x: the pgqueuer table holds unfinished and held jobs; a finished one
+leaves it for pgqueuer_log."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="pgqueuer",
+    title="PgQueuer 1.x",
+    schema="public",
+    tables=("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules"),
+    detection=Detection("pgqueuer", beside=("pgqueuer_log",)),
+    statuses=("pending", "processing", "done", "failed", "cancelled"),
+    # A picked job whose heartbeat is older than this is abandoned, and a consumer picks
+    # it again (the consumers' default: 30 s).
+    params={"heartbeat_timeout": Param(30.0, 0.1, WEEK, "consumers' `heartbeat_timeout`")},
+)

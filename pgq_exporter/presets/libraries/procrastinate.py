@@ -1,0 +1,20 @@
+"""Procrastinate 3.x: jobs stay in procrastinate_jobs when they finish; a worker's
+heartbeat in procrastinate_workers tells a running job from an abandoned one."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="procrastinate",
+    title="Procrastinate 3.x",
+    schema="public",
+    tables=(
+        "procrastinate_jobs",
+        "procrastinate_events",
+        "procrastinate_workers",
+        "procrastinate_periodic_defers",
+    ),
+    detection=Detection("procrastinate_jobs"),
+    statuses=("pending", "processing", "done", "failed", "cancelled"),
+    # A worker whose heartbeat is older than this is gone (Procrastinate's default: 30 s).
+    params={"stalled_worker_timeout": Param(30.0, 0.1, WEEK, "workers' `stalled_worker_timeout`")},
+)

@@ -1,0 +1,16 @@
+"""River (its main migration line, version 5 on): finished jobs stay in river_job."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="river",
+    title="River (its main migration line, version 5 on)",
+    schema="public",
+    tables=("river_job", "river_queue", "river_leader"),
+    detection=Detection("river_job", columns=("state", "queue", "attempted_at", "finalized_at")),
+    statuses=("pending", "processing", "done", "failed", "cancelled"),
+    # A running job attempted longer ago than this is stuck (RescueStuckJobsAfter, one hour).
+    params={"rescue_stuck_jobs_after": Param(3600.0, 0.1, WEEK, "`RescueStuckJobsAfter`")},
+    knows_exhausted=True,
+    version_from="river_migration",
+)

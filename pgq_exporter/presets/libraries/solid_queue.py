@@ -1,0 +1,22 @@
+"""Solid Queue 1.x: solid_queue_jobs, with a table of executions per state."""
+
+from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
+
+PRESET = LibraryPreset(
+    name="solid_queue",
+    title="Solid Queue 1.x",
+    schema="public",
+    tables=(
+        "solid_queue_jobs",
+        "solid_queue_ready_executions",
+        "solid_queue_scheduled_executions",
+        "solid_queue_claimed_executions",
+        "solid_queue_blocked_executions",
+        "solid_queue_failed_executions",
+        "solid_queue_processes",
+    ),
+    detection=Detection("solid_queue_jobs", beside=("solid_queue_claimed_executions",)),
+    statuses=("pending", "processing", "done", "failed"),
+    # A process silent this long is dead (Solid Queue's process_alive_threshold).
+    params={"process_alive_threshold": Param(300.0, 0.1, WEEK, "`process_alive_threshold`")},
+)
