@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pgq_exporter.catalogue import metric
 from pgq_exporter.generators.bundle import BundleConfig
 from pgq_exporter.generators.promql import QUEUE_KEY, by, number, selector
 
@@ -19,6 +20,10 @@ T = 'job="pgq", instance="exporter:9188", database="main"'
 Q = T + ', queue="email"'
 LAST_SUCCESS = f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}'
 PENDING = 'status="pending"'
+STUCK_3 = (
+    "3 jobs in queue email (database main) are processing past their lease and have not "
+    "been reaped."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +40,16 @@ class Alert:
     severity: str
     summary: str
     description: str  # a Go template over $labels and $value
-    expr: Callable[[BundleConfig, str], str]  # (config, threshold) -> PromQL
+    expr: Callable[[BundleConfig, str, Series], str]  # (config, threshold, reads) -> PromQL
     meaning: str
     confirm_sql: str
     action: str
     fire: Scenario
     near_miss: Scenario
     per_queue: bool = True
-    # A state alert keeps firing for keep_firing_for once its series vanish (the
-    # exporter or the database cannot be read); the exporter's own health does not.
+    # A state alert keeps firing on the last values seen while the exporter, the database
+    # or the collector that feeds it cannot be read (see state_expr); the exporter's own
+    # health does not.
     keep_firing: bool = True
     also_quiet: tuple[Scenario, ...] = ()  # more cases where it must not fire
     also_fires: tuple[Scenario, ...] = ()  # more cases where it must fire
@@ -55,6 +61,28 @@ class Alert:
 
 def _m(name: str, config: BundleConfig, *matchers: str) -> str:
     return selector(name, config.selector, *matchers)
+
+
+class Series:
+    """How an alert's expression reads its metrics: as they are now, or (``recall``, a
+    range) as last seen within that range, for while they cannot be read. It remembers
+    the metrics it was asked for."""
+
+    def __init__(self, recall: str = "") -> None:
+        self.recall = recall
+        self.names: list[str] = []
+
+    def m(self, name: str, config: BundleConfig, *matchers: str) -> str:
+        self.names.append(name)
+        found = _m(name, config, *matchers)
+        return f"last_over_time({found}[{self.recall}])" if self.recall else found
+
+    def over(self, function: str, name: str, config: BundleConfig, span: str) -> str:
+        """``function`` over ``span`` of the metric; recalled, its last value."""
+        if self.recall:
+            return self.m(name, config)
+        self.names.append(name)
+        return f"{function}({_m(name, config)}[{span}])"
 
 
 def _extra(config: BundleConfig, alert: str, key: str) -> str:
@@ -106,10 +134,10 @@ ALERTS: tuple[Alert, ...] = (
         summary="A job queue has a large backlog of pending jobs.",
         description="Queue {{ $labels.queue }} in database {{ $labels.database }} has "
         "{{ $value | humanize }} pending jobs.",
-        expr=lambda c, t: _queue_threshold(
+        expr=lambda c, t, s: _queue_threshold(
             "PgqBacklogTooLarge",
             c,
-            lambda q, v: f"{_m('pgq_queue_jobs', c, q, PENDING)} > {v}",
+            lambda q, v: f"{s.m('pgq_queue_jobs', c, q, PENDING)} > {v}",
         ),
         meaning="More jobs are waiting than the workers are taking. Producers outpace "
         "workers, or workers are failing, slow, or not running.",
@@ -131,10 +159,10 @@ ALERTS: tuple[Alert, ...] = (
         summary="The oldest ready job of a queue has waited too long.",
         description="The oldest ready job in queue {{ $labels.queue }} (database "
         "{{ $labels.database }}) has waited {{ $value | humanizeDuration }}.",
-        expr=lambda c, t: _queue_threshold(
+        expr=lambda c, t, s: _queue_threshold(
             "PgqOldestReadyJobTooOld",
             c,
-            lambda q, v: f"{_m('pgq_queue_oldest_ready_age_seconds', c, q)} > {v}",
+            lambda q, v: f"{s.m('pgq_queue_oldest_ready_age_seconds', c, q)} > {v}",
         ),
         meaning="Jobs are ready but nobody takes them quickly enough: the latency a user "
         "feels. It fires on a backlog that is old even when it is small.",
@@ -156,8 +184,8 @@ ALERTS: tuple[Alert, ...] = (
         summary="Jobs stay in processing past their lease.",
         description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
         "{{ $labels.database }}) are processing past their lease and have not been reaped.",
-        expr=lambda c, t: _queue_threshold(
-            "PgqStuckJobs", c, lambda q, v: f"{_m('pgq_queue_stuck_jobs', c, q)} > {v}"
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqStuckJobs", c, lambda q, v: f"{s.m('pgq_queue_stuck_jobs', c, q)} > {v}"
         ),
         meaning="A worker claimed these jobs and neither finished nor extended its lease: "
         "it crashed or hangs. The reaper should return them to pending; if this persists, "
@@ -178,16 +206,48 @@ ALERTS: tuple[Alert, ...] = (
             ((f"pgq_queue_stuck_jobs{{{Q}}}", "3 3 3 3 3 0 0 0 0 0 0 3 3 3 3 3"),), eval_time="15m"
         ),
         also_fires=(
-            Scenario(  # the exporter went blind at 15m: no false resolution 10m later
-                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),),
-                eval_time="25m",
-                description="3 jobs in queue email (database main) are processing past "
-                "their lease and have not been reaped.",
+            Scenario(  # the exporter went down at 15m: 20m later, nothing has resolved
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x30"),
+                ),
+                eval_time="35m",
+                description=STUCK_3,
+            ),
+            Scenario(  # the database went down: the same
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"), (f"pgq_up{{{T}}}", "1x15 0x30")),
+                eval_time="35m",
+                description=STUCK_3,
+            ),
+            Scenario(  # its collector fails: the same
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    (f'pgq_collector_success{{{T}, collector="queue_leases"}}', "1x15 0x30"),
+                ),
+                eval_time="35m",
+                description=STUCK_3,
             ),
         ),
         also_quiet=(
-            Scenario(  # still blind past keep_firing_for: it resolves
-                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),), eval_time="40m"
+            Scenario(  # fixed at 15m: resolved by the next evaluation but one
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 0x30"), (f"pgq_up{{{T}}}", "1x45")),
+                eval_time="17m",
+            ),
+            Scenario(  # its series gone while the exporter reads fine: resolved
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    (f"pgq_up{{{T}}}", "1x45"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x45"),
+                    (f'pgq_collector_success{{{T}, collector="queue_leases"}}', "1x45"),
+                ),
+                eval_time="22m",
+            ),
+            Scenario(  # down for longer than blind_memory (1h): it lets go
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x90"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x90"),
+                ),
+                eval_time="90m",
             ),
         ),
     ),
@@ -197,13 +257,13 @@ ALERTS: tuple[Alert, ...] = (
         summary="Many jobs of a queue fail.",
         description="{{ $value | humanizePercentage }} of the jobs finished in queue "
         "{{ $labels.queue }} (database {{ $labels.database }}) during the last window failed.",
-        expr=lambda c, t: _queue_threshold(
+        expr=lambda c, t, s: _queue_threshold(
             "PgqFailureRatioHigh",
             c,
             lambda q, v: (
-                f"{_m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
+                f"{s.m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
                 f"and on ({', '.join(QUEUE_KEY)})\n"
-                f"  sum {by(*QUEUE_KEY)} ({_m('pgq_queue_window_finished_jobs', c, q)})"
+                f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c, q)})"
                 f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}"
             ),
         ),
@@ -253,10 +313,10 @@ ALERTS: tuple[Alert, ...] = (
         summary="A queue has ready jobs and finishes none.",
         description="Queue {{ $labels.queue }} (database {{ $labels.database }}) has "
         "{{ $value | humanize }} ready jobs and finished none during the last window.",
-        expr=lambda c, t: (
-            f"{_m('pgq_queue_ready_jobs', c)} > {t}\n"
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_queue_ready_jobs', c)} > {t}\n"
             f"and on ({', '.join(QUEUE_KEY)})\n"
-            f"  sum {by(*QUEUE_KEY)} ({_m('pgq_queue_window_finished_jobs', c)}) == 0"
+            f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c)}) == 0"
         ),
         meaning="Nothing is being processed: no worker runs for this queue, or every "
         "worker is blocked.",
@@ -290,10 +350,10 @@ ALERTS: tuple[Alert, ...] = (
         description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
         "{{ $labels.database }}) have no attempts left and are still processing: the "
         "reaper is not failing them.",
-        expr=lambda c, t: _queue_threshold(
+        expr=lambda c, t, s: _queue_threshold(
             "PgqExhaustedJobsPiling",
             c,
-            lambda q, v: f"{_m('pgq_queue_exhausted_jobs', c, q)} > {v}",
+            lambda q, v: f"{s.m('pgq_queue_exhausted_jobs', c, q)} > {v}",
         ),
         meaning="The reaper marks exhausted jobs failed. When they pile up, the reaper "
         "does not run, or runs an old version that leaves them in processing for ever.",
@@ -314,8 +374,8 @@ ALERTS: tuple[Alert, ...] = (
         summary="Something has held back the xmin horizon for minutes.",
         description="A {{ $labels.source }} in database {{ $labels.database }} has held the "
         "xmin horizon back for {{ $value | humanizeDuration }}.",
-        expr=lambda c, t: (
-            f"max_over_time({_m('pgq_xmin_horizon_age_seconds', c)}[{XMIN_SPAN}]) > {t}"
+        expr=lambda c, t, s: (
+            f"{s.over('max_over_time', 'pgq_xmin_horizon_age_seconds', c, XMIN_SPAN)} > {t}"
         ),
         meaning="The early warning of PgqXminHorizonTooOld, which pages: a session idle in "
         "a transaction, a replication slot or a prepared transaction has held the horizon "
@@ -342,9 +402,9 @@ ALERTS: tuple[Alert, ...] = (
         "xmin horizon back: for too long, or too many transactions ago.",
         # Over a short span, not at an instant: a collector that misses a run (its role
         # lost pg_monitor for a minute) leaves a gap that would restart the for: clock.
-        expr=lambda c, t: (
-            f"max_over_time({_m('pgq_xmin_horizon_age_transactions', c)}[{XMIN_SPAN}]) > {t}\n"
-            f"or\nmax_over_time({_m('pgq_xmin_horizon_age_seconds', c)}[{XMIN_SPAN}])"
+        expr=lambda c, t, s: (
+            f"{s.over('max_over_time', 'pgq_xmin_horizon_age_transactions', c, XMIN_SPAN)} > {t}\n"
+            f"or\n{s.over('max_over_time', 'pgq_xmin_horizon_age_seconds', c, XMIN_SPAN)}"
             f" > {_extra(c, 'PgqXminHorizonTooOld', 'seconds')}"
         ),
         meaning="While an old xmin is held, vacuum cannot remove the dead rows that every "
@@ -399,7 +459,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="A transaction has been open for a long time.",
         description="The longest transaction in database {{ $labels.database }} has run "
         "for {{ $value | humanizeDuration }}.",
-        expr=lambda c, t: f"{_m('pgq_longest_transaction_seconds', c)} > {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_longest_transaction_seconds', c)} > {t}",
         meaning="A long transaction holds the xmin horizon back (see PgqXminHorizonTooOld) "
         "and may hold locks that workers wait on.",
         confirm_sql="SELECT pid, usename, application_name, now() - xact_start, query\n"
@@ -419,7 +479,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="A queue table has passed autovacuum's trigger point and stays there.",
         description="Table {{ $labels.table }} in database {{ $labels.database }} has had "
         "more dead rows than autovacuum's trigger point for a long time.",
-        expr=lambda c, t: f"{_m('pgq_table_autovacuum_due', c)} > {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_table_autovacuum_due', c)} > {t}",
         meaning="Autovacuum is due on a queue table but does not finish: its workers are "
         "busy elsewhere, it is throttled, or an old xmin makes its work useless.",
         confirm_sql="SELECT relname, n_dead_tup, n_live_tup, last_autovacuum\n"
@@ -446,7 +506,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="The NOTIFY queue is filling up.",
         description="The NOTIFY queue of database {{ $labels.database }} is "
         "{{ $value | humanizePercentage }} full.",
-        expr=lambda c, t: f"{_m('pgq_notify_queue_usage_ratio', c)} > {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_notify_queue_usage_ratio', c)} > {t}",
         meaning="A session that LISTENs but does not read its notifications holds the "
         "queue. When it is full, every NOTIFY, and so every enqueue, fails.",
         confirm_sql="SELECT pg_notification_queue_usage();\n"
@@ -466,7 +526,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="The exporter cannot reach a queue database.",
         description="pgq-exporter {{ $labels.instance }} cannot connect to database "
         "{{ $labels.database }}.",
-        expr=lambda c, t: f"{_m('pgq_up', c)} == {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_up', c)} == {t}",
         meaning="Every collector of this database fails, so nothing about its queues is "
         "known. The database may be down, or unreachable from the exporter.",
         confirm_sql="SELECT 1;  -- from the exporter's host, with its DSN",
@@ -487,9 +547,9 @@ ALERTS: tuple[Alert, ...] = (
         summary="A pgq-exporter collector keeps failing.",
         description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
         "on {{ $labels.instance }} fails.",
-        expr=lambda c, t: (
-            f"{_m('pgq_collector_success', c)} == {t}\n"
-            f"unless on ({', '.join(DB_KEY)}) {_m('pgq_up', c)} == 0"
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_collector_success', c)} == {t}\n"
+            f"unless on ({', '.join(DB_KEY)}) {s.m('pgq_up', c)} == 0"
         ),
         meaning="Its metrics are missing. The usual causes: the query hits its timeout, "
         "the role lacks a grant, or the schema mapping names a column that does not exist.",
@@ -521,11 +581,11 @@ ALERTS: tuple[Alert, ...] = (
         summary="A pgq-exporter collector has not succeeded for a long time.",
         description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
         "on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.",
-        expr=lambda c, t: (
-            f"time() - {_m('pgq_collector_last_success_timestamp_seconds', c)} > {t}\n"
+        expr=lambda c, t, s: (
+            f"time() - {s.m('pgq_collector_last_success_timestamp_seconds', c)} > {t}\n"
             f"unless on ({', '.join((*DB_KEY, 'collector'))}) "
-            f"{_m('pgq_collector_success', c)} == 0\n"
-            f"unless on ({', '.join(DB_KEY)}) {_m('pgq_up', c)} == 0"
+            f"{s.m('pgq_collector_success', c)} == 0\n"
+            f"unless on ({', '.join(DB_KEY)}) {s.m('pgq_up', c)} == 0"
         ),
         meaning="The collector neither succeeds nor reports failure in time: it hangs, or "
         "its runs are dropped because the exporter's workers or its server's connections "
@@ -574,7 +634,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="Prometheus cannot scrape pgq-exporter.",
         description="pgq-exporter {{ $labels.instance }} (job {{ $labels.job }}) is down or "
         "missing from the scrape targets.",
-        expr=lambda c, t: f"{_up(c)} == {t}\nor\nabsent({_up(c)})",
+        expr=lambda c, t, s: f"{_up(c)} == {t}\nor\nabsent({_up(c)})",
         meaning="Nothing about the queues is known: every pgq series is stale. The queue "
         "alerts that were firing keep firing for a while (keep_firing_for), then resolve "
         "without cause; this alert is the one that says why.",
@@ -597,7 +657,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="critical",
         summary="postgres_exporter cannot reach its database, so the pgq queries return nothing.",
         description="postgres_exporter {{ $labels.instance }} cannot connect to its database.",
-        expr=lambda c, t: f"pg_up{{{c.selector}}} == {t}" if c.selector else f"pg_up == {t}",
+        expr=lambda c, t, s: f"pg_up{{{c.selector}}} == {t}" if c.selector else f"pg_up == {t}",
         meaning="For the postgres_exporter path (queries.yaml): pg_up is 0, so none of the "
         "pgq_ queries ran.",
         confirm_sql="SELECT 1;  -- with postgres_exporter's DATA_SOURCE_NAME",
@@ -616,7 +676,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="warning",
         summary="pgq-exporter refused its new configuration and runs the old one.",
         description="The last configuration reload of pgq-exporter {{ $labels.instance }} failed.",
-        expr=lambda c, t: f"{_m('pgq_config_last_reload_successful', c)} == {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_config_last_reload_successful', c)} == {t}",
         meaning="A changed config file (or a SIGHUP, or POST /-/reload) was refused: the "
         "exporter keeps collecting with the configuration it had.",
         confirm_sql='-- The exporter\'s log line "config reload failed" names file:line.',
@@ -637,7 +697,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="Sessions keep waiting for locks on a queue table.",
         description="{{ $value | humanize }} sessions wait for a lock on table "
         "{{ $labels.table }} in database {{ $labels.database }}.",
-        expr=lambda c, t: f"{_m('pgq_lock_waits', c)} > {t}",
+        expr=lambda c, t, s: f"{s.m('pgq_lock_waits', c)} > {t}",
         meaning="Workers or producers queue behind a lock: a migration, a manual LOCK or "
         "ALTER, or a long transaction holding row locks. Claims stall while it lasts.",
         confirm_sql="SELECT pid, pg_blocking_pids(pid), wait_event, now() - query_start, query\n"
@@ -660,13 +720,39 @@ def _for(config: BundleConfig, alert: Alert) -> str:
     return config.setting(alert.name).for_
 
 
+def state_expr(alert: Alert, config: BundleConfig, threshold: str) -> str:
+    """A state alert's expression: its condition on the metrics as they are, or, while
+    they cannot be read (the exporter is down, the database is, or the collector that
+    feeds them fails: their series are gone), on their last values within
+    ``blind_memory``. So a fixed fault resolves as soon as it is seen fixed, and a
+    blind exporter resolves nothing it was firing."""
+    live = alert.expr(config, threshold, Series())
+    if not alert.keep_firing:
+        return live
+    reads = Series(config.blind_memory)
+    recalled = alert.expr(config, threshold, reads)
+    collectors = "|".join(sorted({metric(name).collector for name in reads.names}))
+    keys = ", ".join(DB_KEY)
+    failing = _m("pgq_collector_success", config, f'collector=~"{collectors}"')
+    recalled = f"  (\n{_indent(_indent(recalled))}\n  )"  # its own `or`s bind first
+    return (
+        f"{live}\nor\n(\n{recalled}\n  and on ({keys})\n"
+        f"    ({_m('pgq_up', config)} == 0 or {failing} == 0)\n)\nor\n(\n"
+        f"{recalled}\n  and on (job, instance) {_up(config)} == 0\n)"
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
 def rule_groups(config: BundleConfig) -> dict[str, Any]:
     rules = []
     for alert in ALERTS:
         threshold = number(config.setting(alert.name).threshold)
         rule: dict[str, Any] = {
             "alert": alert.name,
-            "expr": alert.expr(config, threshold),
+            "expr": state_expr(alert, config, threshold),
             "for": _for(config, alert),
         }
         if alert.keep_firing:
@@ -772,13 +858,16 @@ def runbooks(config: BundleConfig) -> str:
     ]
     for alert in ALERTS:
         setting = config.setting(alert.name)
-        expr = alert.expr(config, number(setting.threshold))
+        expr = alert.expr(config, number(setting.threshold), Series())
         lines += [
             f"## {alert.name}",
             "",
             f"**Severity:** {alert.severity}. **Fires when** this holds for {setting.for_}"
             + (
-                f", and keeps firing for {config.keep_firing_for} after its series vanish:"
+                f". While the exporter, the database or the collector cannot be read, it "
+                f"holds on the values last seen within {config.blind_memory}, so nothing "
+                f"resolves while blind; once read again, it resolves "
+                f"{config.keep_firing_for} after the fault is gone:"
                 if alert.keep_firing
                 else ":"
             ),

@@ -64,7 +64,11 @@ class BundleConfig:
     job: str = "pgq"
     # How long a queue alert keeps firing once its series are gone: an exporter or a
     # database that cannot be read does not resolve what was firing.
-    keep_firing_for: str = "15m"
+    # Once read again, a state alert resolves this long after its fault is gone: about
+    # two scrapes, so that one scrape that misses does not resolve it.
+    keep_firing_for: str = "30s"
+    # While blind, a state alert holds on the values last seen within this long.
+    blind_memory: str = "1h"
     # Alert name -> queue -> threshold, for queues that need their own.
     queue_overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     runbook_base: str = "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md"
@@ -85,7 +89,16 @@ def load_bundle_config(path: str | None) -> BundleConfig:
 
 def parse_bundle_config(doc: Located) -> BundleConfig:
     top = doc.mapping(
-        (), ("selector", "job", "keep_firing_for", "alerts", "queue_overrides", "runbook_base")
+        (),
+        (
+            "selector",
+            "job",
+            "keep_firing_for",
+            "blind_memory",
+            "alerts",
+            "queue_overrides",
+            "runbook_base",
+        ),
     )
     config = BundleConfig()
     if "selector" in top:
@@ -94,6 +107,8 @@ def parse_bundle_config(doc: Located) -> BundleConfig:
         config = replace(config, job=_string(doc, ("job",)))
     if "keep_firing_for" in top:
         config = replace(config, keep_firing_for=_duration(doc, ("keep_firing_for",)))
+    if "blind_memory" in top:
+        config = replace(config, blind_memory=_duration(doc, ("blind_memory",)))
     if "runbook_base" in top:
         config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
     alerts = dict(config.alerts)

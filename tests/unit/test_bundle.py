@@ -139,8 +139,9 @@ def test_alerts_carry_severity_annotations_and_a_runbook_section() -> None:
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
         assert rule["annotations"]["runbook_url"].split("#")[1] in anchors
-    assert alerts[0]["expr"] == 'pgq_queue_jobs{status="pending"} > 1000'
+    assert alerts[0]["expr"].startswith('pgq_queue_jobs{status="pending"} > 1000\nor\n')
     assert alerts[0]["for"] == "5m"
+    assert alerts[0]["keep_firing_for"] == "30s"  # about two scrapes: a fix is seen at once
 
 
 def test_queries_yaml_yields_catalogue_names() -> None:
@@ -166,10 +167,16 @@ def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
     rules = yaml.safe_load(render_bundle(config)[RULES_FILE])["groups"][0]["rules"]
     backlog = rules[0]
     assert backlog["for"] == "2m"
-    assert backlog["expr"] == (
+    assert backlog["expr"].startswith(
         '(pgq_queue_jobs{cluster="eu1", queue!~"reports", status="pending"} > 50) or '
-        '(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"} > 5000)'
+        '(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"} > 5000)\nor\n'
     )
+    # While blind, the same thresholds on the last values seen.
+    assert (
+        '(last_over_time(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"}[1h])'
+        " > 5000)" in backlog["expr"]
+    )
+    assert 'pgq_up{cluster="eu1"} == 0' in backlog["expr"]
     promql_parser.parse(backlog["expr"])
     overview = json.loads(render_bundle(config)["dashboards/pgq-overview.json"])
     assert 'cluster="eu1"' in overview["panels"][0]["targets"][0]["expr"]
@@ -177,7 +184,7 @@ def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
 
 def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
     doc = load_located(
-        "job: queues\nkeep_firing_for: 7m\n"
+        "job: queues\nkeep_firing_for: 7m\nblind_memory: 3h\n"
         "alerts:\n  PgqXminHorizonTooOld: {seconds: 120}\n"
         "  PgqFailureRatioHigh: {min_jobs: 50}\n",
         "bundle.yaml",
@@ -188,8 +195,15 @@ def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
             "rules"
         ]
     }
-    assert rules["PgqXminHorizonTooOld"]["expr"].endswith("pgq_xmin_horizon_age_seconds[2m]) > 120")
-    assert rules["PgqFailureRatioHigh"]["expr"].endswith(" >= 50")
+    assert (
+        "max_over_time(pgq_xmin_horizon_age_seconds[2m]) > 120\n"
+        in rules["PgqXminHorizonTooOld"]["expr"]
+    )
+    assert (
+        "last_over_time(pgq_xmin_horizon_age_seconds[3h]) > 120"
+        in rules["PgqXminHorizonTooOld"]["expr"]
+    )  # while blind, over blind_memory
+    assert " >= 50\nor\n" in rules["PgqFailureRatioHigh"]["expr"]
     assert rules["PgqExporterDown"]["expr"] == 'up{job="queues"} == 0\nor\nabsent(up{job="queues"})'
     assert rules["PgqStuckJobs"]["keep_firing_for"] == "7m"
     assert "keep_firing_for" not in rules["PgqDatabaseDown"]  # the exporter's own health
