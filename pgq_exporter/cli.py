@@ -23,8 +23,7 @@ from pgq_exporter.queue.schema import apply_schema, check_compatible, render_sch
 from pgq_exporter.redaction import remember_dsn, remember_secrets, scrub
 
 if TYPE_CHECKING:
-    from pgq_exporter.config import SchemaMapping
-    from pgq_exporter.presets.library import LibraryLayout
+    from pgq_exporter.config import LayoutChoice
 
 Handler = Callable[[argparse.Namespace], int]
 DSN_ENV_VARS = ("PGQ_DSN", "DATA_SOURCE_NAME")
@@ -122,23 +121,23 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pgq_exporter.config import AutoLayout  # noqa: PLC0415
     from pgq_exporter.doctor import diagnose, suggestion  # noqa: PLC0415
-    from pgq_exporter.layout import resolve  # noqa: PLC0415
+    from pgq_exporter.layout import describe, resolve  # noqa: PLC0415
 
     dsn = _dsn(args)
+    choice = _doctor_layout(args)
     with connection(dsn) as conn:
-        resolution = resolve(AutoLayout(), conn, "--dsn")
-        layout = resolution.layout
-        chosen = resolution.chosen
-        name = chosen.preset if chosen else "pgq (nothing detected)"
-        print(f"layout: {name}, {_where(layout)}")
+        layout = resolve(choice, conn, "--dsn").layout
+        print(f"layout: {describe(layout)}")
         for diagnosis in diagnose(conn, dsn, layout):
             if diagnosis.error:
                 print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
                 continue
-            print(f"{diagnosis.collector:<16} {diagnosis.statements} statements, "
+            took = f"{diagnosis.seconds * 1000:8.1f} ms"
+            print(f"{diagnosis.collector:<16} {took}, {diagnosis.statements} statements, "
                   f"planned cost {diagnosis.cost:,.1f}")  # fmt: skip
+            if not diagnosis.slow:
+                continue  # fast enough, whatever its plan
             for scan in diagnosis.scans:
                 print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows); "
                       "an index that may avoid it:")  # fmt: skip
@@ -146,12 +145,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
-def _where(layout: SchemaMapping | LibraryLayout) -> str:
-    from pgq_exporter.presets.library import LibraryLayout  # noqa: PLC0415
+def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
+    """--preset, --schema and --preset-param as a database's config would say them;
+    without --preset, the layout `preset: auto` would find."""
+    from pgq_exporter.config import AutoLayout, parse_config  # noqa: PLC0415
 
-    if isinstance(layout, LibraryLayout):
-        return f"schema {layout.schema}, tables {', '.join(layout.preset.tables)}"
-    return f"table {layout.schema}.{layout.table}"
+    if args.preset is None:
+        if args.schema or args.preset_param:
+            raise UsageError("--schema and --preset-param go with --preset")
+        return AutoLayout()
+    entry = f"databases:\n  - name: doctor\n    dsn: 'dbname=doctor'\n    preset: {args.preset!r}\n"
+    if args.schema:
+        entry += f"    schema: {args.schema!r}\n"
+    if args.preset_param:
+        entry += "    preset_params:\n"
+    for param in args.preset_param:
+        key, equals, duration = param.partition("=")
+        if not equals:
+            raise UsageError(f"--preset-param: expected KEY=DURATION, got {param!r}")
+        entry += f"      {key.strip()!r}: {duration.strip()!r}\n"
+    try:
+        config = parse_config(entry, "--preset", {})
+    except PgqError as exc:  # the message names the config key; say it of the flags
+        raise UsageError(str(exc).split(": ", 1)[-1].replace("databases[0].", "--")) from None
+    return config.databases[0].layout
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -384,9 +401,13 @@ def _add_exporter_commands(commands: Commands) -> None:
     detect.set_defaults(handler=cmd_detect)
 
     doctor = commands.add_parser(
-        "doctor", help="plan each queue collector's queries; flag scans of large tables"
+        "doctor", help="time and plan each queue collector's queries; flag slow scans"
     )
     _add_dsn(doctor)
+    doctor.add_argument("--preset", help="the preset to look at (default: what auto finds)")
+    doctor.add_argument("--schema", help="where the preset's tables live (with --preset)")
+    doctor.add_argument("--preset-param", action="append", default=[], metavar="KEY=DURATION",
+                        help="a preset_params value (with --preset; repeatable)")  # fmt: skip
     doctor.set_defaults(handler=cmd_doctor)
 
     serve = commands.add_parser("serve", help="run the exporter")

@@ -1,15 +1,17 @@
 """`pgq-exporter doctor`: what each queue collector's queries cost on this database.
 
 Each built-in queue collector runs once, as the exporter would, in a
-read-only transaction, while its statements are recorded; then each distinct
-statement is planned with EXPLAIN (the same parameters, nothing run again).
-A sequential scan of a table or partition with at least LARGE rows is flagged,
-with the index that would make that collector's reads cheap.
+read-only transaction, timed, while its statements are recorded; then each
+distinct statement is planned with EXPLAIN (the same parameters, nothing run
+again). A collector that took SLOW or longer and whose plans read a table or
+partition of at least LARGE rows sequentially is flagged, with the index that
+would make its reads cheap: a fast one is not, whatever its plan.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -36,6 +38,7 @@ from pgq_exporter.sqlfiles import query
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
 LARGE = 10_000  # rows (the planner's estimate) from which a sequential scan is flagged
+SLOW = 0.05  # seconds a collector's run takes before its sequential scans are flagged
 INDEX_FOR: dict[str, str] = {
     QUEUE_DEPTH: "index_counts",
     QUEUE_LATENCY: "index_ready",
@@ -57,8 +60,13 @@ class Diagnosis:
     collector: str
     statements: int = 0
     cost: float = 0.0  # the sum of the statements' planned total costs
+    seconds: float = 0.0  # the run's time, measured
     scans: list[Scan] = field(default_factory=list)  # large tables read sequentially
     error: str = ""
+
+    @property
+    def slow(self) -> bool:
+        return self.seconds >= SLOW
 
 
 class _Recording:
@@ -91,7 +99,9 @@ def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 set_transaction_settings(conn, 30.0)
+                began = time.perf_counter()
                 collector.collect(cast(Conn, recording), ctx)
+                diagnosis.seconds = time.perf_counter() - began
                 _plan(conn, recording.statements, diagnosis)
         except psycopg.Error as exc:
             diagnosis.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

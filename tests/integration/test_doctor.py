@@ -1,4 +1,5 @@
-"""`pgq-exporter doctor`: each queue collector's statements planned, large scans flagged."""
+"""`pgq-exporter doctor`: each queue collector timed and its statements planned; large
+scans flagged where the collector is slow."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from tests.conftest import Database
 from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
 
-SEED_ROWS = 20_000
+SEED_ROWS = 400_000  # enough that a scan of them is slow (SLOW is 50 ms)
 
 
 def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
@@ -23,7 +24,7 @@ def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
     seed = run_cli("doctor", "--dsn", empty_db.dsn)
     assert seed.returncode == 0, seed.stderr
     lines = seed.stdout.splitlines()
-    assert lines[0] == "layout: seed, table app.jobs"
+    assert lines[0] == "layout: preset seed, table app.jobs"
     ran = [line.split()[0] for line in lines[1:] if not line.startswith(" ")]
     # No finished-job columns: no histograms; the window reads updated_at - created_at.
     assert ran == ["queue_depth", "queue_latency", "queue_leases", "queue_window"]
@@ -35,10 +36,31 @@ def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
     )
     reference = run_cli("doctor", "--dsn", db.dsn)  # small tables: nothing to flag
     assert reference.returncode == 0, reference.stderr
-    assert reference.stdout.splitlines()[0] == "layout: pgq, table pgq.jobs"
+    assert reference.stdout.splitlines()[0] == "layout: preset pgq, table pgq.jobs"
     assert "job_histograms" in reference.stdout and "sequential scan" not in reference.stdout
     assert "fails" not in reference.stdout + seed.stdout
 
 
-def test_doctor_with_a_bad_dsn() -> None:
+def test_doctor_looks_at_the_preset_it_is_told_and_flags_nothing_fast(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute(SEED_TABLE)  # beside the reference queue, which auto would take
+        conn.execute("INSERT INTO app.jobs (queue, status) VALUES ('mail', 'pending')")
+    told = run_cli("doctor", "--dsn", db.dsn, "--preset", "seed", "--schema", "app")
+    assert told.returncode == 0, told.stderr
+    assert told.stdout.splitlines()[0] == "layout: preset seed, table app.jobs"
+    assert "ms, " in told.stdout  # each collector's measured time
+    assert "sequential scan" not in told.stdout  # a table this small is read fast
+    # With --preset-param, the library's threshold as a config would give it.
+    procrastinate = run_cli("doctor", "--dsn", db.dsn, "--preset", "procrastinate",
+                            "--preset-param", "stalled_worker_timeout=1m")  # fmt: skip
+    assert procrastinate.stdout.splitlines()[0] == "layout: preset procrastinate, schema public"
+
+
+def test_doctor_with_a_bad_dsn_or_flags() -> None:
     assert_clean_failure(run_cli("doctor", "--dsn", "host=127.0.0.1 port=1"), "cannot connect")
+    assert_clean_failure(run_cli("doctor", "--schema", "app"), "--schema and --preset-param go")
+    assert_clean_failure(
+        run_cli("doctor", "--preset", "pgqueuer", "--preset-param", "stalled_worker_timeout=5s"),
+        "preset_params",
+    )
+    assert_clean_failure(run_cli("doctor", "--preset", "sidekiq"), "unknown preset 'sidekiq'")
