@@ -190,6 +190,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_table_autovacuum_due", G,
                "1 when dead rows exceed autovacuum's trigger point (threshold + scale factor "
                "x live rows) for the table, else 0.", DBT, TABLE_HEALTH),
+    MetricSpec("pgq_table_autovacuum_enabled", G,
+               "1 when autovacuum may vacuum the table: the server's autovacuum is on and the "
+               "table's autovacuum_enabled is not false; else 0.", DBT, TABLE_HEALTH),
     MetricSpec("pgq_xmin_horizon_age_transactions", G,
                "Age in transactions of the oldest xmin held by each source (backend, "
                "replication_slot, prepared_transaction, standby): the older of a backend's "

@@ -14,12 +14,13 @@ class TableHealth(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         samples: list[AnySample] = []
         labels = table_labels(conn, ctx)
-        for name, live, dead, vacuum_age, due in fetch(conn, "table_health", ctx):
+        for name, live, dead, vacuum_age, due, enabled in fetch(conn, "table_health", ctx):
             table = str(labels.get(name, name))
             samples += [
                 Sample("pgq_table_live_tuples", (table,), float(live)),
                 Sample("pgq_table_dead_tuples", (table,), float(dead)),
                 Sample("pgq_table_last_vacuum_age_seconds", (table,), float(vacuum_age)),
                 Sample("pgq_table_autovacuum_due", (table,), float(due)),
+                Sample("pgq_table_autovacuum_enabled", (table,), float(enabled)),
             ]
         return samples

@@ -96,6 +96,7 @@ def _up(config: BundleConfig) -> str:
 
 
 DB_KEY = ("job", "instance", "database")
+TABLE_KEY = (*DB_KEY, "table")
 # The span the xmin alerts look back over, so that one missed collector run does not
 # restart their for: clock: longer than a run missed, short enough to resolve soon.
 XMIN_SPAN = "2m"
@@ -476,27 +477,97 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         name="PgqAutovacuumLagging",
         severity="warning",
-        summary="A queue table has passed autovacuum's trigger point and stays there.",
-        description="Table {{ $labels.table }} in database {{ $labels.database }} has had "
-        "more dead rows than autovacuum's trigger point for a long time.",
-        expr=lambda c, t, s: f"{s.m('pgq_table_autovacuum_due', c)} > {t}",
-        meaning="Autovacuum is due on a queue table but does not finish: its workers are "
-        "busy elsewhere, it is throttled, or an old xmin makes its work useless.",
-        confirm_sql="SELECT relname, n_dead_tup, n_live_tup, last_autovacuum\n"
+        summary="A queue table is bloating: dead rows pile up and autovacuum is late.",
+        description="Table {{ $labels.table }} in database {{ $labels.database }} holds "
+        "{{ $value | humanize }} dead rows, a large share of it, and has not been vacuumed "
+        "for a long time.",
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_table_dead_tuples', c)} > {_extra(c, 'PgqAutovacuumLagging', 'floor')}\n"
+            f"and on ({', '.join(TABLE_KEY)})\n"
+            f"  {s.m('pgq_table_dead_tuples', c)}\n"
+            f"  / ({s.m('pgq_table_live_tuples', c)} + {s.m('pgq_table_dead_tuples', c)})"
+            f" > {t}\n"
+            f"and on ({', '.join(TABLE_KEY)})\n"
+            f"  ({s.m('pgq_table_last_vacuum_age_seconds', c)}"
+            f" > {_extra(c, 'PgqAutovacuumLagging', 'cadence')}\n"
+            f"   or {s.m('pgq_table_last_vacuum_age_seconds', c)} < 0)"
+        ),
+        meaning="Every claim and completion leaves a dead row in the queue table. When "
+        "they become a large share of it and no vacuum has come for longer than a busy "
+        "queue table's cadence, autovacuum is not keeping up: its workers are busy "
+        "elsewhere, it is throttled, disabled for the table (PgqAutovacuumDisabled), or an "
+        "old xmin makes its work useless (PgqXminHorizonTooOld). Claims slow as they step "
+        "over the dead rows, and the table grows.",
+        confirm_sql="SELECT relname, n_dead_tup, n_live_tup, last_autovacuum, autovacuum_count\n"
         "FROM pg_stat_user_tables\n"
         "WHERE schemaname = 'pgq' ORDER BY n_dead_tup DESC;",
-        action="Check PgqXminHorizonTooOld first. Then lower autovacuum_vacuum_scale_factor "
-        "and raise autovacuum_vacuum_cost_limit for the queue tables, or run VACUUM on them.",
-        fire=Scenario(
-            ((f'pgq_table_autovacuum_due{{{T}, table="jobs_email"}}', "1x40"),),
-            eval_time="40m",
+        action="Check PgqXminHorizonTooOld and PgqAutovacuumDisabled first. Then lower "
+        "autovacuum_vacuum_scale_factor and raise autovacuum_vacuum_cost_limit for the queue "
+        "tables (ALTER TABLE ... SET (...)), or run VACUUM on them now.",
+        fire=Scenario(  # autovacuum off on a churning table: 1,660 dead rows a minute
+            (
+                (f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}', "0+1660x20"),
+                (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "38000x20"),
+                (f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}', "3600+60x20"),
+            ),
+            eval_time="10m",
             labels={"table": "jobs_email"},
-            description="Table jobs_email in database main has had more dead rows "
-            "than autovacuum's trigger point for a long time.",
+            description="Table jobs_email in database main holds 16.6k dead rows, a large "
+            "share of it, and has not been vacuumed for a long time.",
+        ),
+        near_miss=Scenario(  # the same churn, vacuumed every 3 minutes: a sawtooth
+            (
+                (
+                    f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}',
+                    " ".join(["0 1660 3320"] * 20),
+                ),
+                (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "38000x60"),
+                (
+                    f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}',
+                    " ".join(["0 60 120"] * 20),
+                ),
+            ),
+            eval_time="60m",
+        ),
+        also_quiet=(
+            Scenario(  # a big, calm table: many dead rows, a small share of them
+                (
+                    (f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}', "50000x20"),
+                    (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "5000000x20"),
+                    (
+                        f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}',
+                        "86400+60x20",
+                    ),
+                ),
+                eval_time="20m",
+            ),
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqAutovacuumDisabled",
+        severity="warning",
+        summary="Autovacuum is off for a queue table.",
+        description="Autovacuum may not vacuum table {{ $labels.table }} in database "
+        "{{ $labels.database }}: the server's autovacuum is off or the table's "
+        "autovacuum_enabled is false.",
+        expr=lambda c, t, s: f"{s.m('pgq_table_autovacuum_enabled', c)} == {t}",
+        meaning="A queue table churns: without autovacuum its dead rows are never removed, "
+        "and it bloats within hours (PgqAutovacuumLagging follows). Often left behind by a "
+        "bulk load or a migration that turned it off.",
+        confirm_sql="SELECT current_setting('autovacuum');\n"
+        "SELECT relname, reloptions FROM pg_class\n"
+        "WHERE relnamespace = 'pgq'::regnamespace AND reloptions IS NOT NULL;",
+        action="ALTER TABLE ... RESET (autovacuum_enabled); or turn the server's autovacuum "
+        "back on; then VACUUM the table once.",
+        fire=Scenario(
+            ((f'pgq_table_autovacuum_enabled{{{T}, table="jobs_email"}}', "0x10"),),
+            labels={"table": "jobs_email"},
+            description="Autovacuum may not vacuum table jobs_email in database main: the "
+            "server's autovacuum is off or the table's autovacuum_enabled is false.",
         ),
         near_miss=Scenario(
-            ((f'pgq_table_autovacuum_due{{{T}, table="jobs_email"}}', "1x20 0 1x19"),),
-            eval_time="40m",
+            ((f'pgq_table_autovacuum_enabled{{{T}, table="jobs_email"}}', "1x10"),),
         ),
         per_queue=False,
     ),

@@ -23,7 +23,8 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqXminHorizonHeld": (180, "1m"),
     "PgqXminHorizonTooOld": (1_000_000, "1m"),
     "PgqLongRunningTransaction": (1800, "5m"),
-    "PgqAutovacuumLagging": (0, "30m"),
+    "PgqAutovacuumLagging": (0.2, "2m"),
+    "PgqAutovacuumDisabled": (0, "5m"),
     "PgqNotifyQueueFilling": (0.5, "5m"),
     "PgqDatabaseDown": (0, "1m"),
     "PgqCollectorFailing": (0, "5m"),
@@ -38,6 +39,11 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
 DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
     # Held this many seconds by one backend or prepared transaction, whatever its age in xids.
     "PgqXminHorizonTooOld": {"seconds": 480},
+    # Dead rows a table must hold before their share counts, and the seconds since its
+    # last vacuum past which autovacuum is late for a queue table (it churns: every
+    # claim and completion leaves a dead row, and autovacuum should come every minute
+    # or few).
+    "PgqAutovacuumLagging": {"floor": 10_000, "cadence": 600},
     # No ratio alert on fewer finished jobs than this in the window.
     "PgqFailureRatioHigh": {"min_jobs": 20},
 }

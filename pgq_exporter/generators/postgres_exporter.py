@@ -33,6 +33,7 @@ QUERIES: dict[str, tuple[str, ...]] = {
         "pgq_table_dead_tuples",
         "pgq_table_last_vacuum_age_seconds",
         "pgq_table_autovacuum_due",
+        "pgq_table_autovacuum_enabled",
     ),
     "pgq_xmin_horizon": ("pgq_xmin_horizon_age_transactions", "pgq_xmin_horizon_age_seconds"),
     "pgq_longest_transaction": ("pgq_longest_transaction_seconds",),

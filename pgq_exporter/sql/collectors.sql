@@ -160,8 +160,9 @@ FROM (
 WHERE NOT coalesce(j.{c_finished_xid} >= %(since)s::xid8, false);
 
 -- name: table_health
--- Every queue table ({tables}) or partition: tuples, vacuum age, and whether the dead
--- rows have passed autovacuum's trigger point (per-table settings honoured).
+-- Every queue table ({tables}) or partition: tuples, vacuum age, whether the dead
+-- rows have passed autovacuum's trigger point (per-table settings honoured), and
+-- whether autovacuum may vacuum it at all (the server's setting, and the table's).
 -- The partitions are found in pg_inherits, which takes no lock: a lock held
 -- on the queue table does not stop this query (pg_partition_tree would wait).
 WITH RECURSIVE tree(relid) AS (
@@ -178,6 +179,9 @@ WITH RECURSIVE tree(relid) AS (
            coalesce((SELECT option_value::float8 FROM pg_options_to_table(c.reloptions)
                      WHERE option_name = 'autovacuum_vacuum_scale_factor'),
                     current_setting('autovacuum_vacuum_scale_factor')::float8) AS scale,
+           current_setting('autovacuum')::bool
+           AND coalesce((SELECT option_value::bool FROM pg_options_to_table(c.reloptions)
+                         WHERE option_name = 'autovacuum_enabled'), true) AS enabled,
            greatest(c.reltuples, 0) AS reltuples
     FROM pg_class c JOIN tables t ON t.relid = c.oid
 )
@@ -186,7 +190,8 @@ SELECT s.relname AS table_name,
        s.n_dead_tup AS dead,
        coalesce(extract(epoch FROM now() - greatest(s.last_vacuum, s.last_autovacuum))::float8, -1)
            AS vacuum_age,
-       (s.n_dead_tup > st.threshold + st.scale * st.reltuples)::int AS autovacuum_due
+       (s.n_dead_tup > st.threshold + st.scale * st.reltuples)::int AS autovacuum_due,
+       st.enabled::int AS autovacuum_enabled
 FROM pg_stat_user_tables s
 JOIN settings st ON st.oid = s.relid;
 

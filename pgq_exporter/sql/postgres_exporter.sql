@@ -89,7 +89,8 @@ FROM w CROSS JOIN (VALUES (1, '50'), (2, '95'), (3, '99')) AS p(i, percentile)
 
 -- name: pgq_table
 SELECT current_database() AS database, table_name AS "table", live AS live_tuples,
-       dead AS dead_tuples, vacuum_age AS last_vacuum_age_seconds, autovacuum_due
+       dead AS dead_tuples, vacuum_age AS last_vacuum_age_seconds, autovacuum_due,
+       autovacuum_enabled
 FROM ({sql_table_health}) AS health
 
 -- name: pgq_xmin_horizon
@@ -108,7 +109,7 @@ FROM ({sql_notify_usage}) AS notify
 SELECT current_database() AS database, table_name AS "table", waiting AS waits
 FROM ({sql_lock_waits}) AS waits
 
--- Library presets: their blocks (sql/presets/<name>.sql) wrapped into the same
+-- Library presets: their blocks (presets/libraries/<name>.sql) wrapped into the same
 -- keys and columns. {depth}, {oldest_ready} and {stuck} are the preset's blocks,
 -- with {queues} the array of the queues its own queues block finds.
 

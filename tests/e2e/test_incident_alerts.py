@@ -40,7 +40,8 @@ alerts:
   PgqFailureRatioHigh: {for: 0s, min_jobs: 5}
   PgqXminHorizonHeld: {for: 0s, threshold: 2}
   PgqXminHorizonTooOld: {for: 0s, seconds: 3}
-  PgqAutovacuumLagging: {for: 0s}
+  PgqAutovacuumLagging: {for: 0s, floor: 100}
+  PgqAutovacuumDisabled: {for: 0s}
   PgqDatabaseDown: {for: 0s}
   # Once the database is back, a collector serves its failed run until it runs again.
   PgqCollectorFailing: {for: 5s}
@@ -143,9 +144,9 @@ def test_dead_tuples_past_autovacuum_raise_the_autovacuum_alert(db: Database) ->
         conn.execute("SELECT enqueue_batch('dead', array_fill('{}'::jsonb, ARRAY[500]))")
         conn.execute("DELETE FROM jobs WHERE queue = 'dead'")
     with watched(db.dsn) as watch:
-        watch.until_firing({"PgqAutovacuumLagging"})
+        watch.until_firing({"PgqAutovacuumLagging", "PgqAutovacuumDisabled"})
         watch.watch(2)
-    assert watch.fired == {"PgqAutovacuumLagging"}
+    assert watch.fired == {"PgqAutovacuumLagging", "PgqAutovacuumDisabled"}
 
 
 def test_a_failing_collector_raises_one_alert_not_two(db: Database) -> None:
