@@ -162,15 +162,19 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Failed / finished jobs during the trailing window (window label, seconds); 0 "
                "when none finished.", (*DBQ, "window"), QUEUE_WINDOW, "ratio"),
     MetricSpec("pgq_queue_window_processing_seconds", G,
-               "Processing time (started_at to finished_at) percentiles of the jobs finished "
+               "Processing time (started_at to finished_at: from the moment the handler "
+               "started, as the reference worker reports it) percentiles of the jobs finished "
                "during the trailing window (window label, seconds); 0 when none finished.",
                (*DBQ, "percentile", "window"), QUEUE_WINDOW, "seconds"),
     MetricSpec("pgq_job_processing_seconds", H,
-               "Processing time of finished jobs, started_at to finished_at of the last attempt. "
-               "Each finished job is observed once per exporter process.",
+               "Processing time of finished jobs, started_at to finished_at of the last attempt: "
+               "the handler's time, the reference worker stamping started_at when the handler "
+               "starts (a worker that does not, at the claim). Each finished job is observed "
+               "once per exporter process.",
                DBQ, JOB_HISTOGRAMS, "seconds"),
     MetricSpec("pgq_job_wait_seconds", H,
-               "Wait time of finished jobs, scheduled_at to started_at of the last attempt.",
+               "Wait time of finished jobs, scheduled_at to started_at of the last attempt: in "
+               "the queue, and in the hands of a worker that claimed it ahead.",
                DBQ, JOB_HISTOGRAMS, "seconds"),
     MetricSpec("pgq_jobs_completed_total", C,
                "Jobs that finished with status done, observed by this exporter process.",

@@ -10,6 +10,8 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -45,6 +47,21 @@ def collect_once(config_text: str) -> dict[str, dict[Labels, float]]:
     exporter = Exporter(parse_config(config_text, "test.yaml", os.environ))
     try:
         return parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+
+
+@contextmanager
+def collect_once_with(config_text: str) -> Iterator[Callable[[], Samples]]:
+    """One exporter, kept: each call runs every collector once and parses what /metrics
+    would serve (for counters, which count from the exporter's start)."""
+    exporter = Exporter(parse_config(config_text, "test.yaml", os.environ))
+
+    def collect() -> Samples:
+        return parse_samples(exporter.collect_once().decode())
+
+    try:
+        yield collect
     finally:
         exporter.stop()
 

@@ -179,19 +179,22 @@ def overview(config: BundleConfig) -> Dashboard:
                 threshold=failure,
             ),
             Panel(
-                "Processing time p50 / p95 / p99",
-                "Processing time (started_at to finished_at) quantiles from the histogram.",
+                "Processing time (handler) p50 / p95 / p99",
+                "Processing time quantiles from the histogram: from the moment the handler "
+                "started (as the reference worker reports it) to the job's outcome.",
                 "s",
                 _quantiles("pgq_job_processing_seconds", config),
             ),
             Panel(
-                "Wait time p50 / p95 / p99",
-                "Wait time (scheduled_at to started_at) quantiles from the histogram.",
+                "Wait time (queue and worker) p50 / p95 / p99",
+                "Wait time quantiles from the histogram: from the moment the job was due to "
+                "the moment its handler started, in the queue and then in the hands of a "
+                "worker that claimed it ahead.",
                 "s",
                 _quantiles("pgq_job_wait_seconds", config),
             ),
             Panel(
-                "Processing time percentiles over the window",
+                "Processing time (handler) percentiles over the window",
                 "Processing time percentiles of the jobs finished during the trailing "
                 "window, computed in SQL.",
                 "s",

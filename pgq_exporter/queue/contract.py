@@ -77,9 +77,15 @@ def _ids(rows: list[Any]) -> set[int]:
     return {int(row[0]) for row in rows}
 
 
-def leases(jobs: Sequence[Job]) -> dict[str, Any]:
-    """The ids and tokens parameters of the batch calls."""
-    return {"ids": [job.id for job in jobs], "tokens": [job.token for job in jobs]}
+Ran = Sequence[float | None] | None  # seconds since each job's handler started
+
+
+def leases(jobs: Sequence[Job], ran: Ran = None) -> dict[str, Any]:
+    """The ids and tokens parameters of the batch calls, and, when the caller measured
+    them, the seconds since each job's handler started (the job's processing starts
+    there, not at its claim)."""
+    return {"ids": [job.id for job in jobs], "tokens": [job.token for job in jobs],
+            "ran": list(ran) if ran is not None else None}  # fmt: skip
 
 
 def claimed_from(rows: list[Any]) -> Claimed:
@@ -90,10 +96,12 @@ def claimed_from(rows: list[Any]) -> Claimed:
     )
 
 
-def failure_params(failures: Sequence[tuple[Job, str]], backoff: timedelta) -> dict[str, Any]:
+def failure_params(
+    failures: Sequence[tuple[Job, str]], backoff: timedelta, ran: Ran = None
+) -> dict[str, Any]:
     """The parameters of fail_many."""
     jobs = [job for job, _ in failures]
-    return {**leases(jobs), "errors": [error for _, error in failures], "backoff": backoff}
+    return {**leases(jobs, ran), "errors": [error for _, error in failures], "backoff": backoff}
 
 
 def to_payload(payload: Any, where: str = "payload") -> Jsonb:
@@ -180,12 +188,14 @@ class Contract:
             self._one(conn, "heartbeat", {"id": job.id, "token": job.token, "lease": lease})
         )
 
-    def complete_many(self, conn: Conn, jobs: Sequence[Job]) -> set[int]:
+    def complete_many(self, conn: Conn, jobs: Sequence[Job], ran: Ran = None) -> set[int]:
         """Complete ``jobs`` in one statement; returns the ids whose lease was lost."""
-        return self.send_complete_many(conn, jobs).result()
+        return self.send_complete_many(conn, jobs, ran).result()
 
-    def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
-        params = leases(jobs)
+    def send_complete_many(
+        self, conn: Conn, jobs: Sequence[Job], ran: Ran = None
+    ) -> Call[set[int]]:
+        params = leases(jobs, ran)
         cursor = conn.execute(_statement(self.schema, "complete_many"), params)
         return Call(cursor, _ids)
 
@@ -198,23 +208,24 @@ class Contract:
         lease: timedelta,
         worker: str | None,
         after: datetime | None = None,
+        ran: Ran = None,
     ) -> Claimed:
         """Complete ``done`` and claim up to ``limit`` jobs, in one statement."""
-        params = {**leases(done), "queue": queue, "limit": limit, "lease": lease,
+        params = {**leases(done, ran), "queue": queue, "limit": limit, "lease": lease,
                   "worker": worker, "after": after}  # fmt: skip
         rows = conn.execute(_statement(self.schema, "complete_and_claim"), params).fetchall()
         return claimed_from(rows)
 
     def fail_many(
-        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta, ran: Ran = None
     ) -> dict[int, str]:
         """Record failed attempts in one statement: id -> 'retry', 'failed' or 'refused'."""
-        return self.send_fail_many(conn, failures, backoff).result()
+        return self.send_fail_many(conn, failures, backoff, ran).result()
 
     def send_fail_many(
-        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta, ran: Ran = None
     ) -> Call[dict[int, str]]:
-        params = failure_params(failures, backoff)
+        params = failure_params(failures, backoff, ran)
         cursor = conn.execute(_statement(self.schema, "fail_many"), params)
         return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 

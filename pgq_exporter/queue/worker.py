@@ -152,6 +152,7 @@ class _Held:
     job: Job
     expires: float  # monotonic time at which the lease runs out, as last renewed
     started: bool = False
+    began: float = 0.0  # monotonic time its handler started
 
 
 class Worker:
@@ -293,7 +294,7 @@ class Worker:
             # The steady round: only successes to record, in the one statement that claims.
             done = [job for job, _ in outcomes]
             claimed = self.contract.complete_and_claim(
-                cursor, done, queue, want, lease, name, after
+                cursor, done, queue, want, lease, name, after, self._ran(done)
             )
             return _Recorded(len(done), claimed.refused, {}), claimed.jobs
         with conn.pipeline():  # both in one implicit transaction
@@ -366,6 +367,7 @@ class Worker:
                 return False
             if time.monotonic() < held.expires:
                 held.started = True
+                held.began = time.monotonic()
                 self._running[job.id] = job
                 return True
             del self._held[job.id]
@@ -415,11 +417,20 @@ class Worker:
         done = [job for job, error in batch if error is None]
         failures = [(job, error) for job, error in batch if error is not None]
         backoff = self.settings.retry_backoff
+        ran = self._ran([job for job, _ in failures])
         return _Recording(
             len(done),
-            self.contract.send_complete_many(conn, done) if done else None,
-            self.contract.send_fail_many(conn, failures, backoff) if failures else None,
+            self.contract.send_complete_many(conn, done, self._ran(done)) if done else None,
+            self.contract.send_fail_many(conn, failures, backoff, ran) if failures else None,
         )
+
+    def _ran(self, jobs: list[Job]) -> list[float | None]:
+        """Seconds since each job's handler started, by this process's clock: the
+        database stamps the start as its now() less that, so no two clocks meet."""
+        now = time.monotonic()
+        with self._lock:
+            held = [self._held.get(job.id) for job in jobs]
+        return [now - h.began if h and h.started else None for h in held]
 
     def _settle(self, batch: list[Outcome], recorded: _Recorded) -> None:
         """Once committed: count the outcomes, report lost leases, free the places."""

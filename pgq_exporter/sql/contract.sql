@@ -24,15 +24,16 @@ SELECT {schema}.heartbeat(%(id)s, %(token)s, %(lease)s);
 SELECT requeued, failed FROM {schema}.reap();
 
 -- name: complete_many
-SELECT refused FROM {schema}.complete_many(%(ids)s, %(tokens)s) AS refused;
+SELECT refused FROM {schema}.complete_many(%(ids)s, %(tokens)s, %(ran)s) AS refused;
 
 -- name: complete_and_claim
 SELECT id, queue, payload, attempts, max_attempts, lease_token, scheduled_at, refused
 FROM {schema}.complete_and_claim(%(ids)s, %(tokens)s, %(queue)s, %(limit)s, %(lease)s,
-                                 %(worker)s, %(after)s);
+                                 %(worker)s, %(after)s, %(ran)s);
 
 -- name: fail_many
-SELECT id, outcome FROM {schema}.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s);
+SELECT id, outcome FROM {schema}.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s,
+                                           %(ran)s);
 
 -- name: heartbeat_many
 SELECT refused FROM {schema}.heartbeat_many(%(ids)s, %(tokens)s, %(lease)s) AS refused;

@@ -26,6 +26,7 @@ from pgq_exporter.queue.contract import (
     Contract,
     Executor,
     Job,
+    Ran,
     claimed_from,
     failure_params,
     leases,
@@ -37,7 +38,7 @@ RECORD = "INSERT INTO public.executions (job_id, token, pid, outcome) VALUES (%s
 
 # Each batch call records every job's outcome in the same statement as the call itself.
 COMPLETE_MANY = """
-WITH refused AS (SELECT r FROM pgq.complete_many(%(ids)s, %(tokens)s) AS r),
+WITH refused AS (SELECT r FROM pgq.complete_many(%(ids)s, %(tokens)s, %(ran)s) AS r),
 recorded AS (
     INSERT INTO public.executions (job_id, token, pid, outcome)
     SELECT g.id, g.token, %(pid)s,
@@ -49,7 +50,7 @@ SELECT r FROM refused
 COMPLETE_AND_CLAIM = """
 WITH result AS (
     SELECT * FROM pgq.complete_and_claim(%(ids)s, %(tokens)s, %(queue)s, %(limit)s, %(lease)s,
-                                         %(worker)s, %(after)s)
+                                         %(worker)s, %(after)s, %(ran)s)
 ),
 recorded AS (
     INSERT INTO public.executions (job_id, token, pid, outcome)
@@ -62,7 +63,8 @@ SELECT id, queue, payload, attempts, max_attempts, lease_token, scheduled_at, re
 FROM result
 """
 FAIL_MANY = """
-WITH failed AS (SELECT * FROM pgq.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s)),
+WITH failed AS (SELECT * FROM pgq.fail_many(%(ids)s, %(tokens)s, %(errors)s, %(backoff)s,
+                                        %(ran)s)),
 recorded AS (
     INSERT INTO public.executions (job_id, token, pid, outcome)
     SELECT g.id, g.token, %(pid)s, f.outcome
@@ -74,8 +76,10 @@ SELECT id, outcome FROM failed
 
 
 class RecordingContract(Contract):
-    def send_complete_many(self, conn: Conn, jobs: Sequence[Job]) -> Call[set[int]]:
-        cursor = conn.execute(COMPLETE_MANY, {**leases(jobs), "pid": os.getpid()})
+    def send_complete_many(
+        self, conn: Conn, jobs: Sequence[Job], ran: Ran = None
+    ) -> Call[set[int]]:
+        cursor = conn.execute(COMPLETE_MANY, {**leases(jobs, ran), "pid": os.getpid()})
         return Call(cursor, lambda rows: {int(row[0]) for row in rows})
 
     def complete_and_claim(
@@ -87,15 +91,16 @@ class RecordingContract(Contract):
         lease: timedelta,
         worker: str | None,
         after: datetime | None = None,
+        ran: Ran = None,
     ) -> Claimed:
-        params = {**leases(done), "queue": queue, "limit": limit, "lease": lease,
+        params = {**leases(done, ran), "queue": queue, "limit": limit, "lease": lease,
                   "worker": worker, "after": after, "pid": os.getpid()}  # fmt: skip
         return claimed_from(conn.execute(COMPLETE_AND_CLAIM, params).fetchall())
 
     def send_fail_many(
-        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta
+        self, conn: Conn, failures: Sequence[tuple[Job, str]], backoff: timedelta, ran: Ran = None
     ) -> Call[dict[int, str]]:
-        params = {**failure_params(failures, backoff), "pid": os.getpid()}
+        params = {**failure_params(failures, backoff, ran), "pid": os.getpid()}
         cursor = conn.execute(FAIL_MANY, params)
         return Call(cursor, lambda rows: {int(row[0]): str(row[1]) for row in rows})
 

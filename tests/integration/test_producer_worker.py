@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -16,6 +17,7 @@ from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings, WorkerStats
 from tests.conftest import Database
+from tests.exporter_support import value
 from tests.support import wait_for
 
 
@@ -236,3 +238,39 @@ def test_completions_share_statements(db: Database) -> None:
     # One transaction per dispatcher round, each recording many outcomes.
     assert row is not None and row[0] < 100
     assert worker.stats.completed == 200 and worker.stats.claimed == 200
+
+
+HANDLER_SECONDS = 0.5
+
+
+def test_processing_time_is_the_handlers_when_the_worker_claims_ahead(db: Database) -> None:
+    """At batch 10 against concurrency 4, a job waits in the worker's hands before its
+    handler starts; that wait is not processing. Both the database's finished_at -
+    started_at and the exporter's histogram read the handler's own time, within 10%."""
+    from tests.exporter_support import basic_config, collect_once_with  # noqa: PLC0415
+
+    with Producer(db.dsn) as producer:
+        producer.enqueue_many("slow", [{"n": n} for n in range(12)])
+    with collect_once_with(basic_config(db.dsn)) as collect:
+        collect()  # the histograms count what finishes from here on
+        settings = WorkerSettings(queues=("slow",), concurrency=4, batch=10,
+                                  lease=timedelta(seconds=30))  # fmt: skip
+        worker = Worker(db.dsn, lambda job: time.sleep(HANDLER_SECONDS), settings)
+        with running(worker):
+            wait_for(lambda: _statuses(db).get("done"), "the twelve jobs done",
+                     until=lambda done: done == 12)  # fmt: skip
+        samples = collect()
+    with db.connect() as conn:
+        row = conn.execute(
+            "SELECT avg(extract(epoch FROM finished_at - started_at))::float8,"
+            " min(extract(epoch FROM finished_at - started_at))::float8 FROM jobs"
+        ).fetchone()
+    assert row is not None
+    mean, shortest = row
+    assert shortest >= HANDLER_SECONDS
+    assert mean == pytest.approx(HANDLER_SECONDS, rel=0.1)
+    labels = {"database": "main", "queue": "slow"}
+    count = value(samples, "pgq_job_processing_seconds_count", **labels)
+    total = value(samples, "pgq_job_processing_seconds_sum", **labels)
+    assert count == 12
+    assert total / count == pytest.approx(HANDLER_SECONDS, rel=0.1)
