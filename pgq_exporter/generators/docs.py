@@ -16,7 +16,7 @@ from pgq_exporter.catalogue import (
 )
 from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS
 from pgq_exporter.config.reader import human
-from pgq_exporter.generators.postgres_exporter import SUPPORTED
+from pgq_exporter.generators.postgres_exporter import CAP, SUPPORTED
 from pgq_exporter.presets.detect import TABLE_PRESETS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
@@ -40,6 +40,8 @@ def metrics_markdown() -> str:
     for spec in CATALOGUE:
         labels = ", ".join(f"`{label}`" for label in spec.labels) or "—"
         served = "yes" if spec.name in SUPPORTED else "no"
+        if spec.name == "pgq_queue_jobs":
+            served = f"yes; done and failed at most {CAP:,} per queue"
         text = spec.help.replace("|", "\\|")
         lines.append(
             f"| `{spec.name}` | {spec.type} | {labels} | {spec.collector} | {served} | {text} |"

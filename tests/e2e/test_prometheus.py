@@ -115,8 +115,12 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
             "rule_files": [str(root / "alerts/pgq-alerts.yaml")],
             "scrape_configs": [
                 {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
+                # The README's one line: postgres_exporter's database label made the
+                # config entry's name ("main"), so both backends give one series.
                 {"job_name": "postgres_exporter",
-                 "static_configs": [{"targets": [f"127.0.0.1:{pg_port}"]}]},
+                 "static_configs": [{"targets": [f"127.0.0.1:{pg_port}"]}],
+                 "metric_relabel_configs": [{"target_label": "database",
+                                             "replacement": "main"}]},
             ],
         }  # fmt: skip
         stop = threading.Event()
@@ -193,3 +197,6 @@ def test_postgres_exporter_yields_the_same_names_and_labels(
         assert theirs_labels - {"server"} == ours_labels, name
     jobs = api.query('pgq_queue_jobs{job="postgres_exporter", queue="backlog", status="pending"}')
     assert float(jobs[0]["value"][1]) == 80
+    # One database, one series per queue and status, whichever backend served it.
+    both = api.query('count by (database, queue, status) (pgq_queue_jobs{queue="backlog"})')
+    assert {(s["metric"]["database"], s["value"][1]) for s in both} == {("main", "2")}
