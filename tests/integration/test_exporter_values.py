@@ -473,3 +473,31 @@ def test_lock_waits_count_a_backend_waiting_on_a_queue_row(db: Database) -> None
         waiter.rollback()
     assert value(samples, "pgq_lock_waits", database="main", table="jobs_default") == 1
     assert value(samples, "pgq_lock_waits", database="main", table="jobs") == 1
+
+
+def test_jobs_finished_while_no_exporter_runs_are_in_the_window_not_the_counters(
+    db: Database,
+) -> None:
+    """What the README says of a restart: the counters start from zero in a new process
+    (the jobs finished in the gap are not counted twice, nor at all), and the window,
+    read at the start, has them."""
+    config = basic_config(db.dsn)
+    labels = {"database": "main", "queue": "q"}
+    first = Exporter(parse_config(config, "test.yaml", os.environ))
+    try:
+        first.collect_once()
+        with db.connect(autocommit=True) as conn:
+            conn.execute("SELECT enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[5]))")
+            for job in _claim(conn, "q", 3):
+                conn.execute("SELECT complete(%s, %s)", job)
+        counted = parse_samples(first.collect_once().decode())
+        assert value(counted, "pgq_jobs_completed_total", **labels) == 3
+    finally:
+        first.stop()
+    with db.connect(autocommit=True) as conn:  # no exporter runs
+        for job in _claim(conn, "q", 2):
+            conn.execute("SELECT complete(%s, %s)", job)
+    after = collect_once(config)
+    assert value(after, "pgq_jobs_completed_total", **labels) == 0
+    window = {**labels, "window": str(WINDOW)}
+    assert value(after, "pgq_queue_window_finished_jobs", status="done", **window) == 5
