@@ -14,6 +14,7 @@ from typing import Any
 from pgq_exporter.catalogue import metric
 from pgq_exporter.generators.bundle import BundleConfig
 from pgq_exporter.generators.promql import QUEUE_KEY, by, number, selector
+from pgq_exporter.generators.recording import recording_group, recording_tests
 
 # A series as the exporter serves it, for the unit tests.
 T = 'job="pgq", instance="exporter:9188", database="main"'
@@ -835,7 +836,7 @@ def rule_groups(config: BundleConfig) -> dict[str, Any]:
             "runbook_url": f"{config.runbook_base}#{alert.anchor}",
         }
         rules.append(rule)
-    return {"groups": [{"name": "pgq-alerts", "rules": rules}]}
+    return {"groups": [{"name": "pgq-alerts", "rules": rules}, recording_group(config)]}
 
 
 # (source alert, the labels it must share with a target, the alerts it silences).
@@ -905,6 +906,7 @@ def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
                     ],
                 }
             )
+    tests += recording_tests()
     return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
 
 
