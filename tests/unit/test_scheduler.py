@@ -1,4 +1,5 @@
-"""The scheduler's own logic: jobs run when due, on a fixed pool of workers, and stop."""
+"""The scheduler's own logic: jobs run when due, on a pool that grows when jobs are late
+and shrinks when idle, and stop."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import pytest
+
+from pgq_exporter import scheduler as scheduler_module
 from pgq_exporter.scheduler import Scheduler
 from tests.support import wait_for
 
@@ -38,15 +42,37 @@ def test_a_job_runs_when_due_and_again_on_its_interval() -> None:
     assert all(b - a >= 0.05 for a, b in zip(job.runs, job.runs[1:], strict=False))
 
 
-def test_the_workers_are_the_pool_however_many_jobs() -> None:
-    before = threading.active_count()
+def test_the_pool_grows_to_its_cap_under_load_and_no_further() -> None:
     scheduler = Scheduler(3)
     scheduler.start()
-    jobs = [_Job(every=0.01) for _ in range(500)]
+    assert scheduler.workers == 1  # one worker to start
+    holds = [threading.Event() for _ in range(6)]
+    jobs = [_Job(hold=hold) for hold in holds]  # each holds its worker until released
     for job in jobs:
-        scheduler.now(job)
-    wait_for(lambda: all(job.runs for job in jobs), "every job's first run")
-    assert threading.active_count() - before == 3
+        scheduler.at(time.monotonic() - 1, job)  # late already
+    wait_for(lambda: scheduler.busy == 3, "three workers busy")
+    assert scheduler.workers == 3
+    assert sum(thread.name == "worker" for thread in threading.enumerate()) >= 3
+    for hold in holds:
+        hold.set()
+    wait_for(lambda: all(job.runs for job in jobs), "every job run")
+    scheduler.stop(1)
+
+
+def test_an_idle_worker_ends_and_one_is_always_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler_module, "IDLE_END", 0.2)
+    scheduler = Scheduler(3)
+    scheduler.start()
+    holds = [threading.Event() for _ in range(3)]
+    for hold in holds:
+        scheduler.at(time.monotonic() - 1, _Job(hold=hold))
+    wait_for(lambda: scheduler.workers == 3, "three workers")
+    for hold in holds:
+        hold.set()
+    wait_for(lambda: scheduler.workers == 1, "the idle ones to end", timeout=10)
+    late = _Job()
+    scheduler.now(late)
+    wait_for(lambda: late.runs, "the one left to run a new job")
     scheduler.stop(1)
 
 
@@ -92,13 +118,15 @@ def test_a_cancelled_job_does_not_run_and_stop_ends_the_workers() -> None:
     assert scheduler.queued == 0
 
 
-def test_resize_adds_and_retires_workers() -> None:
-    before = threading.active_count()
-    scheduler = Scheduler(2)
+def test_a_smaller_cap_ends_the_workers_too_many() -> None:
+    scheduler = Scheduler(3)
     scheduler.start()
-    scheduler.resize(4)
-    assert threading.active_count() - before == 4
+    holds = [threading.Event() for _ in range(3)]
+    for hold in holds:
+        scheduler.at(time.monotonic() - 1, _Job(hold=hold))
+    wait_for(lambda: scheduler.workers == 3, "three workers")
     scheduler.resize(1)
-    scheduler.now(_Job())  # wakes the idle workers, which find themselves too many
-    wait_for(lambda: threading.active_count() - before == 1, "three workers to end")
+    for hold in holds:
+        hold.set()
+    wait_for(lambda: scheduler.workers == 1, "two workers to end")
     scheduler.stop(1)
