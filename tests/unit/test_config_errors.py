@@ -14,6 +14,17 @@ from tests.support import assert_clean_failure, run_cli
 DB = "databases:\n  - name: main\n    dsn: postgresql:///app\n"
 ONE_METRIC = "    metrics: [{name: pgq_x, help: X., value: n}]\n"
 
+# Every preset the message should name: one declaration file per library, and the
+# built-in layouts.
+KNOWN_PRESETS = sorted(
+    ["auto", "pgq", "seed"]
+    + [
+        p.stem
+        for p in (Path(__file__).parents[2] / "pgq_exporter/presets/libraries").glob("*.py")
+        if p.stem != "__init__"
+    ]
+)
+
 # (config text, the line the message must name, the key path, words of the message)
 CORPUS: list[tuple[str, str, int, str, str]] = [
     ("unknown-top-key", DB + "colectors: {}\n", 4, "colectors", "unknown key"),
@@ -404,7 +415,7 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: sidekiq\n",
         4,
         "databases[0].preset",
-        "unknown preset 'sidekiq' (known: auto, django_tasks_db, good_job, graphile_worker, laravel, oban, pgboss, pgmq, pgq, pgqueuer, procrastinate, que, river, seed, solid_queue)",
+        f"unknown preset 'sidekiq' (known: {', '.join(KNOWN_PRESETS)})",
     ),
     (
         "unknown-preset-param",
