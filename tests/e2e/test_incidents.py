@@ -14,6 +14,9 @@ from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
 CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")
+TARPIT_TARGETS = 4
+ATTEMPTS = 20
+TARPIT_LANES = 2  # a target's connections at once: its catalog group and one queue group
 QUEUE_COLLECTORS = ("queue_depth", "queue_latency", "queue_leases", "queue_window")
 
 
@@ -166,12 +169,15 @@ def test_slow_request_heads_do_not_keep_a_scraper_out(db: Database) -> None:
 
 def test_connections_to_a_server_that_never_answers_are_closed_not_left_to_gc() -> None:
     """A server that accepts and never answers: each timed-out attempt's socket is closed
-    when it fails, so the exporter holds no more of them than it has lanes."""
+    when it fails, so the exporter holds no more of them than its targets have lanes.
+    Four targets share the tarpit so that twenty attempts, more than all their lanes,
+    come within the first tries of each, before a target's backoff spaces them out."""
     import psutil  # noqa: PLC0415
 
     with Tarpit() as tarpit:
         dsn = f"host=127.0.0.1 port={tarpit.port} dbname=x user=u connect_timeout=1"
-        config = basic_config(dsn, interval="1s", timeout="1s")
+        entries = "".join(f"  - name: t{n}\n    dsn: {dsn!r}\n" for n in range(TARPIT_TARGETS))
+        config = f"databases:\n{entries}collectors:\n  defaults: {{interval: 1s, timeout: 1s}}\n"
         with ExporterProcess(config) as exporter:
             assert exporter.process is not None
             process = psutil.Process(exporter.process.pid)
@@ -184,6 +190,8 @@ def test_connections_to_a_server_that_never_answers_are_closed_not_left_to_gc() 
                 most = max(most, len(open_now))
                 return tarpit.accepted
 
-            wait_for(attempts, "10 connection attempts to the tarpit", 120,
-                     until=lambda n: n >= 10, interval=0.2)  # fmt: skip
-    assert most <= 4, f"{most} sockets open to a server that never answers"
+            wait_for(attempts, f"{ATTEMPTS} connection attempts to the tarpit", 120,
+                     until=lambda n: n >= ATTEMPTS, interval=0.2)  # fmt: skip
+    assert most <= TARPIT_TARGETS * TARPIT_LANES, (
+        f"{most} sockets open to a server that never answers"
+    )
