@@ -116,13 +116,20 @@ class Traffic:
                                  delay=timedelta(seconds=self.rng.uniform(5, 60)))  # fmt: skip
 
     def _die_now_and_then(self) -> None:
-        """Claim a few jobs with a short lease, then vanish without a word."""
+        """Claim a few jobs with a short lease, then vanish without a word. It adds the
+        jobs it claims in the same transaction, so it never finds the queue drained by
+        the healthy workers and the stuck-job metrics show from the first seconds."""
         contract = Contract(self.schema)
         delay = 3.0
         while not self.stop.wait(delay):
             queue = self.rng.choice(DEMO_QUEUES)
-            with connection(self.dsn, application_name="pgq-demo doomed worker") as conn:
-                contract.claim(conn, queue, 3, timedelta(seconds=2), "doomed-worker")
+            doomed = [self._payload() for _ in range(3)]
+            with (
+                connection(self.dsn, application_name="pgq-demo doomed worker") as conn,
+                conn.transaction(),
+            ):
+                contract.enqueue_batch(conn, queue, doomed, max_attempts=3)
+                contract.claim(conn, queue, len(doomed), timedelta(seconds=2), "doomed-worker")
             delay = self.rng.uniform(15, 30)
 
 

@@ -69,9 +69,15 @@ def test_batch_enqueue_keeps_order_and_notifies_once(db: Database, conn: Conn) -
                 "SELECT enqueue_batch('email', %s)", ([Jsonb({"n": i}) for i in range(5)],)
             ).fetchall()
         ]
+        # A marker sent after the batch: notices arrive in order, so the second one
+        # read is the marker unless the batch notified more than once.
+        conn.execute("""SELECT pg_notify('pgq.email', 'marker')""")
         notices = list(listener.notifies(timeout=15, stop_after=2))
     assert ids == sorted(ids) and len(ids) == 5
-    assert [n.channel for n in notices] == ["pgq.email"]
+    assert [(n.channel, n.payload == "marker") for n in notices] == [
+        ("pgq.email", False),
+        ("pgq.email", True),
+    ]
     payloads = [r[0] for r in conn.execute("SELECT payload->>'n' FROM jobs ORDER BY id")]
     assert payloads == ["0", "1", "2", "3", "4"]
 
