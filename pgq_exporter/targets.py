@@ -98,8 +98,10 @@ class Target:
         *,
         previous: Target | None = None,
         on_render: Callable[[], None] | None = None,
+        cap_log: CapLog | None = None,
     ) -> None:
         self.spec = spec
+        self._cap_log = cap_log or CapLog()
         self._on_render = on_render
         self.config = config
         self._specs = specs
@@ -296,7 +298,7 @@ class Target:
     def _note(self, limit: str, outcome: str) -> None:
         with self._lock:
             self.counts[(limit, outcome)] += 1
-        CAP_LOG.note(self.name, limit, outcome)
+        self._cap_log.note(self.name, limit, outcome)
 
     # -- what it serves -------------------------------------------------------------
     def running(self) -> set[str]:
@@ -358,7 +360,8 @@ def _slot_samples(slot: Slot) -> Iterator[AnySample]:
 
 class CapLog:
     """One log line per cap and outcome at most once a minute, with the runs since the
-    last one. A delay is the caps doing their work; only a dropped run is news."""
+    last one; one per exporter, shared by its targets. A delay is the caps doing their
+    work; only a dropped run is news."""
 
     EVERY = 60.0
 
@@ -379,9 +382,6 @@ class CapLog:
         level = logging.WARNING if outcome == DROPPED else logging.DEBUG
         log.log(level, f"collector runs {outcome} by a cap",
                 extra={"limit": limit, "runs": runs, "database": database})  # fmt: skip
-
-
-CAP_LOG = CapLog()
 
 
 def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
@@ -471,6 +471,7 @@ class Registry:
         self._specs = specs
         self._lock = threading.Lock()
         self._running: dict[str, Target] = {}
+        self._cap_log = CapLog()
         self._sources = _Sources(listed=_listed(config))
         self.refused = 0  # probes of a new target refused past probe.max_targets
         # Called after each render of a static target (its series are on /metrics).
@@ -532,7 +533,8 @@ class Registry:
     def _new(self, spec: TargetSpec, previous: Target | None = None) -> Target:
         """A target, registered (lock held); started by the caller."""
         target = Target(spec, self.config, self._specs, self._connections, previous=previous,
-                        on_render=self._on_static_change if spec.always else None)  # fmt: skip
+                        on_render=self._on_static_change if spec.always else None,
+                        cap_log=self._cap_log)  # fmt: skip
         self._running[spec.name] = target
         return target
 
