@@ -2,7 +2,8 @@
 
 Finished totals (done, failed, cancelled) are the exception: they are counted
 exactly each run only up to a small cap, and above it recounted exactly now and
-then, at most 1% of the time (``Recounts``).
+then, at most 1% of the time (``Recounts``); once every total is above the cap,
+a run does not count them at all.
 
 An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
 count that reaches the bound is replaced by an estimate from a sample of the
@@ -13,7 +14,7 @@ planner's statistics, it follows the rows that arrived since the last ANALYZE.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psycopg
@@ -79,6 +80,21 @@ class Recounts:
     def cut_short(self, cost: float) -> None:
         self._at = time.monotonic()
         self._wait = min(max(self._wait * 2, cost * RECOUNT_DUTY), RECOUNT_AT_MOST)
+
+    def limit(self, keys: Iterable[tuple[str, str]], cap: int) -> int:
+        """What a run counts each of ``keys`` up to: cap + 1, or 0 once the last recount
+        has put every one of them above the cap. Counting to the cap then has nothing
+        to tell (the recount is served either way) and would read finished rows, often
+        through an index that holds every state; LIMIT 0 reads nothing."""
+        above = all(self._totals.get(key, 0) > cap for key in keys)
+        return 0 if above else cap + 1
+
+    def served(self, queue: str, status: str, counted: int, cap: int, limit: int) -> Count:
+        """What a run that counted to ``limit`` serves: see bounded, or with limit 0 the
+        last recount's total, approximate (it misses what changed since)."""
+        if limit == 0:
+            return Count(float(self._totals.get((queue, status), 0)), True)
+        return self.bounded(queue, status, counted, cap)
 
     def bounded(self, queue: str, status: str, counted: int, cap: int) -> Count:
         """``counted`` (stopped at cap + 1) when within the cap, else the last recount's,

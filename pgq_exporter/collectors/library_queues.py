@@ -125,19 +125,22 @@ class LibraryDepth(Collector):
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
         cap = finished_cap(ctx)
-        rows = run_block(conn, layout, "depth", queues, finished_cap=cap + 1)
-        if any(n is not None and n > cap for row in rows for n in row[4:]):
+        finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
+        limit = self._recounts.limit([(q, s) for q in queues for s in finished], cap)
+        rows = run_block(conn, layout, "depth", queues, finished_cap=limit)
+        if limit == 0 or any(n is not None and n > cap for row in rows for n in row[4:]):
             # LIMIT NULL: the same counts without their cap.
             recount(conn, self._recounts, lambda: _totals(
                 run_block(conn, layout, "depth", queues, finished_cap=None)))  # fmt: skip
         samples: list[AnySample] = []
-        for queue, ready, delayed, processing, *finished in rows:
+        for queue, ready, delayed, processing, *totals in rows:
             counts = {"ready": exact(ready), "delayed": exact(delayed)}
             counts["pending"] = exact(ready + delayed)
             counts["processing"] = exact(processing)
-            for status, n in zip(FINISHED_STATUSES, finished, strict=True):
-                if status in layout.preset.statuses and n is not None:
-                    counts[status] = self._recounts.bounded(queue, status, n, cap)
+            for status, n in zip(FINISHED_STATUSES, totals, strict=True):
+                if status not in finished or n is None:
+                    continue
+                counts[status] = self._recounts.served(queue, status, n, cap, limit)
             samples += _depth_samples(queue, counts)
         return samples
 

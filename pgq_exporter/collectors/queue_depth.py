@@ -48,10 +48,11 @@ class QueueDepth(Collector):
         queues = ctx.queues.discover(conn, ctx.mapping)
         kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
         cap = finished_cap(ctx)
-        params = {"cap": ctx.config.exact_count_limit + 1, "finished_cap": cap + 1,
+        limit = self._recounts.limit([(q, s) for q in queues for s in FINISHED], cap)
+        params = {"cap": ctx.config.exact_count_limit + 1, "finished_cap": limit,
                   "queues": queues}  # fmt: skip
         rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
-        if not kept and any(n > cap for row in rows for n in _finished(row)):
+        if not kept and (limit == 0 or any(n > cap for row in rows for n in _finished(row))):
             recount(conn, self._recounts, lambda: _totals(
                 fetch(conn, "capped_counts", ctx, {**params, "finished_cap": None})))  # fmt: skip
         sampled = SampledCounts(conn, ctx)
@@ -62,7 +63,7 @@ class QueueDepth(Collector):
                 if kept and what in KEPT:
                     counts[what] = exact(n)
                 elif what in FINISHED:
-                    counts[what] = self._recounts.bounded(queue, what, n, cap)
+                    counts[what] = self._recounts.served(queue, what, n, cap, limit)
                 else:
                     counts[what] = sampled.bounded(queue, what, n)
             samples += _samples(queue, counts)

@@ -275,3 +275,91 @@ def test_finished_totals_above_their_cap_are_recounted_not_guessed(db: Database)
     assert value(samples, "pgq_queue_jobs", status="done", **mail) == 12_000
     assert value(samples, "pgq_queue_count_approximate", status="done", **mail) == 1
     assert value(samples, "pgq_queue_count_approximate", status="failed", **mail) == 0
+
+
+class _Recorded:
+    """A connection that keeps each statement it runs, as SQL text, beside its params."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.statements: list[tuple[str, Any]] = []
+
+    def execute(self, statement: Any, params: Any = None, **kwargs: Any) -> Any:
+        text = statement if isinstance(statement, str) else statement.as_string(self.conn)
+        self.statements.append((text, params))
+        return self.conn.execute(statement, params, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def _depth_runs(dsn: str, config_text: str, runs: int) -> list[tuple[list[Any], dict[Any, Any]]]:
+    """queue_depth's collector run ``runs`` times on one connection, as the exporter would
+    run it: each run's statements and samples."""
+    from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
+    from pgq_exporter.collectors import planned  # noqa: PLC0415
+    from pgq_exporter.collectors.base import Context, KnownQueues, Sample  # noqa: PLC0415
+    from pgq_exporter.collectors.finished_feed import FinishedFeed  # noqa: PLC0415
+    from pgq_exporter.layout import resolve  # noqa: PLC0415
+
+    config = parse_config(config_text, "test.yaml", os.environ)
+    [database] = config.databases
+    results = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        layout = resolve(database.layout, conn, database.name).layout
+        [plan] = [p for p in planned(config, database.name, layout) if p.name == QUEUE_DEPTH]
+        collector = plan.make()
+        ctx = Context(config, database, layout, KnownQueues(), FinishedFeed())
+        for _ in range(runs):
+            recorded = _Recorded(conn)
+            with conn.transaction():
+                found = collector.collect(recorded, ctx)  # type: ignore[arg-type]
+            samples = {(s.metric, s.labels): s.value for s in found if isinstance(s, Sample)}
+            results.append((recorded.statements, samples))
+    return results
+
+
+def _counted_to(statements: list[tuple[str, Any]]) -> list[str]:
+    """The LIMITs the run's finished counts went to."""
+    import re  # noqa: PLC0415
+
+    limits = []
+    for text, params in statements:
+        if isinstance(params, dict) and "finished_cap" in params:
+            limits.append(str(params["finished_cap"]))  # bound, as %(finished_cap)s
+        else:
+            limits += re.findall(r"LIMIT (\d+)\) AS c", text)  # quoted into the text
+    return limits
+
+
+@pytest.mark.parametrize("failed", [60, 5])
+def test_finished_totals_all_above_their_cap_are_not_counted_again_each_run(
+    db: Database, monkeypatch: pytest.MonkeyPatch, failed: int
+) -> None:
+    """Once the last recount put every finished total above its cap (50 here), a run
+    counts none of them (LIMIT 0 reads nothing) and serves the recount, approximate; one
+    total at or below the cap, and the runs count to the cap again, exactly."""
+    from pgq_exporter.collectors import counting  # noqa: PLC0415
+
+    monkeypatch.setattr(counting, "RECOUNT_DUTY", 1e9)  # no second recount in the test
+    monkeypatch.setattr(counting, "RECOUNT_AT_MOST", 3600.0)
+    with db.connect(autocommit=True) as conn:
+        conn.execute(OTHER_TABLE)
+        conn.execute("INSERT INTO app.tasks (kind, state, ended_at) SELECT 'mail', 'ok', now()"
+                     " FROM generate_series(1, 70)")  # fmt: skip
+        conn.execute("INSERT INTO app.tasks (kind, state, ended_at) SELECT 'mail', 'error',"
+                     " now() FROM generate_series(1, %s)", (failed,))  # fmt: skip
+    config = basic_config(db.dsn, extra=OTHER_MAPPING + "exact_count_limit: 50\n")
+    (first, _), (second, samples) = _depth_runs(db.dsn, config, 2)
+    labels = ("mail",)
+    assert "51" in _counted_to(first)
+    if failed > 50:
+        assert set(_counted_to(second)) == {"0"}
+        assert samples[("pgq_queue_jobs", (*labels, "failed"))] == 60
+        assert samples[("pgq_queue_count_approximate", (*labels, "failed"))] == 1
+    else:
+        assert set(_counted_to(second)) == {"51"}
+        assert samples[("pgq_queue_jobs", (*labels, "failed"))] == 5
+        assert samples[("pgq_queue_count_approximate", (*labels, "failed"))] == 0
+    assert samples[("pgq_queue_jobs", (*labels, "done"))] == 70
+    assert samples[("pgq_queue_count_approximate", (*labels, "done"))] == 1
