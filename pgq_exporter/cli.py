@@ -23,7 +23,10 @@ from pgq_exporter.queue.schema import apply_schema, check_compatible, render_sch
 from pgq_exporter.redaction import remember_dsn, remember_secrets, scrub
 
 if TYPE_CHECKING:
+    from pgq_exporter.collectors.base import Conn
     from pgq_exporter.config import LayoutChoice
+    from pgq_exporter.doctor import Diagnosis
+    from pgq_exporter.presets.library import LibraryLayout
 
 Handler = Callable[[argparse.Namespace], int]
 DSN_ENV_VARS = ("PGQ_DSN", "DATA_SOURCE_NAME")
@@ -123,9 +126,11 @@ def cmd_detect(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pgq_exporter.doctor import diagnose, suggestion  # noqa: PLC0415
     from pgq_exporter.layout import describe, resolve  # noqa: PLC0415
+    from pgq_exporter.presets.library import LibraryLayout  # noqa: PLC0415
 
     dsn = _dsn(args)
     choice = _doctor_layout(args)
+    slow = _non_negative_duration(args.slow, "--slow")
     with connection(dsn) as conn:
         layout = resolve(choice, conn, "--dsn").layout
         print(f"layout: {describe(layout)}")
@@ -136,13 +141,31 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             took = f"{diagnosis.seconds * 1000:8.1f} ms"
             print(f"{diagnosis.collector:<16} {took}, {diagnosis.statements} statements, "
                   f"planned cost {diagnosis.cost:,.1f}")  # fmt: skip
-            if not diagnosis.slow:
+            if diagnosis.seconds < slow:
                 continue  # fast enough, whatever its plan
+            if isinstance(layout, LibraryLayout):
+                _library_advice(conn, diagnosis, layout)
+                continue
             for scan in diagnosis.scans:
                 print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows); "
                       "an index that may avoid it:")  # fmt: skip
                 print(f"    {suggestion(conn, diagnosis, scan, layout)}")
     return 0
+
+
+def _library_advice(conn: Conn, diagnosis: Diagnosis, layout: LibraryLayout) -> None:
+    """A slow collector of a library preset: its large sequential scans, and the indexes
+    the library does not create that would make its reads cheap."""
+    from pgq_exporter.doctor import library_indexes  # noqa: PLC0415
+
+    for scan in diagnosis.scans:
+        print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows)")
+    missing = library_indexes(conn, diagnosis.collector, layout)
+    if missing:
+        print("  slow: an index the library does not create would make its reads cheap:")
+        print("".join(f"    {statement}\n" for statement in missing), end="")
+    elif diagnosis.scans:
+        print("  (no index known for this preset)")
 
 
 def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
@@ -296,6 +319,18 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _non_negative_duration(text: str, flag: str) -> float:
+    from pgq_exporter.config import parse_duration  # noqa: PLC0415
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise UsageError(f'{flag}: expected a duration like "50ms", got {text!r}') from None
+    if seconds < 0:
+        raise UsageError(f"{flag}: must not be negative")
+    return seconds
+
+
 def parse_duration_flag(text: str, flag: str) -> float:
     from pgq_exporter.config import parse_duration  # noqa: PLC0415
 
@@ -408,6 +443,8 @@ def _add_exporter_commands(commands: Commands) -> None:
     doctor.add_argument("--schema", help="where the preset's tables live (with --preset)")
     doctor.add_argument("--preset-param", action="append", default=[], metavar="KEY=DURATION",
                         help="a preset_params value (with --preset; repeatable)")  # fmt: skip
+    doctor.add_argument("--slow", default="50ms", metavar="DURATION",
+                        help="look at collectors this slow or slower (default: 50ms)")  # fmt: skip
     doctor.set_defaults(handler=cmd_doctor)
 
     serve = commands.add_parser("serve", help="run the exporter")

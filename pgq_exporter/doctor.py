@@ -3,9 +3,11 @@
 Each built-in queue collector runs once, as the exporter would, in a
 read-only transaction, timed, while its statements are recorded; then each
 distinct statement is planned with EXPLAIN (the same parameters, nothing run
-again). A collector that took SLOW or longer and whose plans read a table or
-partition of at least LARGE rows sequentially is flagged, with the index that
-would make its reads cheap: a fast one is not, whatever its plan.
+again). A collector that took `--slow` (50 ms) or longer is looked at: the
+reads of a table or partition of at least LARGE rows sequentially are flagged,
+with the index that would make them cheap, and, for a library preset, the
+indexes it knows for that collector that the library does not create. A fast
+collector is not, whatever its plan.
 """
 
 from __future__ import annotations
@@ -31,14 +33,13 @@ from pgq_exporter.collection import set_transaction_settings
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.config import Config, DatabaseConfig, Layout
+from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
 
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
 LARGE = 10_000  # rows (the planner's estimate) from which a sequential scan is flagged
-SLOW = 0.05  # seconds a collector's run takes before its sequential scans are flagged
 INDEX_FOR: dict[str, str] = {
     QUEUE_DEPTH: "index_counts",
     QUEUE_LATENCY: "index_ready",
@@ -63,10 +64,6 @@ class Diagnosis:
     seconds: float = 0.0  # the run's time, measured
     scans: list[Scan] = field(default_factory=list)  # large tables read sequentially
     error: str = ""
-
-    @property
-    def slow(self) -> bool:
-        return self.seconds >= SLOW
 
 
 class _Recording:
@@ -141,19 +138,32 @@ def _large(conn: Conn, schema: str, table: str) -> Scan | None:
     return Scan(schema, table, rows) if rows >= LARGE else None
 
 
-def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: Layout) -> str:
-    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap; for a
-    library preset, its ``index_<collector>`` block, when it has one for that table."""
+def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMapping) -> str:
+    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap, for
+    a layout of the reference collectors (a library preset's are library_indexes)."""
     table = sql.Identifier(scan.schema, scan.table)
-    if isinstance(layout, LibraryLayout):
-        block = layout.preset.blocks.get(f"index_{diagnosis.collector}_{scan.table}")
-        if block is None:
-            return "(none known for this preset)"
-        statement = sql.SQL(block).format(schema=sql.Identifier(layout.schema))
-    else:
-        parts = {**mapping_parts(layout), "table": table}
-        index = INDEX_FOR[diagnosis.collector]
-        if diagnosis.collector == QUEUE_WINDOW and window_from_updates(layout.columns):
-            index = "index_updated"
-        statement = sql.SQL(query(_FILE, index)).format(**parts)
+    parts = {**mapping_parts(layout), "table": table}
+    index = INDEX_FOR[diagnosis.collector]
+    if diagnosis.collector == QUEUE_WINDOW and window_from_updates(layout.columns):
+        index = "index_updated"
+    statement = sql.SQL(query(_FILE, index)).format(**parts)
+    return _one_line(conn, statement)
+
+
+def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[str]:
+    """The indexes the preset knows would make ``collector``'s reads cheap and that the
+    library's schema does not have yet, as CREATE INDEX statements."""
+    missing = []
+    for block in layout.preset.indexes_for(collector):
+        params = {"schema": layout.schema, "name": layout.preset.index_name(block)}
+        exists = conn.execute(query(_FILE, "index_exists"), params).fetchone()
+        if not (exists and exists[0]):
+            lines = layout.preset.blocks[block].splitlines()
+            text = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+            statement = sql.SQL(text).format(schema=sql.Identifier(layout.schema))
+            missing.append(_one_line(conn, statement))
+    return missing
+
+
+def _one_line(conn: Conn, statement: sql.Composable) -> str:
     return " ".join(statement.as_string(conn).split())

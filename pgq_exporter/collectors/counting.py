@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgq_exporter.collectors.base import Conn, Context, fetch
+from pgq_exporter.sqlfiles import query
 
 # Pages a sample reads from the queue's table or partition at most. Measured on a
 # 46k-page partition with 383k pending rows clustered at its end: 10k pages
@@ -52,6 +53,9 @@ def estimated(counted: int, estimate: float) -> Count:
 FINISHED_EXACT = 10_000
 RECOUNT_DUTY = 100.0
 RECOUNT_AT_MOST = 300.0
+# A recount's statements may run this long, or the collector's timeout if longer; at most
+# 1 / RECOUNT_DUTY of the time goes to them.
+RECOUNT_TIMEOUT = 60.0
 
 
 def finished_cap(ctx: Context) -> int:
@@ -107,17 +111,24 @@ class Recounts:
 def recount(
     conn: Conn, recounts: Recounts, count: Callable[[], dict[tuple[str, str], int]]
 ) -> None:
-    """Recount the totals with ``count`` when due, in a savepoint: a recount that
-    outlasts the statement timeout leaves the run's transaction usable."""
+    """Recount the totals with ``count`` when due, in a savepoint, with up to
+    RECOUNT_TIMEOUT for its statements: a recount reads every finished row, and one
+    cut short at the collector's timeout would be cut short at every try, leaving the
+    totals at their cap. One that outlasts even that leaves the run's transaction
+    usable, and is tried again after twice as long."""
     if not recounts.due():
         return
     started = time.monotonic()
+    [(timeout,)] = conn.execute(query("session.sql", "statement_timeout")).fetchall()
+    longer = {"timeout": str(max(int(timeout), int(RECOUNT_TIMEOUT * 1000)) if timeout else 0)}
     try:
         with conn.transaction():
+            conn.execute(query("session.sql", "set_statement_timeout"), longer)
             totals = count()
     except psycopg.errors.QueryCanceled:
         recounts.cut_short(time.monotonic() - started)
         return
+    conn.execute(query("session.sql", "set_statement_timeout"), {"timeout": str(timeout)})
     recounts.counted(totals, time.monotonic() - started)
 
 

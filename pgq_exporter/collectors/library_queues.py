@@ -28,7 +28,7 @@ from pgq_exporter.presets.library import LibraryLayout
 
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 # The blocks the collectors run, in the order check-config plans them.
-COLLECTED_BLOCKS = ("queues", "depth", "oldest_ready", "stuck", "finished")
+COLLECTED_BLOCKS = ("queues", "depth", "totals", "oldest_ready", "stuck", "finished")
 
 
 # {queues} as the exporter runs a block: the known queues, bound as a parameter.
@@ -129,9 +129,7 @@ class LibraryDepth(Collector):
         limit = self._recounts.limit([(q, s) for q in queues for s in finished], cap)
         rows = run_block(conn, layout, "depth", queues, finished_cap=limit)
         if limit == 0 or any(n is not None and n > cap for row in rows for n in row[4:]):
-            # LIMIT NULL: the same counts without their cap.
-            recount(conn, self._recounts, lambda: _totals(
-                run_block(conn, layout, "depth", queues, finished_cap=None)))  # fmt: skip
+            recount(conn, self._recounts, lambda: _recounted(conn, layout, queues))
         samples: list[AnySample] = []
         for queue, ready, delayed, processing, *totals in rows:
             counts = {"ready": exact(ready), "delayed": exact(delayed)}
@@ -145,11 +143,18 @@ class LibraryDepth(Collector):
         return samples
 
 
-def _totals(rows: list[Row]) -> dict[tuple[str, str], int]:
+def _recounted(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[tuple[str, str], int]:
+    """The finished totals without a cap: the preset's totals block (one pass over the
+    finished rows), else its depth counts with LIMIT NULL."""
+    if "totals" in layout.preset.blocks:
+        rows = list(run_block(conn, layout, "totals", queues))
+    else:
+        rows = [(row[0], *row[4:]) for row in run_block(conn, layout, "depth", queues,
+                                                        finished_cap=None)]  # fmt: skip
     return {
         (str(row[0]), status): int(n)
         for row in rows
-        for status, n in zip(FINISHED_STATUSES, row[4:], strict=True)
+        for status, n in zip(FINISHED_STATUSES, row[1:], strict=True)
         if n is not None
     }
 

@@ -19,6 +19,9 @@ served wrong:
   delayed, processing, done, failed, cancelled; NULL where the library keeps no trace.
   Each finished count stops at ``LIMIT {finished_cap}``; a recount renders it with
   ``LIMIT NULL``, no limit (see collectors/counting.py);
+- ``totals``: per queue in ``%(queues)s``: done, failed, cancelled, uncapped, in one
+  pass over the finished rows, for the recounts (without it, ``depth`` with
+  ``LIMIT NULL``);
 - ``oldest_ready`` feeds queue_latency: per queue, seconds since the oldest ready
   job became ready;
 - ``stuck`` feeds queue_leases: per queue, running jobs that the library's own
@@ -27,7 +30,8 @@ served wrong:
 - ``finished`` feeds job_histograms: the jobs finished since ``{since}``;
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
-- ``index_<collector>_<table>``: the index `doctor` suggests for that read.
+- ``index_<name>``: an index the library does not create, which `doctor` suggests
+  for the collectors ``indexes`` says it serves when they are slow.
 """
 
 from __future__ import annotations
@@ -49,11 +53,12 @@ from pgq_exporter.sqlfiles import parse_named_blocks
 FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEASES,
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
-KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels"})  # fmt: skip
+KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals"})
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
 _PLACEHOLDERS = frozenset({"schema", "queues", "finished_cap", "queue", "statuses", "since",
                            "q", "a"})  # fmt: skip
+_INDEX_NAME = re.compile(r"CREATE INDEX CONCURRENTLY\s+(\w+)\s+ON\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 _PACKAGE = "pgq_exporter.presets.libraries"
 WEEK = 7 * 86_400.0  # the highest a preset parameter usually allows, in seconds
@@ -109,6 +114,8 @@ class LibraryPreset:
     # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
     per_queue: Mapping[str, str] = field(default_factory=dict)
     version_from: str = ""  # where the library records its version, for the docs
+    # Its index_<name> blocks, each with the collectors whose reads it makes cheap.
+    indexes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @cached_property
     def blocks(self) -> dict[str, str]:
@@ -121,6 +128,15 @@ class LibraryPreset:
         """The queue collectors its blocks feed."""
         return frozenset(collector for block, collector in FEEDS.items() if block in self.blocks)
 
+    def indexes_for(self, collector: str) -> list[str]:
+        """The index blocks that serve ``collector``'s reads."""
+        return sorted(block for block, served in self.indexes.items() if collector in served)
+
+    def index_name(self, block: str) -> str:
+        """The name an index block gives its index (each must name one: see check)."""
+        found = _INDEX_NAME.search(self.blocks[block])
+        return found.group(1) if found else ""
+
     @property
     def defaults(self) -> dict[str, float]:
         return {name: param.default for name, param in self.params.items()}
@@ -130,6 +146,11 @@ class LibraryPreset:
         missing = [block for block in REQUIRED_BLOCKS if block not in self.blocks]
         unknown = sorted(set(self.blocks) - KNOWN_BLOCKS)
         unknown = [b for b in unknown if not b.startswith("index_")]
+        index_blocks = {b for b in self.blocks if b.startswith("index_")}
+        unknown += sorted(index_blocks ^ set(self.indexes))  # undeclared, or no such block
+        unknown += sorted({c for served in self.indexes.values() for c in served}
+                          - set(FEEDS.values()))  # fmt: skip
+        unknown += [b for b in sorted(index_blocks) if not self.index_name(b)]  # names none
         wrong = [s for s in self.statuses if s not in CANONICAL_STATUSES]
         allowed = _PLACEHOLDERS | set(self.params) | set(self.per_queue)
         stray = sorted({p for text in self.blocks.values() for p in _PLACEHOLDER.findall(text)}

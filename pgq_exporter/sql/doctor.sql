@@ -10,6 +10,9 @@ FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relname = %(name)s;
 
+-- name: index_exists
+SELECT EXISTS (SELECT FROM pg_indexes WHERE schemaname = %(schema)s AND indexname = %(name)s);
+
 -- name: index_counts
 CREATE INDEX CONCURRENTLY ON {table} ({c_queue}, {c_status});
 

@@ -7,3 +7,11 @@
 SELECT set_config('statement_timeout', %(ms)s, true),
        set_config('lock_timeout', %(ms)s, true),
        set_config('jit', 'off', true);
+
+-- name: statement_timeout
+-- The current transaction's statement timeout in ms (0: none).
+SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout';
+
+-- name: set_statement_timeout
+-- For the rest of the transaction (or of the savepoint, if it is rolled back).
+SELECT set_config('statement_timeout', %(timeout)s, true);

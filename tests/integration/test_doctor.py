@@ -64,3 +64,28 @@ def test_doctor_with_a_bad_dsn_or_flags() -> None:
         "preset_params",
     )
     assert_clean_failure(run_cli("doctor", "--preset", "sidekiq"), "unknown preset 'sidekiq'")
+
+
+def test_doctor_suggests_a_library_index_it_lacks_until_it_has_it(empty_db: Database) -> None:
+    """For a library preset, each collector looked at (with --slow 0s, all of them) gets
+    the indexes the preset knows for its reads that the library does not create; once
+    made, they are not suggested again."""
+    from bench.presets import INSTALL, fill  # noqa: PLC0415
+
+    INSTALL["procrastinate"](empty_db.dsn)
+    fill(empty_db.dsn, "procrastinate", 3_000)
+    args = ("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate", "--slow", "0s")
+    before = run_cli(*args)
+    assert before.returncode == 0, before.stderr
+    index = "CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx"
+    suggested = [i for i, line in enumerate(before.stdout.splitlines()) if index in line]
+    assert len(suggested) == 3, before.stdout  # depth, latency and leases: one index serves all
+    with empty_db.connect(autocommit=True) as conn:
+        line = before.stdout.splitlines()[suggested[0]].strip()
+        conn.execute(line.encode())
+    after = run_cli(*args)
+    assert after.returncode == 0, after.stderr
+    assert index not in after.stdout and "fails" not in after.stdout
+    fast = run_cli("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate")
+    assert "slow:" not in fast.stdout  # 3,000 jobs are read fast: nothing to flag
+    assert_clean_failure(run_cli(*args[:-1], "soon"), "--slow")

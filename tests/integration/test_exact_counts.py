@@ -363,3 +363,26 @@ def test_finished_totals_all_above_their_cap_are_not_counted_again_each_run(
         assert samples[("pgq_queue_count_approximate", (*labels, "failed"))] == 0
     assert samples[("pgq_queue_jobs", (*labels, "done"))] == 70
     assert samples[("pgq_queue_count_approximate", (*labels, "done"))] == 1
+
+
+def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Database) -> None:
+    """A recount reads every finished row: cut short at the collector's timeout, it would
+    be cut short at every try and leave the totals at their cap. Its statements get
+    RECOUNT_TIMEOUT; the rest of the run keeps the collector's timeout."""
+    from pgq_exporter.collection import set_transaction_settings  # noqa: PLC0415
+    from pgq_exporter.collectors.counting import Recounts, recount  # noqa: PLC0415
+
+    recounts = Recounts()
+    with db.connect() as conn, conn.transaction():
+        set_transaction_settings(conn, 1.0)
+
+        def slow_count() -> dict[tuple[str, str], int]:
+            conn.execute("SELECT pg_sleep(1.5)")
+            return {("mail", "done"): 70_000}
+
+        recount(conn, recounts, slow_count)
+        [(timeout,)] = conn.execute("SHOW statement_timeout").fetchall()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            conn.execute("SELECT pg_sleep(1.5)")
+    assert recounts.bounded("mail", "done", 10_001, 10_000).value == 70_000
+    assert timeout == "1s"

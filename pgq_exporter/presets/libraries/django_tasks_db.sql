@@ -42,6 +42,16 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
+-- name: totals
+-- The finished tasks per queue and state, uncapped, in one pass (for recounts).
+SELECT r.queue_name::text AS queue,
+       count(*) FILTER (WHERE r.status = 'SUCCESSFUL') AS done,
+       count(*) FILTER (WHERE r.status = 'FAILED') AS failed,
+       NULL::bigint AS cancelled
+FROM {schema}.django_tasks_database_dbtaskresult r
+WHERE r.status IN ('SUCCESSFUL', 'FAILED') AND r.queue_name = ANY ({queues})
+GROUP BY r.queue_name;
+
 -- name: oldest_ready
 -- A ready task became ready when it was enqueued, or at its run_after if later.
 SELECT q.queue,
@@ -54,8 +64,9 @@ SELECT q.queue,
            AS age
 FROM unnest({queues}) AS q(queue);
 
--- name: index_queue_depth_django_tasks_database_dbtaskresult
--- Unfinished tasks per queue without reading the finished ones.
+-- name: index_unfinished
+-- Unfinished tasks per queue and status without reading the finished ones:
+-- counts from the index alone, the oldest ready task from its entries.
 CREATE INDEX CONCURRENTLY django_tasks_db_unfinished_idx
-    ON {schema}.django_tasks_database_dbtaskresult (queue_name, status)
+    ON {schema}.django_tasks_database_dbtaskresult (queue_name, status, run_after, enqueued_at)
     WHERE status IN ('READY', 'RUNNING');

@@ -59,6 +59,16 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN counted c ON c.queue = q.queue;
 
+-- name: totals
+-- The finished jobs per queue, done or failed, uncapped, in one pass (for recounts).
+SELECT j.queue_name AS queue,
+       count(*) FILTER (WHERE j.error IS NULL) AS done,
+       count(*) FILTER (WHERE j.error IS NOT NULL) AS failed,
+       NULL::bigint AS cancelled
+FROM {schema}.good_jobs j
+WHERE j.finished_at IS NOT NULL AND j.queue_name = ANY ({queues})
+GROUP BY j.queue_name;
+
 -- name: oldest_ready
 -- A job without scheduled_at has been ready since it was created.
 SELECT q.queue,

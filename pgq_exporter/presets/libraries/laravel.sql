@@ -35,6 +35,13 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
+-- name: totals
+-- The failed jobs per queue, uncapped, in one pass (for recounts).
+SELECT f.queue, NULL::bigint AS done, count(*) AS failed, NULL::bigint AS cancelled
+FROM {schema}.failed_jobs f
+WHERE f.queue = ANY ({queues})
+GROUP BY f.queue;
+
 -- name: oldest_ready
 SELECT q.queue,
        coalesce(extract(epoch FROM now())::bigint - (

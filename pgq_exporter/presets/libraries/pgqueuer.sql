@@ -46,6 +46,24 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
+-- name: totals
+-- The log's finished jobs per queue and state, and the table's held failures,
+-- uncapped, one pass each (for recounts).
+SELECT q.queue,
+       coalesce(l.done, 0) AS done,
+       coalesce(l.failed, 0) + coalesce(h.held, 0) AS failed,
+       coalesce(l.cancelled, 0) AS cancelled
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN (SELECT l.entrypoint,
+                  count(*) FILTER (WHERE l.status = 'successful') AS done,
+                  count(*) FILTER (WHERE l.status = 'exception') AS failed,
+                  count(*) FILTER (WHERE l.status IN ('canceled', 'deleted')) AS cancelled
+           FROM {schema}.pgqueuer_log l
+           WHERE l.status IN ('successful', 'exception', 'canceled', 'deleted')
+           GROUP BY l.entrypoint) l ON l.entrypoint = q.queue
+LEFT JOIN (SELECT j.entrypoint, count(*) AS held FROM {schema}.pgqueuer j
+           WHERE j.status = 'failed' GROUP BY j.entrypoint) h ON h.entrypoint = q.queue;
+
 -- name: oldest_ready
 -- Through the (entrypoint, execute_after) index of queued jobs.
 SELECT q.queue,

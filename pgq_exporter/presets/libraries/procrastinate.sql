@@ -49,6 +49,17 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
+-- name: totals
+-- The finished jobs per queue and state, uncapped, in one pass (for recounts).
+SELECT j.queue_name::text AS queue,
+       count(*) FILTER (WHERE j.status = 'succeeded') AS done,
+       count(*) FILTER (WHERE j.status = 'failed') AS failed,
+       count(*) FILTER (WHERE j.status IN ('cancelled', 'aborted')) AS cancelled
+FROM {schema}.procrastinate_jobs j
+WHERE j.status IN ('succeeded', 'failed', 'cancelled', 'aborted')
+  AND j.queue_name = ANY ({queues})
+GROUP BY j.queue_name;
+
 -- name: oldest_ready
 -- A ready job became ready at its scheduled_at, or, when it has none, when
 -- it was deferred (its 'deferred' event). The oldest without scheduled_at is
@@ -82,3 +93,11 @@ SELECT q.queue,
            AS stuck,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
+
+-- name: index_unfinished
+-- Every read of todo and doing jobs by queue, without the finished ones:
+-- counts and the stuck rule from the index alone, the oldest ready job from
+-- its first entry.
+CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx
+    ON {schema}.procrastinate_jobs (queue_name, status, scheduled_at, id) INCLUDE (worker_id)
+    WHERE status IN ('todo', 'doing');

@@ -53,6 +53,16 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN unfinished u ON u.queue = q.queue;
 
+-- name: totals
+-- The finished and expired jobs per queue, uncapped, in one pass (for recounts).
+SELECT j.queue,
+       count(*) FILTER (WHERE j.finished_at IS NOT NULL) AS done,
+       count(*) FILTER (WHERE j.expired_at IS NOT NULL) AS failed,
+       NULL::bigint AS cancelled
+FROM {schema}.que_jobs j
+WHERE (j.finished_at IS NOT NULL OR j.expired_at IS NOT NULL) AND j.queue = ANY ({queues})
+GROUP BY j.queue;
+
 -- name: oldest_ready
 SELECT q.queue,
        coalesce(extract(epoch FROM now() - (

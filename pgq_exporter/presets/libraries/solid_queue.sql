@@ -43,6 +43,21 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
+-- name: totals
+-- The finished jobs per queue, and those with a failed execution, uncapped, one
+-- pass each (for recounts).
+SELECT q.queue, coalesce(d.done, 0) AS done, coalesce(f.failed, 0) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN (SELECT j.queue_name, count(*) AS done FROM {schema}.solid_queue_jobs j
+           WHERE j.finished_at IS NOT NULL GROUP BY j.queue_name) d
+       ON d.queue_name = q.queue
+LEFT JOIN (SELECT j.queue_name, count(*) AS failed
+           FROM {schema}.solid_queue_failed_executions fe
+           JOIN {schema}.solid_queue_jobs j ON j.id = fe.job_id
+           GROUP BY j.queue_name) f
+       ON f.queue_name = q.queue;
+
 -- name: oldest_ready
 -- Ready since its ready execution was made, or since its scheduled time.
 SELECT q.queue,
