@@ -21,18 +21,25 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Ready and delayed through the backend's partial index of READY tasks;
--- RUNNING through the queue_name index (the backend has no index on status
--- alone: doctor suggests one); finished ones up to {finished_cap}.
+-- Unfinished tasks exactly, in one pass over the READY and RUNNING ones (the
+-- backend's own indexes do not hold the queue with the status: doctor
+-- suggests one that does); finished ones up to {finished_cap}.
+WITH unfinished AS (
+    SELECT r.queue_name::text AS queue,
+           count(*) FILTER (WHERE r.status = 'READY'
+                              AND (r.run_after <= now()
+                                   OR r.run_after >= '9999-01-01 00:00+00')) AS ready,
+           count(*) FILTER (WHERE r.status = 'READY' AND r.run_after > now()
+                              AND r.run_after < '9999-01-01 00:00+00') AS delayed,
+           count(*) FILTER (WHERE r.status = 'RUNNING') AS processing
+    FROM {schema}.django_tasks_database_dbtaskresult r
+    WHERE r.status IN ('READY', 'RUNNING')
+    GROUP BY r.queue_name
+)
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
-        WHERE r.status = 'READY' AND r.queue_name = q.queue
-          AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')) AS ready,
-       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
-        WHERE r.status = 'READY' AND r.queue_name = q.queue
-          AND r.run_after > now() AND r.run_after < '9999-01-01 00:00+00') AS delayed,
-       (SELECT count(*) FROM {schema}.django_tasks_database_dbtaskresult r
-        WHERE r.status = 'RUNNING' AND r.queue_name = q.queue) AS processing,
+       coalesce(u.ready, 0) AS ready,
+       coalesce(u.delayed, 0) AS delayed,
+       coalesce(u.processing, 0) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'SUCCESSFUL'
             LIMIT {finished_cap}) AS c) AS done,
@@ -40,7 +47,8 @@ SELECT q.queue,
             WHERE r.queue_name = q.queue AND r.status = 'FAILED'
             LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue);
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN unfinished u ON u.queue = q.queue;
 
 -- name: totals
 -- The finished tasks per queue and state, uncapped, in one pass (for recounts).
@@ -53,16 +61,20 @@ WHERE r.status IN ('SUCCESSFUL', 'FAILED') AND r.queue_name = ANY ({queues})
 GROUP BY r.queue_name;
 
 -- name: oldest_ready
--- A ready task became ready when it was enqueued, or at its run_after if later.
-SELECT q.queue,
-       coalesce(extract(epoch FROM now() - (
-           SELECT min(CASE WHEN r.run_after >= '9999-01-01 00:00+00' THEN r.enqueued_at
-                           ELSE greatest(r.enqueued_at, r.run_after) END)
-           FROM {schema}.django_tasks_database_dbtaskresult r
-           WHERE r.status = 'READY' AND r.queue_name = q.queue
-             AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')))::float8, 0)
-           AS age
-FROM unnest({queues}) AS q(queue);
+-- A ready task became ready when it was enqueued, or at its run_after if later:
+-- one pass over the READY tasks, through the backend's partial index of them.
+WITH oldest AS (
+    SELECT r.queue_name::text AS queue,
+           min(CASE WHEN r.run_after >= '9999-01-01 00:00+00' THEN r.enqueued_at
+                    ELSE greatest(r.enqueued_at, r.run_after) END) AS since
+    FROM {schema}.django_tasks_database_dbtaskresult r
+    WHERE r.status = 'READY'
+      AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')
+    GROUP BY r.queue_name
+)
+SELECT q.queue, coalesce(extract(epoch FROM now() - o.since)::float8, 0) AS age
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN oldest o ON o.queue = q.queue;
 
 -- name: index_unfinished
 -- Unfinished tasks per queue and status without reading the finished ones:

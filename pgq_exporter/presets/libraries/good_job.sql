@@ -70,35 +70,62 @@ WHERE j.finished_at IS NOT NULL AND j.queue_name = ANY ({queues})
 GROUP BY j.queue_name;
 
 -- name: oldest_ready
--- A job without scheduled_at has been ready since it was created.
+-- A job without scheduled_at has been ready since it was created. The oldest
+-- with one is the first not held in (queue_name, scheduled_at) order, through
+-- good_job's index of unfinished jobs; the held keys are read from pg_locks
+-- once, not per job.
+WITH held AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
 SELECT q.queue,
-       coalesce(extract(epoch FROM now() - (
-           SELECT min(coalesce(j.scheduled_at, j.created_at)) FROM {schema}.good_jobs j
-           WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
-             AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
-             AND NOT EXISTS (
-                 SELECT FROM pg_locks l
-                 WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-                   AND (l.classid::bigint << 32) | (l.objid::bigint & 4294967295)
-                       = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
-             )))::float8, 0) AS age
+       coalesce(extract(epoch FROM now() - least(
+           (SELECT j.scheduled_at FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
+              AND j.scheduled_at <= now()
+              AND NOT EXISTS (
+                  SELECT FROM held h
+                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                                ::bit(64)::bigint)
+            ORDER BY j.scheduled_at LIMIT 1),
+           (SELECT min(j.created_at) FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
+              AND j.scheduled_at IS NULL
+              AND NOT EXISTS (
+                  SELECT FROM held h
+                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                                ::bit(64)::bigint))))::float8, 0) AS age
 FROM unnest({queues}) AS q(queue);
 
 -- name: stuck
 -- A job that was being performed (performed_at set, not finished) whose lock
 -- is gone: its worker stopped mid-run, and good_job will perform it again.
 -- Due jobs only, so that a retry waiting out its wait is not counted. Retries
--- are Active Job's, in Ruby: exhausted is unknown (NULL).
+-- are Active Job's, in Ruby: exhausted is unknown (NULL). The held keys are
+-- read from pg_locks once, not per job.
+WITH held AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.good_jobs j
         WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.performed_at IS NOT NULL
           AND j.locked_by_id IS NULL
           AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
           AND NOT EXISTS (
-              SELECT FROM pg_locks l
-              WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-                AND (l.classid::bigint << 32) | (l.objid::bigint & 4294967295)
-                    = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
-          )) AS stuck,
+              SELECT FROM held h
+              WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                            ::bit(64)::bigint)) AS stuck,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
+
+-- name: index_performed
+-- The jobs the stuck rule looks at (begun, not finished, not held by
+-- locked_by_id), without reading the others.
+CREATE INDEX CONCURRENTLY good_jobs_performed_unfinished_idx
+    ON {schema}.good_jobs (queue_name, scheduled_at)
+    WHERE finished_at IS NULL AND performed_at IS NOT NULL AND locked_by_id IS NULL;

@@ -1,5 +1,6 @@
 """Oban's schema (Oban for Python, or Elixir's Oban): finished jobs stay in oban_jobs."""
 
+from pgq_exporter.catalogue import QUEUE_LATENCY, QUEUE_LEASES
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -14,4 +15,5 @@ PRESET = LibraryPreset(
     params={"rescue_after": Param(300.0, 0.1, WEEK, "Lifeline plugin's `rescue_after`")},
     knows_exhausted=True,
     knows_wait=True,
+    indexes={"index_ready": (QUEUE_LATENCY,), "index_executing": (QUEUE_LEASES,)},
 )

@@ -27,14 +27,16 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly; finished ones per queue and state up to {finished_cap}.
+-- Unfinished jobs exactly, each count one range of the (state, queue, ...) index
+-- (an OR of two states would read the table through a bitmap that turns lossy
+-- at 10M jobs); finished ones per queue and state up to {finished_cap}.
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
-        WHERE j.queue = q.queue
-          AND (j.state = 'available'
-               OR (j.state IN ('scheduled', 'retryable', 'suspended')
-                   AND j.scheduled_at <= n.at))) AS ready,
+       (SELECT count(*) FROM {schema}.oban_jobs j
+        WHERE j.queue = q.queue AND j.state = 'available')
+       + (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
+          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
+            AND j.scheduled_at <= n.at) AS ready,
        (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
         WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
           AND j.scheduled_at > n.at) AS delayed,
@@ -65,14 +67,29 @@ FROM unnest({queues}) AS q(queue);
 -- Oban's own rule (its Lifeline plugin): an executing job attempted more than
 -- {rescue_after} seconds ago is an orphan; it is made available again when
 -- attempts are left (stuck), and discarded when none are (exhausted).
-SELECT q.queue,
-       count(j.id) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
-       count(j.id) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+-- Per queue, through the (state, queue, ...) index: its executing jobs only.
+SELECT q.queue, s.stuck, s.exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN {schema}.oban_jobs j
-       ON j.queue = q.queue AND j.state = 'executing'
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
+           count(*) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+    FROM {schema}.oban_jobs j
+    WHERE j.state = 'executing' AND j.queue = q.queue
       AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => {rescue_after})
-GROUP BY q.queue;
+) AS s;
+
+-- name: index_ready
+-- The oldest ready job of a queue from the first entry (Oban's index puts
+-- priority before scheduled_at, so the oldest is found only by reading all).
+CREATE INDEX CONCURRENTLY oban_jobs_ready_scheduled_at_idx
+    ON {schema}.oban_jobs (queue, scheduled_at)
+    WHERE state IN ('available', 'scheduled', 'retryable', 'suspended');
+
+-- name: index_executing
+-- The stuck rule from the index alone.
+CREATE INDEX CONCURRENTLY oban_jobs_executing_attempted_at_idx
+    ON {schema}.oban_jobs (queue, attempted_at) INCLUDE (attempt, max_attempts)
+    WHERE state = 'executing';
 
 -- name: finished
 -- Jobs completed or discarded at or after {since} (seconds since the epoch),

@@ -11,15 +11,23 @@
 
 -- name: queues
 -- Distinct queues of the jobs not finished, by skipping through que_poll_idx
--- one schema version and queue at a time, and of the finished ones.
-WITH RECURSIVE q(queue) AS (
-    (SELECT j.queue FROM {schema}.que_jobs j ORDER BY j.queue LIMIT 1)
+-- one schema version and queue at a time (Que has no index on queue alone, so
+-- a queue whose jobs have all finished is not found this way; it stays known
+-- for queue_memory after it was last seen).
+WITH RECURSIVE v(version, queue) AS (
+    (SELECT j.job_schema_version, j.queue FROM {schema}.que_jobs j
+     WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+     ORDER BY j.job_schema_version, j.queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT j.queue FROM {schema}.que_jobs j WHERE j.queue > q.queue
-            ORDER BY j.queue LIMIT 1)
-    FROM q WHERE q.queue IS NOT NULL
+    SELECT n.job_schema_version, n.queue
+    FROM v CROSS JOIN LATERAL (
+        SELECT j.job_schema_version, j.queue FROM {schema}.que_jobs j
+        WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+          AND (j.job_schema_version, j.queue) > (v.version, v.queue)
+        ORDER BY j.job_schema_version, j.queue LIMIT 1
+    ) AS n
 )
-SELECT queue FROM q WHERE queue IS NOT NULL;
+SELECT DISTINCT queue FROM v;
 
 -- name: depth
 -- Held ids from pg_locks (a bigint key shows as classid, the high half, and

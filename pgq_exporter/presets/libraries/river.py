@@ -1,5 +1,6 @@
 """River (its main migration line, version 5 on): finished jobs stay in river_job."""
 
+from pgq_exporter.catalogue import QUEUE_LATENCY, QUEUE_LEASES
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -13,4 +14,5 @@ PRESET = LibraryPreset(
     params={"rescue_stuck_jobs_after": Param(3600.0, 0.1, WEEK, "`RescueStuckJobsAfter`")},
     knows_exhausted=True,
     version_from="river_migration",
+    indexes={"index_ready": (QUEUE_LATENCY,), "index_running": (QUEUE_LEASES,)},
 )

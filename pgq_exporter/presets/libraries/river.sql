@@ -23,18 +23,20 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly; finished ones per queue and state up to {finished_cap}.
+-- Unfinished jobs exactly, each count one range of the (state, queue, ...) index
+-- (an OR of two states would read the table through a bitmap that turns lossy
+-- at 10M jobs); finished ones per queue and state up to {finished_cap}.
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.river_job j
-        WHERE j.queue = q.queue
-          AND (j.state = 'available'
-               OR (j.state IN ('scheduled', 'retryable') AND j.scheduled_at <= now())))
-           AS ready,
+        WHERE j.queue = q.queue AND j.state = 'available')
+       + (SELECT count(*) FROM {schema}.river_job j
+          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
+            AND j.scheduled_at <= now()) AS ready,
        (SELECT count(*) FROM {schema}.river_job j
-        WHERE j.queue = q.queue
-          AND (j.state = 'pending'
-               OR (j.state IN ('scheduled', 'retryable') AND j.scheduled_at > now())))
-           AS delayed,
+        WHERE j.queue = q.queue AND j.state = 'pending')
+       + (SELECT count(*) FROM {schema}.river_job j
+          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
+            AND j.scheduled_at > now()) AS delayed,
        (SELECT count(*) FROM {schema}.river_job j
         WHERE j.queue = q.queue AND j.state = 'running') AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
@@ -61,15 +63,30 @@ FROM unnest({queues}) AS q(queue);
 -- River's own rule (its rescuer): a running job attempted more than
 -- {rescue_stuck_jobs_after} seconds ago is stuck; it is retried when attempts
 -- are left (stuck) and discarded when none are (exhausted).
-SELECT q.queue,
-       count(j.id) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
-       count(j.id) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+-- Per queue, through the (state, queue, ...) index: its running jobs only.
+SELECT q.queue, s.stuck, s.exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN {schema}.river_job j
-       ON j.queue = q.queue AND j.state = 'running'
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
+           count(*) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+    FROM {schema}.river_job j
+    WHERE j.state = 'running' AND j.queue = q.queue
       AND j.attempted_at < now() - make_interval(secs => {rescue_stuck_jobs_after})
-GROUP BY q.queue;
+) AS s;
 
 -- name: version
 -- River records the migrations it ran per line; "main" is the job table's.
 SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';
+
+-- name: index_ready
+-- The oldest ready job of a queue from the first entry (River's index puts
+-- priority before scheduled_at, so the oldest is found only by reading all).
+CREATE INDEX CONCURRENTLY river_job_ready_scheduled_at_idx
+    ON {schema}.river_job (queue, scheduled_at)
+    WHERE state IN ('available', 'scheduled', 'retryable');
+
+-- name: index_running
+-- The stuck rule from the index alone.
+CREATE INDEX CONCURRENTLY river_job_running_attempted_at_idx
+    ON {schema}.river_job (queue, attempted_at) INCLUDE (attempt, max_attempts)
+    WHERE state = 'running';

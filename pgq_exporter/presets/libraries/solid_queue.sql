@@ -21,7 +21,17 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
-WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
+WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
+claimed AS MATERIALIZED (
+    -- One pass over the claimed executions (as many as jobs running), each job
+    -- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join,
+    -- which reads every job of the table).
+    SELECT j.queue_name, count(*) AS processing
+    FROM {schema}.solid_queue_claimed_executions c
+    CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
+                        WHERE j.id = c.job_id OFFSET 0) AS j
+    GROUP BY j.queue_name
+)
 SELECT q.queue,
        (SELECT count(*) FROM {schema}.solid_queue_ready_executions r
         WHERE r.queue_name = q.queue)
@@ -31,9 +41,8 @@ SELECT q.queue,
         WHERE s.queue_name = q.queue AND s.scheduled_at > n.at)
        + (SELECT count(*) FROM {schema}.solid_queue_blocked_executions b
           WHERE b.queue_name = q.queue) AS delayed,
-       (SELECT count(*) FROM {schema}.solid_queue_claimed_executions c
-        JOIN {schema}.solid_queue_jobs j ON j.id = c.job_id
-        WHERE j.queue_name = q.queue) AS processing,
+       coalesce((SELECT c.processing FROM claimed c WHERE c.queue_name = q.queue), 0)
+           AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
             LIMIT {finished_cap}) AS c) AS done,
@@ -74,12 +83,18 @@ FROM unnest({queues}) AS q(queue);
 -- not sent a heartbeat for {process_alive_threshold} seconds (five minutes in
 -- the library), is released back to ready by the supervisor. Retries are
 -- Active Job's, in Ruby: exhausted is unknown (NULL).
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.solid_queue_claimed_executions c
-        JOIN {schema}.solid_queue_jobs j ON j.id = c.job_id
-        LEFT JOIN {schema}.solid_queue_processes p ON p.id = c.process_id
-        WHERE j.queue_name = q.queue
-          AND (p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
-                 - make_interval(secs => {process_alive_threshold}))) AS stuck,
-       NULL::bigint AS exhausted
-FROM unnest({queues}) AS q(queue);
+-- One pass over the claimed executions of gone processes, each job looked up
+-- by its id (see depth).
+WITH stuck AS MATERIALIZED (
+    SELECT j.queue_name, count(*) AS stuck
+    FROM {schema}.solid_queue_claimed_executions c
+    CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
+                        WHERE j.id = c.job_id OFFSET 0) AS j
+    LEFT JOIN {schema}.solid_queue_processes p ON p.id = c.process_id
+    WHERE p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
+            - make_interval(secs => {process_alive_threshold})
+    GROUP BY j.queue_name
+)
+SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN stuck s ON s.queue_name = q.queue;
