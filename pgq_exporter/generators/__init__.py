@@ -49,6 +49,7 @@ def to_json(data: Any) -> str:
 REGIONS = (
     ("docs/presets.md", "presets", "html", docs.presets_table),
     ("docs/presets.md", "preset-params", "html", docs.preset_params_table),
+    ("docs/presets.md", "preset-indexes", "html", docs.preset_indexes_table),
     ("examples/config.yaml", "presets", "yaml", docs.preset_names),
 )
 

@@ -85,6 +85,20 @@ def preset_params_table() -> str:
     return "\n".join(rows)
 
 
+def preset_indexes_table() -> str:
+    """docs/presets.md's table of the indexes `doctor` may suggest, per preset."""
+    rows = ["| preset | index | on | for |", "| --- | --- | --- | --- |"]
+    for preset in LIBRARY_PRESETS.values():
+        for block, served in preset.indexes.items():
+            text = preset.blocks[block]
+            on = text[text.index(" ON ") + 4 :].split("{schema}.", 1)[-1].rstrip().rstrip(";")
+            rows.append(
+                f"| `{preset.name}` | `{preset.index_name(block)}` | `{' '.join(on.split())}` "
+                f"| {', '.join(f'`{c}`' for c in served)} |"
+            )
+    return "\n".join(rows)
+
+
 def preset_names() -> str:
     """The examples' list of presets, as YAML comment lines."""
     names = [*TABLE_PRESETS, AUTO_PRESET, *LIBRARY_PRESETS]
