@@ -294,6 +294,9 @@ def print_presets(rows: list[dict[str, Any]]) -> None:
     print("\n== Presets: one collection cycle (median of 5; the first, a start's, apart) ==")
     print(f"{'preset':<34}{'jobs':>12}{'cycle':>12}{'first':>12}  per collector")
     for row in rows:
+        if "failed" in row:
+            print(f"{row['preset']:<34}{row['jobs']:>12,}  {row['failed']}")
+            continue
         per = ", ".join(f"{k} {v:.1f}" for k, v in row["per_collector_ms"].items())
         print(f"{row['preset']:<34}{row['jobs']:>12,}{row['cycle_ms']:>9.1f} ms"
               f"{row.get('first_cycle_ms', 0):>9.1f} ms  {per}")  # fmt: skip

@@ -195,9 +195,13 @@ def _measured(
     name: str, dsn: str, jobs: int, filled: float, label: str | None = None
 ) -> dict[str, Any]:
     first: list[float] = []
-    cycle, per = exporter_cycle_seconds(dsn, database=_database(name, dsn), first=first)
+    row: dict[str, Any] = {"preset": label or name, "jobs": jobs, "fill_s": round(filled, 1)}
+    try:
+        cycle, per = exporter_cycle_seconds(dsn, database=_database(name, dsn), first=first)
+    except RuntimeError as exc:  # a collector failed (at this size, its timeout): say so
+        print(f"preset {label or name}: {jobs:,} jobs, {exc}", flush=True)
+        return {**row, "failed": str(exc)}
     print(f"preset {label or name}: {jobs:,} jobs, cycle {cycle * 1000:.1f} ms "
           f"(the first, a start's: {first[0] * 1000:.1f} ms)", flush=True)  # fmt: skip
-    return {"preset": label or name, "jobs": jobs, "fill_s": round(filled, 1),
-            "cycle_ms": cycle * 1000, "first_cycle_ms": first[0] * 1000,
+    return {**row, "cycle_ms": cycle * 1000, "first_cycle_ms": first[0] * 1000,
             "per_collector_ms": {k: v * 1000 for k, v in per.items()}}  # fmt: skip

@@ -2,7 +2,7 @@
 
 Finished totals (done, failed, cancelled) are the exception: they are counted
 exactly each run only up to a small cap, and above it recounted exactly now and
-then, at most 1% of the time (``Recounts``); once every total is above the cap,
+then, at most 1% of the time or every 5 minutes (``Recounts``); once every total is above the cap,
 a run does not count them at all.
 
 An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
