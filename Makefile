@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-unit test-pg18 test-pg15 lint typecheck generate bench tools venv clean
+.PHONY: demo test test-unit test-pg18 test-pg18-e2e test-pg18-rest test-pg15 lint typecheck generate bench tools venv clean
 
 # (Re)create the virtualenv when it is missing or pyproject.toml changed.
 $(STAMP): pyproject.toml
@@ -40,6 +40,14 @@ test-unit: venv
 
 test-pg18: venv
 	$(BIN)/pytest
+
+# The suite on PostgreSQL 18 in two halves that make test runs side by side: the
+# end-to-end tests, which mostly wait on processes, and the rest.
+test-pg18-e2e: venv
+	$(BIN)/pytest tests/e2e --ignore=tests/e2e/test_library_presets.py
+
+test-pg18-rest: venv
+	$(BIN)/pytest -p no:cacheprovider tests/unit tests/integration tests/e2e/test_library_presets.py
 
 test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider tests/integration
