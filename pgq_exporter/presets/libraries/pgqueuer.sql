@@ -77,12 +77,18 @@ FROM unnest({queues}) AS q(queue);
 -- PgQueuer's own rule: a picked job whose heartbeat is older than
 -- {heartbeat_timeout} seconds is abandoned (a consumer with retry_timer picks it
 -- again). Retries are decided in Python: attempts left are unknown (NULL).
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.pgqueuer j
-        WHERE j.entrypoint = q.queue AND j.status = 'picked'
-          AND j.heartbeat < now() - make_interval(secs => {heartbeat_timeout})) AS stuck,
-       NULL::bigint AS exhausted
-FROM unnest({queues}) AS q(queue);
+-- One pass through the library's index of picked jobs by heartbeat: only the
+-- stale ones are read.
+WITH stale AS MATERIALIZED (
+    SELECT j.entrypoint, count(*) AS stuck
+    FROM {schema}.pgqueuer j
+    WHERE j.status = 'picked'
+      AND j.heartbeat < now() - make_interval(secs => {heartbeat_timeout})
+    GROUP BY j.entrypoint
+)
+SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN stale s ON s.entrypoint = q.queue;
 
 -- name: finished
 -- Log rows of jobs that ended successful, with an exception, or failed and held
