@@ -1,5 +1,6 @@
 """Laravel's database queue driver: jobs until they finish, failed ones in failed_jobs."""
 
+from pgq_exporter.catalogue import QUEUE_LATENCY, QUEUE_LEASES
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -13,4 +14,5 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "failed"),
     # A reservation this old is taken again (the connection's retry_after; default 90 s).
     params={"retry_after": Param(90.0, 1.0, WEEK, "the queue connection's `retry_after`")},
+    indexes={"index_ready": (QUEUE_LATENCY,), "index_reserved": (QUEUE_LEASES,)},
 )

@@ -19,21 +19,29 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- jobs exactly, through jobs_queue_index; failed_jobs up to {finished_cap} per
--- queue (it has no index on queue, so this reads it until the cap).
-WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at)
+-- jobs exactly, in one pass grouped by queue (reading each queue through
+-- jobs_queue_index, once per count, read the table several times over);
+-- failed_jobs up to {finished_cap} per queue (it has no index on queue, so
+-- this reads it until the cap).
+WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at),
+unfinished AS (
+    SELECT j.queue,
+           count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at <= n.at) AS ready,
+           count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at > n.at) AS delayed,
+           count(*) FILTER (WHERE j.reserved_at IS NOT NULL) AS processing
+    FROM {schema}.jobs j, now_unix n
+    GROUP BY j.queue
+)
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.jobs j, now_unix n
-        WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at <= n.at) AS ready,
-       (SELECT count(*) FROM {schema}.jobs j, now_unix n
-        WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at > n.at) AS delayed,
-       (SELECT count(*) FROM {schema}.jobs j
-        WHERE j.queue = q.queue AND j.reserved_at IS NOT NULL) AS processing,
+       coalesce(u.ready, 0) AS ready,
+       coalesce(u.delayed, 0) AS delayed,
+       coalesce(u.processing, 0) AS processing,
        NULL::bigint AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.failed_jobs f
             WHERE f.queue = q.queue LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue);
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN unfinished u ON u.queue = q.queue;
 
 -- name: totals
 -- The failed jobs per queue, uncapped, in one pass (for recounts).
@@ -55,9 +63,24 @@ FROM unnest({queues}) AS q(queue);
 -- taken again by the next worker that pops the queue (the connection's
 -- retry_after). How many tries a job has is in its payload: exhausted is
 -- unknown (NULL).
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.jobs j
-        WHERE j.queue = q.queue AND j.reserved_at IS NOT NULL
-          AND j.reserved_at <= extract(epoch FROM now())::bigint - {retry_after}) AS stuck,
-       NULL::bigint AS exhausted
-FROM unnest({queues}) AS q(queue);
+-- One pass over the reserved jobs.
+WITH stale AS MATERIALIZED (
+    SELECT j.queue, count(*) AS stuck
+    FROM {schema}.jobs j
+    WHERE j.reserved_at IS NOT NULL
+      AND j.reserved_at <= extract(epoch FROM now())::bigint - {retry_after}
+    GROUP BY j.queue
+)
+SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN stale s ON s.queue = q.queue;
+
+-- name: index_ready
+-- The oldest ready job of a queue from the first entry.
+CREATE INDEX CONCURRENTLY jobs_ready_available_at_index
+    ON {schema}.jobs (queue, available_at) WHERE reserved_at IS NULL;
+
+-- name: index_reserved
+-- The stuck rule without reading the jobs not reserved.
+CREATE INDEX CONCURRENTLY jobs_reserved_at_index
+    ON {schema}.jobs (reserved_at) INCLUDE (queue) WHERE reserved_at IS NOT NULL;
