@@ -130,7 +130,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     dsn = _dsn(args)
     choice = _doctor_layout(args)
-    slow = _non_negative_duration(args.slow, "--slow")
+    slow = parse_duration_flag(args.slow, "--slow", zero=True)
     with connection(dsn) as conn:
         layout = resolve(choice, conn, "--dsn").layout
         print(f"layout: {describe(layout)}")
@@ -319,27 +319,16 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _non_negative_duration(text: str, flag: str) -> float:
-    from pgq_exporter.config import parse_duration  # noqa: PLC0415
-
-    try:
-        seconds = parse_duration(text)
-    except ValueError:
-        raise UsageError(f'{flag}: expected a duration like "50ms", got {text!r}') from None
-    if seconds < 0:
-        raise UsageError(f"{flag}: must not be negative")
-    return seconds
-
-
-def parse_duration_flag(text: str, flag: str) -> float:
+def parse_duration_flag(text: str, flag: str, *, zero: bool = False) -> float:
+    """A duration flag in seconds, longer than 0 (or, with ``zero``, 0 too)."""
     from pgq_exporter.config import parse_duration  # noqa: PLC0415
 
     try:
         seconds = parse_duration(text)
     except ValueError:
         raise UsageError(f'{flag}: expected a duration like "30s" or "7d", got {text!r}') from None
-    if seconds <= 0:
-        raise UsageError(f"{flag}: must be longer than 0")
+    if seconds < 0 or (seconds == 0 and not zero):
+        raise UsageError(f"{flag}: must be {'0 or more' if zero else 'longer than 0'}")
     return seconds
 
 

@@ -158,8 +158,7 @@ def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[s
         params = {"schema": layout.schema, "name": layout.preset.index_name(block)}
         exists = conn.execute(query(_FILE, "index_exists"), params).fetchone()
         if not (exists and exists[0]):
-            lines = layout.preset.blocks[block].splitlines()
-            text = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+            text = layout.preset.index_statement(block)
             statement = sql.SQL(text).format(schema=sql.Identifier(layout.schema))
             missing.append(_one_line(conn, statement))
     return missing

@@ -2,8 +2,8 @@
 
 Finished totals (done, failed, cancelled) are the exception: they are counted
 exactly each run only up to a small cap, and above it recounted exactly now and
-then, at most 1% of the time or every 5 minutes (``Recounts``); once every total is above the cap,
-a run does not count them at all.
+then, at most 1% of the time or every 5 minutes (``Recounts``); once every total
+is above the cap, a run does not count them at all.
 
 An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
 count that reaches the bound is replaced by an estimate from a sample of the
@@ -53,8 +53,8 @@ def estimated(counted: int, estimate: float) -> Count:
 FINISHED_EXACT = 10_000
 RECOUNT_DUTY = 100.0
 RECOUNT_AT_MOST = 300.0
-# A recount's statements may run this long, or the collector's timeout if longer; at most
-# 1 / RECOUNT_DUTY of the time goes to them.
+# A recount's statements may run this long, or the collector's timeout if longer; the
+# recounts' schedule (above) bounds how often.
 RECOUNT_TIMEOUT = 60.0
 
 

@@ -90,7 +90,7 @@ def preset_indexes_table() -> str:
     rows = ["| preset | index | on | for |", "| --- | --- | --- | --- |"]
     for preset in LIBRARY_PRESETS.values():
         for block, served in preset.indexes.items():
-            text = preset.blocks[block]
+            text = preset.index_statement(block)
             on = text[text.index(" ON ") + 4 :].split("{schema}.", 1)[-1].rstrip().rstrip(";")
             rows.append(
                 f"| `{preset.name}` | `{preset.index_name(block)}` | `{' '.join(on.split())}` "

@@ -132,6 +132,11 @@ class LibraryPreset:
         """The index blocks that serve ``collector``'s reads."""
         return sorted(block for block, served in self.indexes.items() if collector in served)
 
+    def index_statement(self, block: str) -> str:
+        """An index block's CREATE INDEX statement, without its comment lines."""
+        lines = self.blocks[block].splitlines()
+        return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+
     def index_name(self, block: str) -> str:
         """The name an index block gives its index (each must name one: see check)."""
         found = _INDEX_NAME.search(self.blocks[block])
