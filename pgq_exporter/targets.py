@@ -124,6 +124,7 @@ class Target:
         self.error = ""  # why its layout is not known, when it is not
         self.slots: dict[str, Slot] = {}
         self._groups: list[tuple[Slot, ...]] = []
+        self._jobs: list[_GroupJob] = []  # each group's job on the scheduler
         self._carried = kept
         self.counts: Counter[tuple[str, str]] = kept.counts if kept else Counter()
         self.last_probe = time.monotonic()
@@ -176,8 +177,9 @@ class Target:
         if not self._prepare():
             return time.monotonic() + self._retry_every()
         assert self._scheduler is not None
-        for index in range(len(self._groups)):
-            self._scheduler.now(_GroupJob(self, index))
+        self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
+        for job in self._jobs:
+            self._scheduler.now(job)
         if not self._groups:
             self._render()
         return None
@@ -291,9 +293,32 @@ class Target:
         elif run.waited_for_server:
             self._note(SERVER_CONNECTIONS, DELAYED)
         if run.up is not None:
+            if run.up and self._connect_failures > 0:
+                self._run_backed_off_groups(due)
             self.up = run.up
             self._connect_failures = 0 if run.up else self._connect_failures + 1
         self._render(due)
+
+    def _run_backed_off_groups(self, ran: list[Slot]) -> None:
+        """The database answers again (to ``ran``): the other groups, if not running,
+        wait no longer for the retry their failures put off (up to BACKOFF_CAP). Each
+        gets a job due now, and the job it had is dropped when it comes due."""
+        if self._scheduler is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            resumed = []
+            for index, group in enumerate(self._groups):
+                busy = any(s.name in self._running or s in ran for s in group)
+                if index >= len(self._jobs) or busy:
+                    continue
+                for slot in group:
+                    slot.due = min(slot.due, now)
+                self._jobs[index].replaced = True
+                self._jobs[index] = _GroupJob(self, index)
+                resumed.append(self._jobs[index])
+        for job in resumed:
+            self._scheduler.now(job)
 
     def _note(self, limit: str, outcome: str) -> None:
         with self._lock:
@@ -413,10 +438,11 @@ class _Setup:
 class _GroupJob:
     target: Target
     index: int
+    replaced: bool = False  # by a job due sooner
 
     @property
     def cancelled(self) -> bool:
-        return self.target.stopped
+        return self.target.stopped or self.replaced
 
     def run(self, now: float, late: float) -> float | None:
         return self.target.run_group(self.index, now, late)

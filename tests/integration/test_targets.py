@@ -18,7 +18,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pgq_exporter.app import Exporter
 from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import parse_config
+from pgq_exporter.embedded import EmbeddedPostgres
 from pgq_exporter.probe import answer
+from pgq_exporter.queue.schema import apply_schema
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, probe, probe_status, value
 from tests.fake_postgres import Tarpit
@@ -268,3 +270,35 @@ def test_a_first_probe_waits_no_longer_than_the_scrape_allows() -> None:
             exporter.stop()
     assert reply.reason == "no collection within 1s"
     assert took < 5, took  # probe.wait alone would be 20 s
+
+
+def test_once_the_database_answers_again_no_group_waits_out_its_backoff() -> None:
+    """Failures in a row put a target's next tries off (up to 30 s); the first run that
+    reaches the database again brings its other groups' runs forward, so that no
+    collector serves the outage's failure for the rest of the backoff."""
+    with EmbeddedPostgres(prefix="pgq-backoff-", durable=False) as server:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            apply_schema(conn, "pgq")
+        exporter = _exporter(f"databases:\n  - name: main\n    dsn: {server.dsn!r}\n{FAST}")
+        exporter.start()
+        try:
+            wait_for(partial(_all_succeeded, exporter, "main"), "every collector to succeed",
+                     until=bool)  # fmt: skip
+            target = exporter.registry.running("main")
+            assert target is not None and len(target.slots) > 1
+
+            def furthest() -> float:
+                assert target is not None
+                return max(slot.due for slot in target.slots.values()) - time.monotonic()
+
+            server.pause()
+            wait_for(furthest, "failures to put a retry off by more than 4 s", timeout=60,
+                     until=lambda ahead: ahead > 4)  # fmt: skip
+            server.resume()
+            wait_for(lambda: target.up, "the database to answer again", timeout=60, until=bool,
+                     interval=0.01)  # fmt: skip
+            ahead = furthest()
+        finally:
+            exporter.stop()
+    # Every run is due within the interval (500 ms), none at the end of the backoff.
+    assert ahead <= 0.5, ahead
