@@ -4,6 +4,7 @@ is being collected, against the same scrapers while the exporter is idle."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -19,13 +20,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from bench.dataset import build
-from bench.serving import paced, wait_http
+from bench.serving import ProcessTree, paced, wait_http
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from pgq_exporter.ports import free_port
 from pgq_exporter.queue.admin import add_queue
@@ -86,9 +86,20 @@ def _exporter(
                 process.wait(timeout=60)
 
 
-def _get(url: str) -> tuple[bytes, str | None]:
-    with urllib.request.urlopen(url, timeout=60) as reply:
-        return reply.read(), reply.headers.get("X-Pgq-Probe-Reason")
+# The headers a Prometheus server scrapes with: OpenMetrics first, gzipped.
+PROMETHEUS = {
+    "Accept": "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3",
+    "Accept-Encoding": "gzip",
+}
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[bytes, str | None]:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        body = reply.read()
+        if reply.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        return body, reply.headers.get("X-Pgq-Probe-Reason")
 
 
 def _targets(port: int, expected: int) -> list[str]:
@@ -140,25 +151,23 @@ def one_fleet_run(dsn: str, names: list[str], limits: str, seconds: int) -> dict
         discovered = time.monotonic() - started
         _probe_all(port, found)
         first_full = time.monotonic() - started
-        proc = psutil.Process(process.pid)
-        before, most = proc.cpu_times(), _connections(dsn)
+        tree = ProcessTree(process.pid)
+        before, most = tree.cpu_seconds(), _connections(dsn)
         steady = time.monotonic()
         while time.monotonic() - steady < seconds:  # a probe of each target every 15 s
             tick = time.monotonic()
             _probe_all(port, found)
             most = max(most, _connections(dsn))
             time.sleep(max(0.0, 15 - (time.monotonic() - tick)))
-        after, elapsed = proc.cpu_times(), time.monotonic() - steady
+        cpu, elapsed = tree.cpu_seconds() - before, time.monotonic() - steady
         body, _ = _get(f"http://127.0.0.1:{port}/metrics")
         return {
             "databases": len(found),
             "discovered_s": round(discovered, 2),
             "first_full_collection_s": round(first_full, 2),
-            "rss_mb": round(proc.memory_info().rss / 2**20, 1),
-            "threads": proc.num_threads(),
-            "cpu_percent_of_core": round(
-                100 * ((after.user - before.user) + (after.system - before.system)) / elapsed, 1
-            ),
+            "rss_mb": round(tree.rss_bytes() / 2**20, 1),
+            "threads": tree.threads(),
+            "cpu_percent_of_core": round(100 * cpu / elapsed, 1),
             "connections_max": most,
             "dropped_runs": _sum_metric(body.decode(), "pgq_limit_dropped_total"),
         }
@@ -262,14 +271,14 @@ def probe_targets(
     names = [f"t{i:04d}" for i in range(targets)]
     with _exporter(config, source) as (port, process):
         wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
-        proc = psutil.Process(process.pid)
+        tree = ProcessTree(process.pid)
         started = time.monotonic()
         first = _probe_each(port, names)
         first_probes_s = time.monotonic() - started
-        before = proc.cpu_times()
+        before = tree.cpu_seconds()
         time.sleep(seconds)  # collection alone, at the default intervals
-        after = proc.cpu_times()
-        threads, rss = proc.num_threads(), proc.memory_info().rss
+        cpu = tree.cpu_seconds() - before
+        threads, rss = tree.threads(), tree.rss_bytes()
         paths = [f"/probe?target={name}" for name in names]
         url = f"http://127.0.0.1:{port}/"
         # Probers at a steady pace (PROBERS x 1/PROBE_EVERY a second: Prometheus's rate
@@ -284,7 +293,6 @@ def probe_targets(
             sigterm_s: float | None = round(time.monotonic() - stop_began, 2)
         except subprocess.TimeoutExpired:
             sigterm_s = None
-    cpu = (after.user - before.user) + (after.system - before.system)
     # Every collector of every target runs once per 15 s interval: a run's CPU cost is
     # the process's CPU over the runs made in the window.
     runs = targets * len(BUILTIN_COLLECTORS) * seconds / 15 - dropped
@@ -315,12 +323,12 @@ def _latencies(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _probe_each(port: int, names: list[str]) -> list[tuple[float, bool]]:
-    """Each target probed once, PROBERS at a time: (seconds, exact) each, exact when the
-    answer holds every queue's pending jobs as the database has them."""
+    """Each target probed once, PROBERS at a time, as Prometheus asks: (seconds, exact)
+    each, exact when the answer holds every queue's pending jobs as the database has them."""
 
     def one(name: str) -> tuple[float, bool]:
         began = time.monotonic()
-        body, reason = _get(f"http://127.0.0.1:{port}/probe?target={name}")
+        body, reason = _get(f"http://127.0.0.1:{port}/probe?target={name}", PROMETHEUS)
         took = time.monotonic() - began
         text = body.decode()
         exact = reason is None and all(

@@ -25,6 +25,25 @@ from pgq_exporter.ports import free_port
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 
 
+class ProcessTree:
+    """An exporter's processes: `serve` and the collecting process it forks."""
+
+    def __init__(self, pid: int) -> None:
+        self._root = psutil.Process(pid)
+
+    def _all(self) -> list[psutil.Process]:
+        return [self._root, *self._root.children(recursive=True)]
+
+    def cpu_seconds(self) -> float:
+        return float(sum(t.user + t.system for t in (p.cpu_times() for p in self._all())))
+
+    def threads(self) -> int:
+        return int(sum(p.num_threads() for p in self._all()))
+
+    def rss_bytes(self) -> int:
+        return int(sum(p.memory_info().rss for p in self._all()))
+
+
 def wait_http(url: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -155,16 +174,15 @@ def scrape_latency(dsn: str, seconds: int = 20) -> dict[str, Any]:
 
 def footprint(dsn: str, seconds: int = 60) -> dict[str, float]:
     with exporter_process(dsn, interval="15s") as (url, process):
-        proc = psutil.Process(process.pid)
+        tree = ProcessTree(process.pid)
         time.sleep(20)  # the first cycles, the window backfill
-        before = proc.cpu_times()
+        before = tree.cpu_seconds()
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             with urllib.request.urlopen(url, timeout=10) as response:  # a scrape every 15 s
                 response.read()
             time.sleep(15)
-        after = proc.cpu_times()
+        cpu = tree.cpu_seconds() - before
         elapsed = time.monotonic() - started
-        rss = proc.memory_info().rss
-    cpu = (after.user - before.user) + (after.system - before.system)
+        rss = tree.rss_bytes()
     return {"rss_mb": rss / 2**20, "cpu_percent_of_core": 100 * cpu / elapsed, "seconds": elapsed}

@@ -24,11 +24,19 @@ from pgq_exporter.config import Config, DatabaseConfig, DiscoverySource, load_co
 from pgq_exporter.connections import Connections
 from pgq_exporter.discovery import Discovery, DiscoveryJob
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Snapshot, merge, metric_specs, sample_lines
+from pgq_exporter.exposition import Form, Snapshot, merge, metric_specs, sample_lines
 from pgq_exporter.probe import module_target
 from pgq_exporter.probe_address import TargetSyntaxError
 from pgq_exporter.scheduler import Scheduler
-from pgq_exporter.targets import Origin, Registry, SweepJob, Target, TargetSpec
+from pgq_exporter.targets import (
+    Nowhere,
+    Origin,
+    Publisher,
+    Registry,
+    SweepJob,
+    Target,
+    TargetSpec,
+)
 
 log = logging.getLogger("pgq_exporter")
 
@@ -52,9 +60,12 @@ class CollectorStatus:
 
 
 class Exporter:
-    def __init__(self, config: Config, config_path: str | None = None) -> None:
+    def __init__(
+        self, config: Config, config_path: str | None = None, publisher: Publisher | None = None
+    ) -> None:
         self.config = config
         self.config_path = config_path
+        self._publisher = publisher or Nowhere()
         self._reloading = threading.Lock()
         self.reload_ok = True
         self.reload_time = time.time()
@@ -63,10 +74,11 @@ class Exporter:
         self.scheduler = Scheduler(config.limits.collections)
         self._renderer = _Renderer(self)
         self.registry = Registry(config, self.scheduler, self.connections, self.specs,
-                                 self._renderer.changed)  # fmt: skip
+                                 self._renderer.changed, publisher=self._publisher)  # fmt: skip
         self.discovery = Discovery(config.discover, self._discovered)
         self._discovery_jobs: list[DiscoveryJob] = []
         self._snapshot = Snapshot([])
+        self._forms: frozenset[Form] = frozenset()  # asked for: see Target.want
         self._ready = False
         self.registry.start_static()
         self.refresh()
@@ -196,8 +208,21 @@ class Exporter:
         ready = all(_ready(target) for target in static)
         parts = [part for target in static for part in target.lines()]
         parts.append(sample_lines(self._specs, "", self._samples()))
-        self._snapshot = Snapshot(merge(self._specs, parts), self._snapshot.forms)
+        self._snapshot = Snapshot(merge(self._specs, parts), self._forms)
         self._ready = ready
+        self.publish_metrics()
+
+    def want(self, form: Form) -> None:
+        """A scraper asks for /metrics in ``form``: the snapshot has it, every later one
+        too, and the publisher is told."""
+        if form not in self._forms:
+            self._forms = self._forms | {form}
+            self._snapshot.body(openmetrics=form[0], gzipped=form[1])
+            self.publish_metrics()
+
+    def publish_metrics(self) -> None:
+        """/metrics as rendered so far, to the publisher."""
+        self._publisher.metrics(self._snapshot.rendered(), self._ready)
 
     def _samples(self) -> Iterator[AnySample]:
         """The exporter's own samples."""

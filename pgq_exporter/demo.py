@@ -51,6 +51,7 @@ from pgq_exporter.queue.reaper import reap_forever
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 from pgq_exporter.server import ExporterServer
+from pgq_exporter.service import LocalService
 from pgq_exporter.webconfig import WebConfigFile
 
 DEMO_QUEUES = ("email", "reports", "webhooks")
@@ -263,7 +264,7 @@ def run_demo(args: argparse.Namespace) -> int:
         _prepare(dsn, schema)
         exporter = Exporter(_demo_config(dsn))
         try:
-            server = ExporterServer((host, port), exporter, WebConfigFile(None))
+            server = ExporterServer((host, port), LocalService(exporter), WebConfigFile(None))
         except OSError as exc:
             raise PgqError(f"cannot listen on {args.listen_address}: {exc.strerror}; "
                            "pass --web.listen-address") from None  # fmt: skip

@@ -161,16 +161,23 @@ def render(metrics: list[Family], *, openmetrics: bool = False) -> bytes:
     return "".join(parts).encode()
 
 
+# A snapshot is gzipped after every run of its target: on the 30 kB exposition of a
+# target with three queues, level 1 took 69 us and level 6 (the default) 267 us, for a
+# body 16% larger (4.9 kB against 4.2 kB).
+GZIP_LEVEL = 1
 Form = tuple[bool, bool]  # (OpenMetrics, gzipped)
 TEXT_FORM: Form = (False, False)
 
 
+def content_type(form: Form) -> str:
+    return OPENMETRICS if form[0] else TEXT
+
+
 class Snapshot:
     """One rendering of the samples, in each form a scraper may ask for: the text
-    format or OpenMetrics, plain or gzipped. The forms scrapers asked of the previous
-    snapshot (``forms``) are made here, by the job that renders after a collection,
-    so that a scrape only writes bytes out; a form asked for the first time is made by
-    that first request, once."""
+    format or OpenMetrics, plain or gzipped. The forms scrapers asked for so far
+    (``forms``) are made here, by the job that renders after a collection, so that a
+    scrape only writes bytes out; another form is made when first asked for, once."""
 
     def __init__(self, metrics: list[Family], forms: Iterable[Form] = ()) -> None:
         self._metrics = metrics
@@ -184,10 +191,9 @@ class Snapshot:
         """The text format, plain."""
         return self.body(openmetrics=False, gzipped=False)[0]
 
-    @property
-    def forms(self) -> frozenset[Form]:
-        """The forms made so far: the next snapshot makes them up front."""
-        return frozenset(self._forms)
+    def rendered(self) -> dict[Form, bytes]:
+        """The forms made so far, each as it is served."""
+        return dict(self._forms)
 
     def body(self, *, openmetrics: bool, gzipped: bool) -> tuple[bytes, str]:
         """The body and its content type."""
@@ -197,13 +203,13 @@ class Snapshot:
             with self._lock:
                 body = self._forms.get(form) or self._render(form)
                 self._forms[form] = body
-        return body, OPENMETRICS if openmetrics else TEXT
+        return body, content_type(form)
 
     def _render(self, form: Form) -> bytes:
         openmetrics, gzipped = form
         if gzipped:
             plain = self._forms.get((openmetrics, False)) or self._render((openmetrics, False))
-            return gzip.compress(plain, compresslevel=6)
+            return gzip.compress(plain, compresslevel=GZIP_LEVEL)
         return render(self._metrics, openmetrics=openmetrics)
 
 

@@ -29,6 +29,7 @@ from pgq_exporter.probe_address import TargetSyntaxError, parse_target
 from pgq_exporter.redaction import scrub
 from pgq_exporter.targets import (
     Origin,
+    ProbeKey,
     Registry,
     Target,
     TargetSpec,
@@ -69,6 +70,22 @@ class Answer:
     snapshot: Snapshot | None = None  # served in the form the scraper asks for
     text: str = ""  # otherwise, a plain-text body
     reason: str | None = None  # why the snapshot says pgq_up 0
+    target: Target | None = None  # the target probed, when it runs
+
+
+def cache_key(params: dict[str, list[str]]) -> ProbeKey | None:
+    """The target a plain probe names, as the registry keys it (targets.probe_key), so
+    that it can be answered from the target's published snapshot; None for a probe that
+    must reach the registry (a malformed one, or one asking for debug)."""
+    names, modules = params.get("target", []), params.get("auth_module", [])
+    if len(names) != 1 or len(modules) > 1 or "debug" in params:
+        return None
+    if not modules:
+        return ("", names[0])
+    try:
+        return (modules[0], str(parse_target(names[0])))
+    except TargetSyntaxError:
+        return None
 
 
 def deadline(config: Config, scrape_timeout: str | None) -> float:
@@ -96,7 +113,7 @@ def answer(
         return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait))
     if not collected:
         return Answer(HTTPStatus.OK, _down(started.name), reason=f"no collection within {wait:g}s")
-    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason())
+    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason(), target=started)
 
 
 def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> Target | Answer:

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import select
 import signal
 import socket
-import sys
+import time
 from types import FrameType
 
-from pgq_exporter.app import Exporter
+from pgq_exporter import collecting
+from pgq_exporter.channel import Channel
 from pgq_exporter.checks import check_custom_sql
 from pgq_exporter.config import Config, DatabaseConfig, load_config, split_address
 from pgq_exporter.errors import PgqError, UsageError
+from pgq_exporter.front import RemoteService
 from pgq_exporter.logsetup import setup_logging
 from pgq_exporter.server import ExporterServer
 from pgq_exporter.webconfig import WebConfigFile
@@ -44,10 +47,9 @@ def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
     return dataclasses.replace(config, web=web, log=log_settings)
 
 
-# A thread that wants the interpreter waits up to this long for one that computes
-# (rendering, reading results) to let go of it: a scrape's tail latency while collecting.
-# Python's default is 5 ms.
-SWITCH_INTERVAL = 0.0005
+# At shutdown, the collecting process gets this long to stop its targets (it cancels
+# their queries, gives their runs 2 s and closes the connections) before it is killed.
+COLLECTING_STOP_WAIT = 4.0
 
 
 class SignalPipe:
@@ -85,19 +87,23 @@ def _record_only(signum: int, frame: FrameType | None) -> None:
 
 
 def serve(args: argparse.Namespace, default_dsn: str) -> int:
-    sys.setswitchinterval(SWITCH_INTERVAL)
+    """Serve HTTP in this process and collect in a child process (collecting.py says
+    why); the child is forked before any thread starts, and stopped before this exits."""
     config = resolve_config(args, default_dsn)
     setup_logging(config.log.format, config.log.level)
     web = WebConfigFile(config.web.config_file)
     check_custom_sql(config)
-    exporter = Exporter(config, config_path=args.config)
     host, port = split_address(config.web.listen_address)
+    ours, theirs = socket.socketpair()
+    service = RemoteService(Channel(ours))
     try:
-        server = ExporterServer((host, port), exporter, web, lifecycle=args.enable_lifecycle)
+        server = ExporterServer((host, port), service, web, lifecycle=args.enable_lifecycle)
     except OSError as exc:
         raise PgqError(f"cannot listen on {config.web.listen_address}: {exc.strerror}") from None
-    signals = SignalPipe((signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-    exporter.start()
+    child = collecting.start(config, args.config, theirs, inherited=[server.socket, ours])
+    theirs.close()
+    signals = SignalPipe((signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD))
+    service.start()
     server.serve_in_thread()
     scheme = "https" if config.web.config_file and web.current().tls else "http"
     log.info(
@@ -107,13 +113,44 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
             "databases": len(config.databases),
         },
     )
-    while True:
+    code = 0
+    while (status := _ended(child)) is None:
         received = signals.wait()
         if received & {signal.SIGTERM, signal.SIGINT}:
             break
         if signal.SIGHUP in received:
-            exporter.reload()  # SIGHUPs that came meanwhile wait in the pipe: one more reload
+            service.reload_soon()  # SIGHUPs that came meanwhile wait in the pipe: one more
+    else:
+        log.error("the collecting process ended", extra={"status": status})
+        code = 1
     log.info("shutting down")
     server.shutdown()
-    exporter.stop()
-    return 0
+    service.stop()
+    if code == 0:
+        _reap(child, COLLECTING_STOP_WAIT)
+    return code
+
+
+def _ended(pid: int) -> str | None:
+    """How the child ended, if it has: its exit code or the signal that ended it."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return "gone"
+    if not done:
+        return None
+    if os.WIFSIGNALED(status):
+        return signal.Signals(os.WTERMSIG(status)).name
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _reap(pid: int, wait: float) -> None:
+    """Wait up to ``wait`` seconds for the child to end, then kill it."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        if _ended(pid) is not None:
+            return
+        time.sleep(0.05)
+    log.warning("the collecting process did not stop in time; killed")
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import logging
 import resource
@@ -17,11 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from pgq_exporter import __version__
-from pgq_exporter.app import Exporter
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Snapshot
-from pgq_exporter.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER, answer
+from pgq_exporter.exposition import Form, content_type
+from pgq_exporter.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER
 from pgq_exporter.redaction import scrub
+from pgq_exporter.service import Service, ServiceUnavailableError
 from pgq_exporter.webconfig import WebConfigFile
 
 log = logging.getLogger("pgq_exporter.http")
@@ -46,13 +45,13 @@ class ExporterServer(ThreadingHTTPServer):
     def __init__(
         self,
         address: tuple[str, int],
-        exporter: Exporter,
+        service: Service,
         web: WebConfigFile,
         *,
         lifecycle: bool = False,
     ) -> None:
         super().__init__(address, Handler)
-        self.exporter = exporter
+        self.service = service
         self.web = web
         self.lifecycle = lifecycle
         self.max_connections = connection_cap()
@@ -231,56 +230,63 @@ class Handler(BaseHTTPRequestHandler):
         # HEALTHCHECK can ask; they say "ok" or "ready" and nothing else.
         if path not in UNAUTHENTICATED and not self._authorised():
             return
-        exporter = self.server.exporter
+        try:
+            self._get(path, self.server.service)
+        except ServiceUnavailableError as exc:
+            self._send(HTTPStatus.SERVICE_UNAVAILABLE, f"{exc}\n".encode())
+
+    def _get(self, path: str, service: Service) -> None:
         if path == "/metrics":
-            self._send_metrics(exporter)
+            self._send_body(HTTPStatus.OK, service.metrics(self._form()))
         elif path == "/probe":
-            self._send_probe(exporter)
+            self._send_probe(service)
         elif path == "/targets":
-            body = json.dumps(http_sd_targets(exporter), indent=1).encode()
+            body = json.dumps(service.targets(), indent=1).encode()
             self._send(HTTPStatus.OK, body, "application/json")
         elif path == "/healthz":
             self._send(HTTPStatus.OK, b"ok\n")
         elif path == "/readyz":
-            if exporter.ready:
+            if service.ready:
                 self._send(HTTPStatus.OK, b"ready\n")
             else:
                 self._send(HTTPStatus.SERVICE_UNAVAILABLE, b"no successful collection yet\n")
         elif path == "/":
-            self._send(HTTPStatus.OK, landing_page(exporter).encode(), "text/html; charset=utf-8")
+            self._send(HTTPStatus.OK, service.landing().encode(), "text/html; charset=utf-8")
         else:
             self._send(HTTPStatus.NOT_FOUND, b"not found\n")
 
     def do_HEAD(self) -> None:
         self.do_GET()
 
-    def _send_metrics(self, exporter: Exporter) -> None:
-        self._send_snapshot(exporter.snapshot)
+    def _form(self) -> Form:
+        """The form of a snapshot the scraper asks for: (OpenMetrics, gzipped)."""
+        return (accepts(self.headers.get("Accept", ""), "application/openmetrics-text"),
+                accepts(self.headers.get("Accept-Encoding", ""), "gzip"))  # fmt: skip
 
-    def _send_snapshot(self, snapshot: Snapshot, extra: dict[str, str] | None = None) -> None:
-        openmetrics = accepts(self.headers.get("Accept", ""), "application/openmetrics-text")
-        gzipped = accepts(self.headers.get("Accept-Encoding", ""), "gzip")
-        body, content_type = snapshot.body(openmetrics=openmetrics, gzipped=gzipped)
+    def _send_body(
+        self, status: HTTPStatus, body: bytes, extra: dict[str, str] | None = None
+    ) -> None:
+        """A snapshot's body, in the form _form() asked for."""
+        form = self._form()
         # Either form may be served from the same URL: caches must key on both headers.
         headers = {**(extra or {}), "Vary": "Accept-Encoding, Accept"}
-        if gzipped:
+        if form[1]:
             headers["Content-Encoding"] = "gzip"
-        self._send(HTTPStatus.OK, body, content_type, headers, scrubbed=False)
+        self._send(status, body, content_type(form), headers, scrubbed=False)
 
-    def _send_probe(self, exporter: Exporter) -> None:
+    def _send_probe(self, service: Service) -> None:
         """/probe?target=NAME: a listed or discovered target's metrics, collected while
         probed; /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME: a database Prometheus
         names, reached with the module's credentials (see probe.py)."""
         params = urllib.parse.parse_qs(self.path.partition("?")[2])
-        reply = answer(exporter.registry, exporter.config, params,
-                       self.headers.get(SCRAPE_TIMEOUT_HEADER))  # fmt: skip
-        if reply.snapshot is None:
+        reply = service.probe(params, self.headers.get(SCRAPE_TIMEOUT_HEADER), self._form())
+        if reply.body is None:
             self._send(reply.status, reply.text.encode())
             return
         # Why a target serves pgq_up 0: the class of failure only. libpq's own words
         # name the user and the address a name resolved to; they go to the log.
         extra = {REASON_HEADER: failure_class(reply.reason)} if reply.reason else None
-        self._send_snapshot(reply.snapshot, extra)
+        self._send_body(reply.status, reply.body, extra)
 
     def do_POST(self) -> None:
         if not self._authorised():
@@ -294,7 +300,10 @@ class Handler(BaseHTTPRequestHandler):
                 b"the lifecycle API is off; start with --web.enable-lifecycle\n",
             )
             return
-        ok, message = self.server.exporter.reload()
+        try:
+            ok, message = self.server.service.reload()
+        except ServiceUnavailableError as exc:
+            ok, message = False, str(exc)
         status = HTTPStatus.OK if ok else HTTPStatus.INTERNAL_SERVER_ERROR
         self._send(status, f"{message}\n".encode())
 
@@ -387,44 +396,3 @@ def failure_class(reason: str) -> str:
         if any(word in lowered for word in words):
             return name
     return "cannot connect or collect"
-
-
-def http_sd_targets(exporter: Exporter) -> list[dict[str, Any]]:
-    """The probe targets, listed and discovered, in Prometheus's http_sd format: one
-    group per source, its name in __meta_pgq_source for relabelling."""
-    groups: dict[str, list[str]] = {}
-    for spec in exporter.registry.known():
-        groups.setdefault(spec.source or "targets", []).append(spec.name)
-    return [
-        {"targets": sorted(names), "labels": {"__meta_pgq_source": source}}
-        for source, names in sorted(groups.items())
-    ]
-
-
-def landing_page(exporter: Exporter) -> str:
-    now = time.time()
-    rows = []
-    for status in exporter.statuses():
-        age = f"{now - status.last_success:.0f}s ago" if status.last_success else "never"
-        state = "ok" if status.success else html.escape(status.error or "failed")
-        rows.append(
-            f"<tr><td>{html.escape(status.database)}</td><td>{status.collector}</td>"
-            f"<td>{state}</td><td>{age}</td></tr>"
-        )
-    databases = "".join(
-        f"<li>{html.escape(name)}: {_up_word(up)}</li>"
-        for name, up in exporter.database_up().items()
-    )
-    return (
-        "<!doctype html><html><head><title>pgq-exporter</title></head><body>"
-        f"<h1>pgq-exporter {__version__}</h1>"
-        '<p><a href="/metrics">Metrics</a> · <a href="/healthz">Health</a> · '
-        '<a href="/readyz">Readiness</a> · <a href="/targets">Probe targets</a></p>'
-        f"<h2>Databases</h2><ul>{databases}</ul>"
-        "<h2>Collectors</h2><table><tr><th>database</th><th>collector</th><th>status</th>"
-        f"<th>last success</th></tr>{''.join(rows)}</table></body></html>"
-    )
-
-
-def _up_word(up: bool | None) -> str:
-    return "not connected yet" if up is None else "up" if up else "down"

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Protocol
 
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.collection import CollectorState, GroupRun, Outcome, Slot, due_in, groups
@@ -37,7 +38,7 @@ from pgq_exporter.connections import (
     ConnectionUnavailableError,
 )
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Lines, Snapshot, merge, sample_lines
+from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
 from pgq_exporter.layout import needs_catalog, resolve
 from pgq_exporter.scheduler import Scheduler
 
@@ -79,6 +80,41 @@ class TargetSpec:
         return self.origin is Origin.STATIC
 
 
+# How a probe names a target: (the auth module or "", the target's name).
+ProbeKey = tuple[str, str]
+
+
+def probe_key(spec: TargetSpec) -> ProbeKey:
+    return (spec.source if spec.origin is Origin.MODULE else "", spec.name)
+
+
+class Publisher(Protocol):
+    """Where the snapshots go besides the registry: in `pgq-exporter serve`, to the
+    serving process, which answers probes and /metrics from them (see front.py)."""
+
+    def target(self, key: ProbeKey, forms: dict[Form, bytes], reason: str | None) -> None:
+        """A probe target's snapshot, in the forms rendered so far."""
+
+    def gone(self, key: ProbeKey) -> None:
+        """The target stopped: a probe must start it again."""
+
+    def metrics(self, forms: dict[Form, bytes], ready: bool) -> None:
+        """The snapshot of /metrics, and readiness with it."""
+
+
+class Nowhere:
+    """The publisher of an exporter that serves in its own process."""
+
+    def target(self, key: ProbeKey, forms: dict[Form, bytes], reason: str | None) -> None:
+        pass
+
+    def gone(self, key: ProbeKey) -> None:
+        pass
+
+    def metrics(self, forms: dict[Form, bytes], ready: bool) -> None:
+        pass
+
+
 def plan_key(config: Config, spec: TargetSpec) -> tuple[object, ...]:
     """What a target's running depends on: equal keys, and a reload leaves it alone."""
     customs = tuple(c for c in config.custom if not c.databases or spec.name in c.databases)
@@ -97,12 +133,14 @@ class Target:
         connections: Connections,
         *,
         previous: Target | None = None,
-        on_render: Callable[[], None] | None = None,
+        on_render: Callable[[Target], None] | None = None,
+        on_stop: Callable[[Target], None] | None = None,
         cap_log: CapLog | None = None,
     ) -> None:
         self.spec = spec
         self._cap_log = cap_log or CapLog()
         self._on_render = on_render
+        self._on_stop = on_stop
         self.config = config
         self._specs = specs
         self._connections = connections
@@ -131,6 +169,8 @@ class Target:
         self.stopped = False
         self.first_collection = threading.Event()  # whole, or failed to connect
         self.snapshot = Snapshot([])
+        # The forms scrapers asked for: every snapshot is rendered in them up front.
+        self.forms: frozenset[Form] = kept.forms if kept else frozenset()
         self._lock = threading.Lock()
         self._render_lock = threading.Lock()
         self._running: set[str] = set()  # slots whose run is in progress
@@ -163,6 +203,8 @@ class Target:
             self.stopped = True
         if self._attached:
             self._connections.detach(self.spec.database.dsn)
+        if self._on_stop is not None:
+            self._on_stop(self)
 
     def touch(self) -> None:
         self.last_probe = time.monotonic()
@@ -286,8 +328,12 @@ class Target:
             run = GroupRun(ctx, self._connections, due)
             outcome = run.run()
         finally:
+            for slot in due:
+                slot.lines = None  # made again from the new samples by the next render
             with self._lock:
                 self._running.difference_update(slot.name for slot in due)
+                # Groups of one target that run at once render once, when the last ends.
+                last = not self._running
         if outcome == Outcome.DROPPED:
             self._note(SERVER_CONNECTIONS, DROPPED)
         elif run.waited_for_server:
@@ -297,7 +343,8 @@ class Target:
                 self._run_backed_off_groups(due)
             self.up = run.up
             self._connect_failures = 0 if run.up else self._connect_failures + 1
-        self._render(due)
+        if last:
+            self._render()
 
     def _run_backed_off_groups(self, ran: list[Slot]) -> None:
         """The database answers again (to ``ran``): the other groups, if not running,
@@ -326,6 +373,12 @@ class Target:
         self._cap_log.note(self.name, limit, outcome)
 
     # -- what it serves -------------------------------------------------------------
+    def want(self, form: Form) -> None:
+        """A scraper asks for ``form``: the snapshot has it, and every later one too."""
+        if form not in self.forms:
+            self.forms = self.forms | {form}
+            self.snapshot.body(openmetrics=form[0], gzipped=form[1])
+
     def running(self) -> set[str]:
         with self._lock:
             return set(self._running)
@@ -361,19 +414,16 @@ class Target:
             parts.append(slot.lines)
         return parts
 
-    def _render(self, ran: Iterable[Slot] = ()) -> None:
-        """A new snapshot from every collector's last samples, ``ran``'s lines made again.
-        Two groups may end at once: renders take turns, so the last one reads both, and
-        the first collection is whole (every collector has run once) only in a snapshot
-        that shows it."""
+    def _render(self) -> None:
+        """A new snapshot from every collector's last samples (the lines of those that ran
+        since are made again). Renders take turns, and the first collection is whole
+        (every collector has run once) only in a snapshot that shows it."""
         with self._render_lock:
-            for slot in ran:
-                slot.lines = None
-            self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.snapshot.forms)
+            self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
             if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
                 self.first_collection.set()
         if self._on_render is not None:
-            self._on_render()
+            self._on_render(self)
 
 
 def _slot_samples(slot: Slot) -> Iterator[AnySample]:
@@ -490,6 +540,8 @@ class Registry:
         connections: Connections,
         specs: Callable[[], dict[str, MetricSpec]],
         on_static_change: Callable[[], None] = lambda: None,
+        *,
+        publisher: Publisher | None = None,
     ) -> None:
         self.config = config
         self._scheduler = scheduler
@@ -502,6 +554,10 @@ class Registry:
         self.refused = 0  # probes of a new target refused past probe.max_targets
         # Called after each render of a static target (its series are on /metrics).
         self._on_static_change = on_static_change
+        self._publisher = publisher or Nowhere()
+        # A target's last snapshot is published, and its end, in the order they happen:
+        # a render that ends after its target stopped publishes nothing.
+        self._publishing = threading.Lock()
 
     # -- reading ------------------------------------------------------------------
     def static(self) -> list[Target]:
@@ -559,10 +615,39 @@ class Registry:
     def _new(self, spec: TargetSpec, previous: Target | None = None) -> Target:
         """A target, registered (lock held); started by the caller."""
         target = Target(spec, self.config, self._specs, self._connections, previous=previous,
-                        on_render=self._on_static_change if spec.always else None,
+                        on_render=self._rendered, on_stop=self._stopped,
                         cap_log=self._cap_log)  # fmt: skip
         self._running[spec.name] = target
         return target
+
+    def _rendered(self, target: Target) -> None:
+        if target.spec.always:
+            self._on_static_change()
+        else:
+            self.publish(target)
+
+    def publish(self, target: Target) -> None:
+        """A probe target's snapshot, once its first collection is whole, to the
+        publisher (again after a probe asked for a form it had not rendered yet)."""
+        if target.spec.always or not target.first_collection.is_set():
+            return
+        with self._publishing:
+            if not target.stopped:
+                self._publisher.target(probe_key(target.spec), target.snapshot.rendered(),
+                                       target.reason())  # fmt: skip
+
+    def _stopped(self, target: Target) -> None:
+        if not target.spec.always:
+            with self._publishing:
+                self._publisher.gone(probe_key(target.spec))
+
+    def touch(self, keys: Iterable[ProbeKey]) -> None:
+        """The targets of ``keys`` were probed (answered from a published snapshot)."""
+        with self._lock:
+            for key in keys:
+                target = self._running.get(key[1])
+                if target is not None and probe_key(target.spec) == key:
+                    target.touch()
 
     def _start(self, spec: TargetSpec, previous: Target | None = None) -> None:
         with self._lock:

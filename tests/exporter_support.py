@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from pgq_exporter.app import Exporter
@@ -151,6 +152,21 @@ class ExporterProcess:
 
     def logs(self) -> str:
         return self.log_path.read_text()
+
+    def processes(self) -> list[psutil.Process]:
+        """Its processes: `serve`, which answers HTTP, and the collecting process it forks."""
+        assert self.process is not None
+        root = psutil.Process(self.process.pid)
+        return [root, *root.children(recursive=True)]
+
+    @property
+    def collecting(self) -> psutil.Process:
+        [child] = self.processes()[1:]
+        return child
+
+    def threads(self) -> int:
+        """Threads in all its processes."""
+        return sum(process.num_threads() for process in self.processes())
 
     def signal(self, signum: int) -> None:
         assert self.process is not None

@@ -9,7 +9,6 @@ import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess
@@ -29,12 +28,6 @@ def _probe(exporter: ExporterProcess, target: str) -> tuple[float, str | None]:
         return time.monotonic() - began, response.headers.get("X-Pgq-Probe-Reason")
 
 
-def _threads(exporter: ExporterProcess) -> int:
-    assert exporter.process is not None
-    status = Path(f"/proc/{exporter.process.pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("Threads")))
-
-
 def test_threads_do_not_grow_with_targets_and_sigterm_ends_300_in_5_s(
     db: Database,
 ) -> None:
@@ -49,13 +42,13 @@ def test_threads_do_not_grow_with_targets_and_sigterm_ends_300_in_5_s(
 
         names = [f"t{i:03d}" for i in range(TARGETS)]
         probed(names[:10])
-        few = _threads(exporter)
+        few = exporter.threads()
         probed(names[10:])
         # Beside the process's own and the HTTP server's (one per open connection, gone
         # with it), only the scheduler's workers, which grow with the runs due at once
         # up to limits.collections (8), never with the targets.
         bound = few + COLLECTIONS - 1
-        many = wait_for(lambda: _threads(exporter), f"at most {bound} threads at 300 targets",
+        many = wait_for(exporter.threads, f"at most {bound} threads at 300 targets",
                         until=lambda n: n <= bound)  # fmt: skip
         began = time.monotonic()
         exporter.signal(signal.SIGTERM)

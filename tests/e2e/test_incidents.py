@@ -172,20 +172,17 @@ def test_connections_to_a_server_that_never_answers_are_closed_not_left_to_gc() 
     when it fails, so the exporter holds no more of them than its targets have lanes.
     Four targets share the tarpit so that twenty attempts, more than all their lanes,
     come within the first tries of each, before a target's backoff spaces them out."""
-    import psutil  # noqa: PLC0415
-
     with Tarpit() as tarpit:
         dsn = f"host=127.0.0.1 port={tarpit.port} dbname=x user=u connect_timeout=1"
         entries = "".join(f"  - name: t{n}\n    dsn: {dsn!r}\n" for n in range(TARPIT_TARGETS))
         config = f"databases:\n{entries}collectors:\n  defaults: {{interval: 1s, timeout: 1s}}\n"
         with ExporterProcess(config) as exporter:
-            assert exporter.process is not None
-            process = psutil.Process(exporter.process.pid)
+            processes = exporter.processes()
             most = 0
 
             def attempts() -> int:
                 nonlocal most
-                open_now = [c for c in process.net_connections("tcp")
+                open_now = [c for process in processes for c in process.net_connections("tcp")
                             if c.raddr and c.raddr.port == tarpit.port]  # fmt: skip
                 most = max(most, len(open_now))
                 return tarpit.accepted

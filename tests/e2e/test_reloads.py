@@ -10,7 +10,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from functools import partial
-from pathlib import Path
 
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
@@ -18,13 +17,6 @@ from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
 LIFECYCLE = ("--web.enable-lifecycle",)
-
-
-def _threads(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    raise AssertionError("no thread count")
 
 
 def _connections(db: Database) -> int:
@@ -51,7 +43,7 @@ def test_concurrent_reloads_leak_no_thread_and_no_connection(db: Database) -> No
     with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
         assert exporter.process is not None
         exporter.wait_until(_queue_series)
-        threads = _threads(exporter.process.pid)
+        threads = exporter.threads()
         for _ in range(3):
             with ThreadPoolExecutor(20) as pool:
                 statuses = list(
@@ -60,7 +52,7 @@ def test_concurrent_reloads_leak_no_thread_and_no_connection(db: Database) -> No
             assert statuses == [200] * 20
         exporter.wait_until(_queue_series)
         # A reload waits for the previous scheduler's threads and closes its connections.
-        assert _threads(exporter.process.pid) <= threads + 2
+        assert exporter.threads() <= threads + 2
         assert _connections(db) <= 2  # the queue lane and the catalog lane
 
 

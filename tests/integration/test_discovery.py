@@ -11,7 +11,7 @@ import pytest
 from pgq_exporter.app import Exporter
 from pgq_exporter.checks import check_discovery
 from pgq_exporter.config import SchemaMapping, parse_config
-from pgq_exporter.server import http_sd_targets
+from pgq_exporter.service import http_sd_targets
 from pgq_exporter.yamlpos import ConfigError
 from tests.exporter_support import parse_samples, probe, value
 from tests.seed_support import SEED_TABLE

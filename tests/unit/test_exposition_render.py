@@ -88,13 +88,14 @@ def test_both_formats_match_prometheus_client(seed: int) -> None:
     assert render(ours, openmetrics=True) == generate_openmetrics(registry)  # type: ignore[no-untyped-call]
 
 
-def test_a_snapshot_serves_each_form_and_makes_up_front_those_asked_before() -> None:
+def test_a_snapshot_serves_each_form_and_makes_up_front_those_asked_for() -> None:
     specs = {spec.name: spec for spec in CATALOGUE}
     metrics = families(specs, [("main", Sample("pgq_up", (), 1.0))])
     first = Snapshot(metrics)
-    assert first.forms == frozenset()
+    assert first.rendered() == {}
     body, kind = first.body(openmetrics=True, gzipped=True)
     assert kind.startswith("application/openmetrics-text") and body[:2] == b"\x1f\x8b"
-    second = Snapshot(metrics, first.forms)
-    assert second.forms == {(True, True)}  # made before any request
+    assert set(first.rendered()) == {(True, True)}
+    second = Snapshot(metrics, {(True, True)})
+    assert second.rendered()[(True, True)] == body  # made before any request
     assert b'pgq_up{database="main"} 1.0' in second.text
