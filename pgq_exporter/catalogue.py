@@ -118,22 +118,25 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "exact at any size (its queue_counts table); elsewhere exact up to "
                "exact_count_limit (default 1,000,000) per queue and status, and above it an "
                "estimate from a sample of the table as it is now, never below the limit + 1: see "
-               "pgq_queue_count_approximate. Elsewhere, done, failed and cancelled are exact up "
-               "to 10,000, and above it the last exact recount (made again once the time since "
-               "the last is 100 times what it cost, at most every 5 minutes), marked "
-               "approximate; they leave the table with archiving. "
+               "pgq_queue_count_approximate. Elsewhere, done, failed and cancelled, and on a "
+               "library preset every status, are exact up to 10,000, and above it the last "
+               "exact recount, marked approximate (made again when the rows written since may "
+               "have moved it by 4%, and at least every 5 minutes); done and failed leave the "
+               "table with archiving. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
                "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "
-               "exact_count_limit; see pgq_queue_count_approximate.",
+               "exact_count_limit (10,000 on a library preset); see "
+               "pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_delayed_jobs", G,
                "Pending jobs scheduled in the future (delayed or backing off). Exact up to "
-               "exact_count_limit; see pgq_queue_count_approximate.",
+               "exact_count_limit (10,000 on a library preset); see "
+               "pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_count_approximate", G,
                "1 when the queue's count for this status (pending, ready, delayed, processing, "
-               "done, failed, cancelled) is an estimate because it passed exact_count_limit, 0 "
+               "done, failed, cancelled) is an estimate because it passed its exact limit, 0 "
                "when it is exact.", (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
                "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",

@@ -1,9 +1,9 @@
 """Counts that are exact up to a bound, and estimated from the table as it is now above it.
 
-Finished totals (done, failed, cancelled) are the exception: they are counted
-exactly each run only up to a small cap, and above it recounted exactly now and
-then, at most 1% of the time or every 5 minutes (``Recounts``); once every total
-is above the cap, a run does not count them at all.
+Finished totals (done, failed, cancelled), and every count of a library preset, are
+the exception: they are counted exactly each run only up to a small cap, and above
+it recounted exactly when the writes since may have moved them by 4%, and at least
+every 5 minutes (``Recounts``); while no write can have, a run does not count them.
 
 An exact count stops at exact_count_limit + 1 rows, so its cost is bounded. A
 count that reaches the bound is replaced by an estimate from a sample of the
@@ -45,53 +45,94 @@ def estimated(counted: int, estimate: float) -> Count:
     return Count(max(float(counted), estimate), True)
 
 
-# Finished totals (done, failed, cancelled) are counted exactly each run only this far
-# (or to exact_count_limit if lower). Above it they come from a recount: the same
-# counts without the cap, made again once the time since the last one is RECOUNT_DUTY
-# times what it cost (so recounting takes at most 1 / RECOUNT_DUTY of the time), and
-# at least every RECOUNT_AT_MOST. Between recounts they are served approximate.
-FINISHED_EXACT = 10_000
+# Finished totals (done, failed, cancelled), and every count of a library preset, are
+# counted exactly each run only this far (or to exact_count_limit if lower). Above it
+# they come from a recount: the same counts without the cap, served approximate until
+# the next. A recount is made again:
+# - at least every RECOUNT_AT_MOST;
+# - when the rows written to the queue's tables since the last one (PostgreSQL's
+#   counts of rows inserted, updated and deleted) reach DRIFT of the smallest total
+#   above the cap, so that no total can be further off than that; or when a count
+#   passes the cap; at most 1 / DRIFT_DUTY of the time;
+# - when those counts are not kept (track_counts off), once the time since the last
+#   is RECOUNT_DUTY times what it cost, at most 1 / RECOUNT_DUTY of the time.
+COUNT_EXACT = 10_000
 RECOUNT_DUTY = 100.0
+DRIFT_DUTY = 10.0
+DRIFT = 0.04
 RECOUNT_AT_MOST = 300.0
 # A recount's statements may run this long, or the collector's timeout if longer; the
 # recounts' schedule (above) bounds how often.
 RECOUNT_TIMEOUT = 60.0
 
 
-def finished_cap(ctx: Context) -> int:
-    return min(FINISHED_EXACT, ctx.config.exact_count_limit)
+def count_cap(ctx: Context) -> int:
+    return min(COUNT_EXACT, ctx.config.exact_count_limit)
+
+
+def table_changes(conn: Conn, ctx: Context) -> int | None:
+    """Rows inserted, updated and deleted in the queue's tables (partitions included)
+    since the server's statistics began, or None when it does not count them."""
+    [(changes, tracked)] = fetch(conn, "table_changes", ctx)
+    return int(changes) if tracked else None
+
+
+Key = tuple[str, str]  # (queue, status)
 
 
 class Recounts:
-    """Finished totals above their cap: the last exact count of each (queue, status),
-    and when to count again. A recount the collector's timeout cuts short keeps the last
-    totals and is tried again after twice as long."""
+    """Totals above their cap: the last exact count of each (queue, status), and when to
+    count again (see above). A recount the collector's timeout cuts short keeps the
+    last totals and is tried again after twice as long."""
 
     def __init__(self) -> None:
-        self._totals: dict[tuple[str, str], int] = {}
+        self._totals: dict[Key, int] = {}
         self._at = float("-inf")  # time.monotonic() of the last recount
-        self._wait = 0.0  # until the next one
+        self._cost = 0.0  # what it took
+        self._wait = 0.0  # after a recount cut short, until the next try
+        self._changes: int | None = None  # table_changes() when it was made
 
-    def due(self, now: float | None = None) -> bool:
-        stamp = time.monotonic() if now is None else now
-        return stamp - self._at >= self._wait
+    def due(
+        self, changes: int | None, counted: dict[Key, int], cap: int, now: float | None = None
+    ) -> bool:
+        """Whether to recount now, in a run that read ``changes`` and ``counted`` (its
+        counts that stopped at cap + 1)."""
+        since = (time.monotonic() if now is None else now) - self._at
+        if since < self._wait:
+            return False
+        if since >= RECOUNT_AT_MOST:
+            return True
+        if changes is None or self._changes is None:
+            return since >= self._cost * RECOUNT_DUTY
+        passed = any(n > cap and self._totals.get(key, 0) <= cap for key, n in counted.items())
+        return since >= self._cost * DRIFT_DUTY and (passed or self.drifted(changes, cap))
 
-    def counted(self, totals: dict[tuple[str, str], int], cost: float) -> None:
+    def drifted(self, changes: int | None, cap: int) -> bool:
+        """Whether the rows written since the last recount may have moved a total above
+        the cap by DRIFT of it or more (counters reset since: yes; unknown: no)."""
+        if changes is None or self._changes is None:
+            return False
+        above = [n for n in self._totals.values() if n > cap]
+        written = changes - self._changes
+        return bool(above) and (written < 0 or written >= DRIFT * min(above))
+
+    def counted(self, totals: dict[Key, int], cost: float, changes: int | None = None) -> None:
         self._totals = totals
         self._at = time.monotonic()
-        self._wait = min(max(cost * RECOUNT_DUTY, 0.0), RECOUNT_AT_MOST)
+        self._cost, self._wait, self._changes = cost, 0.0, changes
 
     def cut_short(self, cost: float) -> None:
         self._at = time.monotonic()
         self._wait = min(max(self._wait * 2, cost * RECOUNT_DUTY), RECOUNT_AT_MOST)
 
-    def limit(self, keys: Iterable[tuple[str, str]], cap: int) -> int:
+    def limit(self, keys: Iterable[Key], cap: int, changes: int | None = None) -> int:
         """What a run counts each of ``keys`` up to: cap + 1, or 0 once the last recount
-        has put every one of them above the cap. Counting to the cap then has nothing
-        to tell (the recount is served either way) and would read finished rows, often
-        through an index that holds every state; LIMIT 0 reads nothing."""
+        has put every one of them above the cap and no write since can have moved one
+        by DRIFT. Counting to the cap then has nothing to tell (the recount is served
+        either way) and would read rows, often through an index that holds every
+        state; LIMIT 0 reads nothing."""
         above = all(self._totals.get(key, 0) > cap for key in keys)
-        return 0 if above else cap + 1
+        return 0 if above and not self.drifted(changes, cap) else cap + 1
 
     def served(self, queue: str, status: str, counted: int, cap: int, limit: int) -> Count:
         """What a run that counted to ``limit`` serves: see bounded, or with limit 0 the
@@ -108,16 +149,31 @@ class Recounts:
         return estimated(counted, float(self._totals.get((queue, status), counted)))
 
 
-def recount(
-    conn: Conn, recounts: Recounts, count: Callable[[], dict[tuple[str, str], int]]
+def recount_when_due(
+    conn: Conn,
+    recounts: Recounts,
+    count: Callable[[], dict[Key, int]],
+    *,
+    limit: int,
+    counted: dict[Key, int],
+    cap: int,
+    changes: int | None,
 ) -> None:
-    """Recount the totals with ``count`` when due, in a savepoint, with up to
-    RECOUNT_TIMEOUT for its statements: a recount reads every finished row, and one
-    cut short at the collector's timeout would be cut short at every try, leaving the
-    totals at their cap. One that outlasts even that leaves the run's transaction
-    usable, and is tried again after twice as long."""
-    if not recounts.due():
-        return
+    """Recount with ``count`` when a total is above the cap (by the last recount, when
+    the run counted to ``limit`` 0, or by ``counted``) and a recount is due."""
+    above = limit == 0 or any(n > cap for n in counted.values())
+    if above and recounts.due(changes, counted, cap):
+        recount(conn, recounts, count, changes)
+
+
+def recount(
+    conn: Conn, recounts: Recounts, count: Callable[[], dict[Key, int]], changes: int | None
+) -> None:
+    """Recount the totals with ``count`` (when due: the caller asks), in a savepoint,
+    with up to RECOUNT_TIMEOUT for its statements: a recount reads every row it counts,
+    and one cut short at the collector's timeout would be cut short at every try,
+    leaving the totals at their cap. One that outlasts even that leaves the run's
+    transaction usable, and is tried again after twice as long."""
     started = time.monotonic()
     [(timeout,)] = conn.execute(query("session.sql", "statement_timeout")).fetchall()
     longer = {"timeout": str(max(int(timeout), int(RECOUNT_TIMEOUT * 1000)) if timeout else 0)}
@@ -129,7 +185,7 @@ def recount(
         recounts.cut_short(time.monotonic() - started)
         return
     conn.execute(query("session.sql", "set_statement_timeout"), {"timeout": str(timeout)})
-    recounts.counted(totals, time.monotonic() - started)
+    recounts.counted(totals, time.monotonic() - started, changes)
 
 
 class SampledCounts:

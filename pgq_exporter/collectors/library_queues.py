@@ -3,8 +3,10 @@
 They take the names of the built-in queue collectors they stand in for
 (queue_depth, queue_latency, queue_leases), so the collector metrics, the
 dashboards and the alerts are the same whichever library a database holds.
-Unfinished jobs are counted exactly; finished totals up to their cap, then
-from the planner (as for the reference queue), and marked approximate.
+Every count is exact up to its cap (10,000 per queue and status); above it, the
+last exact recount, marked approximate, made again when the writes since may have
+moved it by 4% (see counting.py). Unfinished and finished jobs are recounted
+apart: the first are few and change fast, the second many and slowly.
 """
 
 from __future__ import annotations
@@ -22,13 +24,23 @@ from pgq_exporter.collectors.base import (
     fetch,
     require_all_stats,
 )
-from pgq_exporter.collectors.counting import Count, Recounts, exact, finished_cap, recount
+from pgq_exporter.collectors.counting import (
+    Count,
+    Key,
+    Recounts,
+    count_cap,
+    recount_when_due,
+    table_changes,
+)
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
 from pgq_exporter.presets.library import LibraryLayout
 
+UNFINISHED_STATUSES = ("ready", "delayed", "processing")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
+DEPTH_COLUMNS = (*UNFINISHED_STATUSES, *FINISHED_STATUSES)  # after the queue
 # The blocks the collectors run, in the order check-config plans them.
-COLLECTED_BLOCKS = ("queues", "depth", "totals", "oldest_ready", "stuck", "finished")
+COLLECTED_BLOCKS = ("queues", "depth", "unfinished", "totals", "oldest_ready", "stuck",
+                    "finished")  # fmt: skip
 
 
 # {queues} as the exporter runs a block: the known queues, bound as a parameter.
@@ -41,17 +53,19 @@ def render_block(
     for_queue: str | None = None,
     *,
     finished_cap: int | None = 0,
+    unfinished_cap: int | None = 0,
     queues: sql.Composable = BOUND_QUEUES,
     **extra: sql.Composable,
 ) -> sql.Composed:
-    """A named block of the preset's SQL file: its schema, parameters and finished cap
-    quoted in as literals, and, for a library with a table per queue, the tables and
-    name of ``for_queue``."""
+    """A named block of the preset's SQL file: its schema, parameters and caps quoted in
+    as literals, and, for a library with a table per queue, the tables and name of
+    ``for_queue``."""
     text = layout.preset.blocks[block]
     parts: dict[str, sql.Composable] = {
         "schema": sql.Identifier(layout.schema),
         "queues": queues,
         "finished_cap": sql.Literal(finished_cap),
+        "unfinished_cap": sql.Literal(unfinished_cap),
         **{name: sql.Literal(value) for name, value in layout.params.items()},
     }
     if for_queue is not None:
@@ -66,19 +80,23 @@ def run_block(
     queues: list[str] | None,
     *,
     finished_cap: int | None = 0,
+    unfinished_cap: int | None = 0,
     **extra: sql.Composable,
 ) -> list[Row]:
     """The block's rows for ``queues`` (None: every queue the library has): one
     statement, or, with a table per queue, one per queue that the library has."""
+
+    def rendered(queue: str | None) -> sql.Composed:
+        return render_block(layout, block, queue, finished_cap=finished_cap,
+                            unfinished_cap=unfinished_cap, **extra)  # fmt: skip
+
     if not layout.preset.per_queue or block == "queues":
-        statement = render_block(layout, block, None, finished_cap=finished_cap, **extra)
-        return conn.execute(statement, {"queues": queues or []}).fetchall()
+        return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
     present = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
     rows: list[Row] = []
     for queue in present if queues is None else queues:
         if queue in present:
-            statement = render_block(layout, block, queue, finished_cap=finished_cap, **extra)
-            rows += conn.execute(statement).fetchall()
+            rows += conn.execute(rendered(queue)).fetchall()
     return rows
 
 
@@ -91,7 +109,8 @@ def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
         if not queues:
             return
         queue = str(queues[0][0])
-    statement = render_block(layout, block, queue, finished_cap=1, since=sql.Literal(0.0))
+    statement = render_block(layout, block, queue, finished_cap=1, unfinished_cap=1,
+                             since=sql.Literal(0.0))  # fmt: skip
     conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
 
 
@@ -119,44 +138,80 @@ class LibraryDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._recounts = Recounts()
+        self._unfinished = Recounts()
+        self._finished = Recounts()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
-        cap = finished_cap(ctx)
+        cap = count_cap(ctx)
+        changes = table_changes(conn, ctx)
         finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
-        limit = self._recounts.limit([(q, s) for q in queues for s in finished], cap)
-        rows = run_block(conn, layout, "depth", queues, finished_cap=limit)
-        if limit == 0 or any(n is not None and n > cap for row in rows for n in row[4:]):
-            recount(conn, self._recounts, lambda: _recounted(conn, layout, queues))
+        open_limit = self._unfinished.limit(_keys(queues, UNFINISHED_STATUSES), cap, changes)
+        done_limit = self._finished.limit(_keys(queues, finished), cap, changes)
+        rows = run_block(conn, layout, "depth", queues, finished_cap=done_limit,
+                         unfinished_cap=open_limit)  # fmt: skip
+        counted = _by_key(rows, DEPTH_COLUMNS)
+        recount_when_due(conn, self._unfinished, lambda: _unfinished(conn, layout, queues),
+                         limit=open_limit, counted=_of(counted, UNFINISHED_STATUSES), cap=cap,
+                         changes=changes)  # fmt: skip
+        recount_when_due(conn, self._finished, lambda: _finished(conn, layout, queues),
+                         limit=done_limit, counted=_of(counted, finished), cap=cap,
+                         changes=changes)  # fmt: skip
         samples: list[AnySample] = []
-        for queue, ready, delayed, processing, *totals in rows:
-            counts = {"ready": exact(ready), "delayed": exact(delayed)}
-            counts["pending"] = exact(ready + delayed)
-            counts["processing"] = exact(processing)
-            for status, n in zip(FINISHED_STATUSES, totals, strict=True):
-                if status not in finished or n is None:
-                    continue
-                counts[status] = self._recounts.served(queue, status, n, cap, limit)
+        for row in rows:
+            queue = str(row[0])
+            counts = {status: self._unfinished.served(queue, status,
+                                                      counted.get((queue, status), 0), cap,
+                                                      open_limit)
+                      for status in UNFINISHED_STATUSES}  # fmt: skip
+            ready, delayed = counts["ready"], counts["delayed"]
+            counts["pending"] = Count(ready.value + delayed.value,
+                                      ready.approximate or delayed.approximate)  # fmt: skip
+            for status in finished:
+                if (queue, status) in counted:
+                    counts[status] = self._finished.served(queue, status,
+                                                           counted[(queue, status)], cap,
+                                                           done_limit)  # fmt: skip
             samples += _depth_samples(queue, counts)
         return samples
 
 
-def _recounted(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[tuple[str, str], int]:
-    """The finished totals without a cap: the preset's totals block (one pass over the
-    finished rows), else its depth counts with LIMIT NULL."""
-    if "totals" in layout.preset.blocks:
-        rows = list(run_block(conn, layout, "totals", queues))
-    else:
-        rows = [(row[0], *row[4:]) for row in run_block(conn, layout, "depth", queues,
-                                                        finished_cap=None)]  # fmt: skip
+def _keys(queues: list[str], statuses: tuple[str, ...] | list[str]) -> list[Key]:
+    return [(queue, status) for queue in queues for status in statuses]
+
+
+def _by_key(rows: list[Row], columns: tuple[str, ...]) -> dict[Key, int]:
+    """(queue, status) -> count, from rows of the queue and ``columns``; NULL (a state
+    the library keeps no trace of) left out."""
     return {
         (str(row[0]), status): int(n)
         for row in rows
-        for status, n in zip(FINISHED_STATUSES, row[1:], strict=True)
+        for status, n in zip(columns, row[1:], strict=True)
         if n is not None
     }
+
+
+def _of(counted: dict[Key, int], statuses: tuple[str, ...] | list[str]) -> dict[Key, int]:
+    return {key: n for key, n in counted.items() if key[1] in statuses}
+
+
+def _unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
+    """The unfinished jobs without a cap: the preset's unfinished block (one pass over
+    them), else its depth counts with LIMIT NULL."""
+    if "unfinished" in layout.preset.blocks:
+        return _by_key(run_block(conn, layout, "unfinished", queues), UNFINISHED_STATUSES)
+    rows = run_block(conn, layout, "depth", queues, unfinished_cap=None)
+    return _of(_by_key(rows, DEPTH_COLUMNS), UNFINISHED_STATUSES)
+
+
+def _finished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
+    """The finished totals without a cap: the preset's totals block (one pass over the
+    finished rows), else its depth counts with LIMIT NULL."""
+    if "totals" in layout.preset.blocks:
+        return _by_key(run_block(conn, layout, "totals", queues), FINISHED_STATUSES)
+    rows = run_block(conn, layout, "depth", queues, finished_cap=None)
+    return _of(_by_key(rows, DEPTH_COLUMNS), FINISHED_STATUSES)
 
 
 def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

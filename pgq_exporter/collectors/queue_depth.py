@@ -27,9 +27,10 @@ from pgq_exporter.collectors.counting import (
     Count,
     Recounts,
     SampledCounts,
+    count_cap,
     exact,
-    finished_cap,
-    recount,
+    recount_when_due,
+    table_changes,
 )
 
 # The columns of capped_counts and kept_counts, after the queue.
@@ -47,14 +48,16 @@ class QueueDepth(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
         kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
-        cap = finished_cap(ctx)
-        limit = self._recounts.limit([(q, s) for q in queues for s in FINISHED], cap)
+        cap = count_cap(ctx)
+        changes = None if kept else table_changes(conn, ctx)
+        limit = self._recounts.limit([(q, s) for q in queues for s in FINISHED], cap, changes)
         params = {"cap": ctx.config.exact_count_limit + 1, "finished_cap": limit,
                   "queues": queues}  # fmt: skip
         rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
-        if not kept and (limit == 0 or any(n > cap for row in rows for n in _finished(row))):
-            recount(conn, self._recounts, lambda: _totals(
-                fetch(conn, "capped_counts", ctx, {**params, "finished_cap": None})))  # fmt: skip
+        if not kept:
+            recount_when_due(conn, self._recounts, lambda: _totals(
+                fetch(conn, "capped_counts", ctx, {**params, "finished_cap": None})),
+                limit=limit, counted=_totals(rows), cap=cap, changes=changes)  # fmt: skip
         sampled = SampledCounts(conn, ctx)
         samples: list[AnySample] = []
         for queue, *numbers in rows:
@@ -68,10 +71,6 @@ class QueueDepth(Collector):
                     counts[what] = sampled.bounded(queue, what, n)
             samples += _samples(queue, counts)
         return samples
-
-
-def _finished(row: Row) -> list[int]:
-    return [int(n) for what, n in zip(COUNTED, row[1:], strict=True) if what in FINISHED]
 
 
 def _totals(rows: list[Row]) -> dict[tuple[str, str], int]:

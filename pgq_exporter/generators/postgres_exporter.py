@@ -150,7 +150,8 @@ def preset_queries_yaml(
     queues = sql.SQL(_without_comments(blocks["preset_queues"])).format(known=sql.SQL(known))
     parts = {
         name: sql.SQL(_without_comments(
-            render_block(layout, name, finished_cap=cap, queues=queues).as_string()))
+            render_block(layout, name, finished_cap=cap, unfinished_cap=None,
+                         queues=queues).as_string()))
         for name in ("depth", "oldest_ready", "stuck")
         if name in preset.blocks
     }  # fmt: skip

@@ -17,11 +17,13 @@ served wrong:
 - ``queues`` (required): the queue names that have jobs (or had them recently);
 - ``depth`` (required) feeds queue_depth: per queue in ``%(queues)s``: ready,
   delayed, processing, done, failed, cancelled; NULL where the library keeps no trace.
-  Each finished count stops at ``LIMIT {finished_cap}``; a recount renders it with
-  ``LIMIT NULL``, no limit (see collectors/counting.py);
+  Each unfinished count stops at ``LIMIT {unfinished_cap}``, each finished one at
+  ``LIMIT {finished_cap}``; a recount renders them with ``LIMIT NULL``, no limit, and
+  the others with ``LIMIT 0`` (see collectors/counting.py);
+- ``unfinished``: per queue in ``%(queues)s``: ready, delayed, processing, uncapped,
+  in one pass over the unfinished rows, for the recounts (without it, ``depth``);
 - ``totals``: per queue in ``%(queues)s``: done, failed, cancelled, uncapped, in one
-  pass over the finished rows, for the recounts (without it, ``depth`` with
-  ``LIMIT NULL``);
+  pass over the finished rows, for the recounts (without it, ``depth``);
 - ``oldest_ready`` feeds queue_latency: per queue, seconds since the oldest ready
   job became ready;
 - ``stuck`` feeds queue_leases: per queue, running jobs that the library's own
@@ -53,11 +55,12 @@ from pgq_exporter.sqlfiles import parse_named_blocks
 FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEASES,
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
-KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals"})
+KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals",
+                          "unfinished"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
-_PLACEHOLDERS = frozenset({"schema", "queues", "finished_cap", "queue", "statuses", "since",
-                           "q", "a"})  # fmt: skip
+_PLACEHOLDERS = frozenset({"schema", "queues", "finished_cap", "unfinished_cap", "queue",
+                           "statuses", "since", "q", "a"})  # fmt: skip
 _INDEX_NAME = re.compile(r"CREATE INDEX CONCURRENTLY\s+(\w+)\s+ON\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 _PACKAGE = "pgq_exporter.presets.libraries"

@@ -195,6 +195,21 @@ SELECT s.relname AS table_name,
 FROM pg_stat_user_tables s
 JOIN settings st ON st.oid = s.relid;
 
+-- name: table_changes
+-- The rows inserted, updated and deleted in the queue's tables ({tables}) and their
+-- partitions since the server's statistics began, and whether the server counts
+-- them: a recount's estimate is good while these have moved little (counting.py).
+-- The partitions are found as in table_health, without a lock.
+WITH RECURSIVE tree(relid) AS (
+    SELECT to_regclass(t)::oid FROM unnest({tables}) AS t
+    UNION ALL
+    SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.relid
+)
+SELECT coalesce(sum(s.n_tup_ins + s.n_tup_upd + s.n_tup_del), 0)::bigint AS changes,
+       current_setting('track_counts')::bool AS tracked
+FROM tree t
+JOIN pg_stat_user_tables s ON s.relid = t.relid;
+
 -- name: xmin_horizon
 -- The four places an xmin that holds vacuum back can come from, and for how
 -- long the oldest holder of each has held it (seconds; 0 where the source

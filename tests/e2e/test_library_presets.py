@@ -1218,3 +1218,31 @@ def test_preset_auto_finds_each_library_and_counts_a_skewed_200k(
             assert (got, approximate) == (want, 0), (queue, status)
         else:
             assert abs(got - want) <= 0.05 * want and approximate == 1, (queue, status, got, want)
+    if preset != "seed":  # its unfinished counts are the reference collectors', sampled
+        _assert_counts_above_a_lower_cap_hold(empty_db.dsn, auto)
+
+
+LOWER_CAP = 500
+
+
+def _assert_counts_above_a_lower_cap_hold(dsn: str, exact: Samples) -> None:
+    """With the cap at LOWER_CAP, every unfinished count of the 200k fill passes it: each
+    is then served from a recount (the preset's unfinished block, one pass over the
+    unfinished jobs), and must agree within 5% with the count served under the default
+    cap (its depth block's counts per queue and state, exact below 10,000)."""
+    lowered = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n"
+                           f"exact_count_limit: {LOWER_CAP}\n")  # fmt: skip
+    assert set(lowered["pgq_collector_success"].values()) == {1.0}
+    above = 0
+    for metric in ("pgq_queue_ready_jobs", "pgq_queue_delayed_jobs", "pgq_queue_jobs"):
+        for labels, got in lowered[metric].items():
+            want = exact[metric][labels]
+            status = dict(labels).get("status") or metric.split("_")[2]
+            flag = {**dict(labels), "status": status}
+            approximate = value(lowered, "pgq_queue_count_approximate", **flag)
+            if want <= LOWER_CAP:
+                assert (got, approximate) == (want, 0), (metric, labels)
+            else:
+                above += 1
+                assert abs(got - want) <= 0.05 * want and approximate == 1, (metric, labels, got)
+    assert above, "no count above the lowered cap"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -14,6 +15,7 @@ from pgq_exporter.queue.admin import add_queue
 from tests.conftest import Database
 from tests.counts_support import assert_counts_exact, kept_counts
 from tests.exporter_support import basic_config, collect_once, parse_samples, value
+from tests.support import wait_for
 
 Conn = psycopg.Connection[Any]
 MAIN = {"database": "main"}
@@ -293,9 +295,12 @@ class _Recorded:
         return getattr(self.conn, name)
 
 
-def _depth_runs(dsn: str, config_text: str, runs: int) -> list[tuple[list[Any], dict[Any, Any]]]:
+def _depth_runs(
+    dsn: str, config_text: str, runs: int, between: tuple[Callable[[Conn], None], ...] = ()
+) -> list[tuple[list[Any], dict[Any, Any]]]:
     """queue_depth's collector run ``runs`` times on one connection, as the exporter would
-    run it: each run's statements and samples."""
+    run it, ``between[i]`` called (on another connection) after run i: each run's
+    statements and samples."""
     from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
     from pgq_exporter.collectors import planned  # noqa: PLC0415
     from pgq_exporter.collectors.base import Context, KnownQueues, Sample  # noqa: PLC0415
@@ -310,12 +315,15 @@ def _depth_runs(dsn: str, config_text: str, runs: int) -> list[tuple[list[Any], 
         [plan] = [p for p in planned(config, database.name, layout) if p.name == QUEUE_DEPTH]
         collector = plan.make()
         ctx = Context(config, database, layout, KnownQueues(), FinishedFeed())
-        for _ in range(runs):
+        for run in range(runs):
             recorded = _Recorded(conn)
             with conn.transaction():
                 found = collector.collect(recorded, ctx)  # type: ignore[arg-type]
             samples = {(s.metric, s.labels): s.value for s in found if isinstance(s, Sample)}
             results.append((recorded.statements, samples))
+            if run < len(between):
+                with psycopg.connect(dsn, autocommit=True) as writer:
+                    between[run](writer)
     return results
 
 
@@ -365,6 +373,50 @@ def test_finished_totals_all_above_their_cap_are_not_counted_again_each_run(
     assert samples[("pgq_queue_count_approximate", (*labels, "done"))] == 1
 
 
+WRITTEN = (
+    "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables"
+    " WHERE relid = to_regclass('app.tasks')"
+)
+
+
+def test_writes_that_may_move_a_total_past_the_drift_bring_a_recount(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A total above its cap is served from the last recount while PostgreSQL's counts of
+    the rows written to the table say it cannot have moved by DRIFT (4%); writes past
+    that, and the next run counts to the cap and recounts. No clock decides it here."""
+    from pgq_exporter.collectors import counting  # noqa: PLC0415
+
+    monkeypatch.setattr(counting, "RECOUNT_DUTY", 1e9)
+    monkeypatch.setattr(counting, "RECOUNT_AT_MOST", 3600.0)
+    monkeypatch.setattr(counting, "DRIFT_DUTY", 0.0)  # runs come milliseconds apart here
+
+    def finish(conn: Conn, n: int, state: str = "ok") -> None:
+        [(before,)] = conn.execute(WRITTEN).fetchall()
+        conn.execute("INSERT INTO app.tasks (kind, state, ended_at) SELECT 'mail', %s, now()"
+                      " FROM generate_series(1, %s)", (state, n))  # fmt: skip
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        # The server publishes a session's counts after its transaction, not at once.
+        wait_for(lambda: conn.execute(WRITTEN).fetchall()[0][0], f"{n} rows counted written",
+                 until=lambda written: written >= before + n)  # fmt: skip
+
+    with db.connect(autocommit=True) as conn:
+        conn.execute(OTHER_TABLE)
+        finish(conn, 1000)
+        finish(conn, 500, "error")
+    config = basic_config(db.dsn, extra=OTHER_MAPPING + "exact_count_limit: 50\n")
+    done = ("pgq_queue_jobs", ("mail", "done"))
+    runs = _depth_runs(db.dsn, config, 2, between=(lambda conn: finish(conn, 19),))
+    (_, first), (quiet, kept) = runs
+    assert first[done] == 1000
+    # 19 rows written: under 4% of the smallest total, 500. Not counted, the recount served.
+    assert set(_counted_to(quiet)) == {"0"} and kept[done] == 1000
+    (_, _), (moved, recounted) = _depth_runs(db.dsn, config, 2,
+                                             between=(lambda conn: finish(conn, 60),))  # fmt: skip
+    assert "51" in _counted_to(moved)  # 60 more: past 4%, so counted to the cap, recounted
+    assert recounted[done] == 1079
+
+
 def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Database) -> None:
     """A recount reads every finished row: cut short at the collector's timeout, it would
     be cut short at every try and leave the totals at their cap. Its statements get
@@ -380,7 +432,7 @@ def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Da
             conn.execute("SELECT pg_sleep(1.5)")
             return {("mail", "done"): 70_000}
 
-        recount(conn, recounts, slow_count)
+        recount(conn, recounts, slow_count, None)
         [(timeout,)] = conn.execute("SHOW statement_timeout").fetchall()
         with pytest.raises(psycopg.errors.QueryCanceled):
             conn.execute("SELECT pg_sleep(1.5)")

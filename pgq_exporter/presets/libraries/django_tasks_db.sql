@@ -21,25 +21,22 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished tasks exactly, in one pass over the READY and RUNNING ones (the
--- backend's own indexes do not hold the queue with the status: doctor
--- suggests one that does); finished ones up to {finished_cap}.
-WITH unfinished AS (
-    SELECT r.queue_name::text AS queue,
-           count(*) FILTER (WHERE r.status = 'READY'
-                              AND (r.run_after <= now()
-                                   OR r.run_after >= '9999-01-01 00:00+00')) AS ready,
-           count(*) FILTER (WHERE r.status = 'READY' AND r.run_after > now()
-                              AND r.run_after < '9999-01-01 00:00+00') AS delayed,
-           count(*) FILTER (WHERE r.status = 'RUNNING') AS processing
-    FROM {schema}.django_tasks_database_dbtaskresult r
-    WHERE r.status IN ('READY', 'RUNNING')
-    GROUP BY r.queue_name
-)
+-- Per queue and state, unfinished tasks up to {unfinished_cap} and finished ones up
+-- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- collectors/counting.py), through the queue_name index (the backend's own
+-- indexes do not hold the queue with the status: doctor suggests one that does).
 SELECT q.queue,
-       coalesce(u.ready, 0) AS ready,
-       coalesce(u.delayed, 0) AS delayed,
-       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'READY'
+              AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'READY' AND r.run_after > now()
+              AND r.run_after < '9999-01-01 00:00+00'
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'RUNNING'
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'SUCCESSFUL'
             LIMIT {finished_cap}) AS c) AS done,
@@ -47,8 +44,21 @@ SELECT q.queue,
             WHERE r.queue_name = q.queue AND r.status = 'FAILED'
             LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN unfinished u ON u.queue = q.queue;
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The unfinished tasks per queue, uncapped, in one pass over the READY and RUNNING
+-- ones (for recounts).
+SELECT r.queue_name::text AS queue,
+       count(*) FILTER (WHERE r.status = 'READY'
+                          AND (r.run_after <= now()
+                               OR r.run_after >= '9999-01-01 00:00+00')) AS ready,
+       count(*) FILTER (WHERE r.status = 'READY' AND r.run_after > now()
+                          AND r.run_after < '9999-01-01 00:00+00') AS delayed,
+       count(*) FILTER (WHERE r.status = 'RUNNING') AS processing
+FROM {schema}.django_tasks_database_dbtaskresult r
+WHERE r.status IN ('READY', 'RUNNING') AND r.queue_name = ANY ({queues})
+GROUP BY r.queue_name;
 
 -- name: totals
 -- The finished tasks per queue and state, uncapped, in one pass (for recounts).

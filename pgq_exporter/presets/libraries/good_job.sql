@@ -22,6 +22,54 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
+-- Per queue and state, unfinished jobs up to {unfinished_cap} through
+-- index_good_jobs_on_queue_name_and_scheduled_at (held: locked_by_id set, or the
+-- advisory lock on the job, keyed by the md5 of its id, in pg_locks, read once), and
+-- finished ones up to {finished_cap} (0 once the last recount has them all above the
+-- cap: see collectors/counting.py).
+WITH held AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT q.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
+              AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
+              AND NOT EXISTS (
+                  SELECT FROM held h
+                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                                ::bit(64)::bigint)
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
+              AND j.scheduled_at > now()
+              AND NOT EXISTS (
+                  SELECT FROM held h
+                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                                ::bit(64)::bigint)
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NULL
+              AND (j.locked_by_id IS NOT NULL OR EXISTS (
+                  SELECT FROM held h
+                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                                ::bit(64)::bigint))
+            LIMIT {unfinished_cap}) AS c) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL AND j.error IS NULL
+            LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
+              AND j.error IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The unfinished jobs per queue, uncapped, in one pass (for recounts): held as
+-- above, each job's key matched against the keys read once from pg_locks.
 WITH held AS (
     SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
     FROM pg_locks l
@@ -44,20 +92,9 @@ WITH held AS (
     FROM unfinished u
     GROUP BY u.queue
 )
-SELECT q.queue,
-       coalesce(c.ready, 0) AS ready,
-       coalesce(c.delayed, 0) AS delayed,
-       coalesce(c.processing, 0) AS processing,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
-            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL AND j.error IS NULL
-            LIMIT {finished_cap}) AS c) AS done,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
-            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
-              AND j.error IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS failed,
-       NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN counted c ON c.queue = q.queue;
+SELECT c.queue, c.ready, c.delayed, c.processing
+FROM counted c
+WHERE c.queue = ANY ({queues});
 
 -- name: totals
 -- The finished jobs per queue, done or failed, uncapped, in one pass (for recounts).

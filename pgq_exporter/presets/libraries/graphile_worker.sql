@@ -17,7 +17,42 @@ JOIN {schema}._private_tasks t ON t.id = j.task_id
 LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id;
 
 -- name: depth
--- The table holds only jobs not completed: counted exactly, in one pass.
+-- The table holds only jobs not completed: per queue label and state, up to
+-- {unfinished_cap}, and the failed ones up to {finished_cap} (0 once the last
+-- recount has them all above the cap: see collectors/counting.py).
+SELECT q.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
+            JOIN {schema}._private_tasks t ON t.id = j.task_id
+            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
+              AND j.locked_at IS NULL AND j.attempts < j.max_attempts
+              AND j.run_at <= now() AND jq.locked_at IS NULL
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
+            JOIN {schema}._private_tasks t ON t.id = j.task_id
+            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
+              AND j.locked_at IS NULL AND j.attempts < j.max_attempts
+              AND (j.run_at > now() OR jq.locked_at IS NOT NULL)
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
+            JOIN {schema}._private_tasks t ON t.id = j.task_id
+            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
+              AND j.locked_at IS NOT NULL
+            LIMIT {unfinished_cap}) AS c) AS processing,
+       NULL::bigint AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
+            JOIN {schema}._private_tasks t ON t.id = j.task_id
+            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
+              AND j.locked_at IS NULL AND j.attempts >= j.max_attempts
+            LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- Every job per queue label, uncapped, in one pass (for recounts).
 WITH labelled AS (
     SELECT coalesce(q.queue_name, t.identifier) AS queue, j.run_at, j.locked_at,
            j.attempts, j.max_attempts, q.locked_at AS queue_locked_at
@@ -37,15 +72,34 @@ WITH labelled AS (
     FROM labelled l
     GROUP BY l.queue
 )
-SELECT q.queue,
-       coalesce(c.ready, 0) AS ready,
-       coalesce(c.delayed, 0) AS delayed,
-       coalesce(c.processing, 0) AS processing,
-       NULL::bigint AS done,
-       coalesce(c.failed, 0) AS failed,
-       NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN counted c ON c.queue = q.queue;
+SELECT c.queue, c.ready, c.delayed, c.processing
+FROM counted c
+WHERE c.queue = ANY ({queues});
+
+-- name: totals
+-- The failed jobs per queue label, uncapped, in one pass (for recounts).
+WITH labelled AS (
+    SELECT coalesce(q.queue_name, t.identifier) AS queue, j.run_at, j.locked_at,
+           j.attempts, j.max_attempts, q.locked_at AS queue_locked_at
+    FROM {schema}._private_jobs j
+    JOIN {schema}._private_tasks t ON t.id = j.task_id
+    LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id
+), counted AS (
+    SELECT l.queue,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts < l.max_attempts
+                              AND l.run_at <= now() AND l.queue_locked_at IS NULL) AS ready,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts < l.max_attempts
+                              AND (l.run_at > now() OR l.queue_locked_at IS NOT NULL))
+               AS delayed,
+           count(*) FILTER (WHERE l.locked_at IS NOT NULL) AS processing,
+           count(*) FILTER (WHERE l.locked_at IS NULL AND l.attempts >= l.max_attempts)
+               AS failed
+    FROM labelled l
+    GROUP BY l.queue
+)
+SELECT c.queue, NULL::bigint AS done, c.failed, NULL::bigint AS cancelled
+FROM counted c
+WHERE c.queue = ANY ({queues});
 
 -- name: oldest_ready
 SELECT q.queue,

@@ -19,29 +19,38 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- jobs exactly, in one pass grouped by queue (reading each queue through
--- jobs_queue_index, once per count, read the table several times over);
--- failed_jobs up to {finished_cap} per queue (it has no index on queue, so
--- this reads it until the cap).
-WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at),
-unfinished AS (
-    SELECT j.queue,
-           count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at <= n.at) AS ready,
-           count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at > n.at) AS delayed,
-           count(*) FILTER (WHERE j.reserved_at IS NOT NULL) AS processing
-    FROM {schema}.jobs j, now_unix n
-    GROUP BY j.queue
-)
+-- Per queue and state, jobs up to {unfinished_cap} through jobs_queue_index, and
+-- failed_jobs up to {finished_cap} (it has no index on queue, so this reads it until
+-- the cap; 0 once the last recount has them all above the cap).
+WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at)
 SELECT q.queue,
-       coalesce(u.ready, 0) AS ready,
-       coalesce(u.delayed, 0) AS delayed,
-       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j, now_unix n
+            WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at <= n.at
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j, now_unix n
+            WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at > n.at
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j
+            WHERE j.queue = q.queue AND j.reserved_at IS NOT NULL
+            LIMIT {unfinished_cap}) AS c) AS processing,
        NULL::bigint AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.failed_jobs f
             WHERE f.queue = q.queue LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN unfinished u ON u.queue = q.queue;
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- jobs per queue, uncapped, in one pass (reading each queue through
+-- jobs_queue_index, once per count, read the table several times over), for
+-- recounts.
+WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at)
+SELECT j.queue,
+       count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at <= n.at) AS ready,
+       count(*) FILTER (WHERE j.reserved_at IS NULL AND j.available_at > n.at) AS delayed,
+       count(*) FILTER (WHERE j.reserved_at IS NOT NULL) AS processing
+FROM {schema}.jobs j, now_unix n
+WHERE j.queue = ANY ({queues})
+GROUP BY j.queue;
 
 -- name: totals
 -- The failed jobs per queue, uncapped, in one pass (for recounts).

@@ -27,21 +27,27 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly, each count one range of the (state, queue, ...) index
--- (an OR of two states would read the table through a bitmap that turns lossy
--- at 10M jobs); finished ones per queue and state up to {finished_cap}.
+-- Per queue and state, unfinished jobs up to {unfinished_cap} and finished ones up
+-- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- collectors/counting.py), each count one range of the (state, queue, ...) index
+-- (an OR of two states would read the table through a bitmap that turns lossy at
+-- 10M jobs).
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.oban_jobs j
-        WHERE j.queue = q.queue AND j.state = 'available')
-       + (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
-          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
-            AND j.scheduled_at <= n.at) AS ready,
-       (SELECT count(*) FROM {schema}.oban_jobs j, now_utc n
-        WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
-          AND j.scheduled_at > n.at) AS delayed,
-       (SELECT count(*) FROM {schema}.oban_jobs j
-        WHERE j.queue = q.queue AND j.state = 'executing') AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
+            WHERE j.queue = q.queue AND j.state = 'available'
+            LIMIT {unfinished_cap}) AS c)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j, now_utc n
+            WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
+              AND j.scheduled_at <= n.at
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j, now_utc n
+            WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
+              AND j.scheduled_at > n.at
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
+            WHERE j.queue = q.queue AND j.state = 'executing'
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'completed' AND j.queue = q.queue
             LIMIT {finished_cap}) AS c) AS done,

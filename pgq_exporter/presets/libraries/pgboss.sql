@@ -12,15 +12,19 @@
 SELECT q.name FROM {schema}.queue q;
 
 -- name: depth
--- Unfinished jobs exactly (through each partition's fetch index for the
--- pending ones); finished ones per queue and state up to {finished_cap}.
+-- Per queue and state, unfinished jobs up to {unfinished_cap} (the pending ones
+-- through the partition's fetch index) and finished ones up to {finished_cap} (0
+-- once the last recount has them all above the cap: see collectors/counting.py).
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.job j
-        WHERE j.name = q.queue AND j.state < 'active' AND j.start_after <= now()) AS ready,
-       (SELECT count(*) FROM {schema}.job j
-        WHERE j.name = q.queue AND j.state < 'active' AND j.start_after > now()) AS delayed,
-       (SELECT count(*) FROM {schema}.job j
-        WHERE j.name = q.queue AND j.state = 'active') AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state < 'active' AND j.start_after <= now()
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state < 'active' AND j.start_after > now()
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
+            WHERE j.name = q.queue AND j.state = 'active' LIMIT {unfinished_cap}) AS c)
+           AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
             WHERE j.name = q.queue AND j.state = 'completed' LIMIT {finished_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
@@ -29,6 +33,17 @@ SELECT q.queue,
             WHERE j.name = q.queue AND j.state = 'cancelled' LIMIT {finished_cap}) AS c)
            AS cancelled
 FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The unfinished jobs per queue, uncapped, one pass over each queue's partition
+-- (for recounts).
+SELECT q.queue,
+       count(j.id) FILTER (WHERE j.state < 'active' AND j.start_after <= now()) AS ready,
+       count(j.id) FILTER (WHERE j.state < 'active' AND j.start_after > now()) AS delayed,
+       count(j.id) FILTER (WHERE j.state = 'active') AS processing
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN {schema}.job j ON j.name = q.queue AND j.state <= 'active'
+GROUP BY q.queue;
 
 -- name: oldest_ready
 SELECT q.queue,

@@ -11,14 +11,26 @@
 SELECT m.queue_name::text FROM {schema}.meta m;
 
 -- name: depth
--- The queue's table holds only the messages not yet deleted or archived.
+-- The queue's table holds only the messages not yet deleted or archived: each
+-- state up to {unfinished_cap} through its vt index, the archive up to
+-- {finished_cap} (0 once the last recount has them above the cap).
+SELECT {queue}::text AS queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt <= now()
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt > now() AND m.read_ct = 0
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt > now() AND m.read_ct > 0
+            LIMIT {unfinished_cap}) AS c) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT {finished_cap}) AS c) AS done,
+       NULL::bigint AS failed,
+       NULL::bigint AS cancelled;
+
+-- name: unfinished
+-- The queue's messages, uncapped, in one pass (for recounts).
 SELECT {queue}::text AS queue,
        count(*) FILTER (WHERE m.vt <= now()) AS ready,
        count(*) FILTER (WHERE m.vt > now() AND m.read_ct = 0) AS delayed,
-       count(*) FILTER (WHERE m.vt > now() AND m.read_ct > 0) AS processing,
-       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT {finished_cap}) AS c) AS done,
-       NULL::bigint AS failed,
-       NULL::bigint AS cancelled
+       count(*) FILTER (WHERE m.vt > now() AND m.read_ct > 0) AS processing
 FROM {q} m;
 
 -- name: oldest_ready

@@ -18,33 +18,44 @@ SELECT DISTINCT l.entrypoint FROM {schema}.pgqueuer_log l
 WHERE l.created > now() - interval '1 minute';
 
 -- name: depth
--- The table's jobs exactly (it holds only unfinished and held jobs); the log's
--- finished ones per queue and state up to {finished_cap} rows.
-WITH unfinished AS (
-    SELECT j.entrypoint AS queue,
-           count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after <= now()) AS ready,
-           count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after > now()) AS delayed,
-           count(*) FILTER (WHERE j.status = 'picked') AS processing,
-           count(*) FILTER (WHERE j.status = 'failed') AS held
-    FROM {schema}.pgqueuer j
-    GROUP BY j.entrypoint
-)
+-- Per queue and state, the table's jobs up to {unfinished_cap} (queued ones through
+-- the (entrypoint, execute_after) index of queued jobs) and the log's finished ones
+-- up to {finished_cap}, with the held failures still in the table (0 once the last
+-- recount has them all above the cap: see collectors/counting.py).
 SELECT q.queue,
-       coalesce(u.ready, 0) AS ready,
-       coalesce(u.delayed, 0) AS delayed,
-       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
+            WHERE j.entrypoint = q.queue AND j.status = 'queued' AND j.execute_after <= now()
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
+            WHERE j.entrypoint = q.queue AND j.status = 'queued' AND j.execute_after > now()
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
+            WHERE j.entrypoint = q.queue AND j.status = 'picked'
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status = 'successful'
             LIMIT {finished_cap}) AS c) AS done,
-       coalesce(u.held, 0)
-       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
-            WHERE l.entrypoint = q.queue AND l.status = 'exception'
+       (SELECT count(*) FROM (
+            (SELECT 1 FROM {schema}.pgqueuer j
+             WHERE j.entrypoint = q.queue AND j.status = 'failed' LIMIT {finished_cap})
+            UNION ALL
+            (SELECT 1 FROM {schema}.pgqueuer_log l
+             WHERE l.entrypoint = q.queue AND l.status = 'exception' LIMIT {finished_cap})
             LIMIT {finished_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status IN ('canceled', 'deleted')
             LIMIT {finished_cap}) AS c) AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN unfinished u ON u.queue = q.queue;
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The table's queued and picked jobs per queue, uncapped, in one pass (for recounts).
+SELECT j.entrypoint AS queue,
+       count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after <= now()) AS ready,
+       count(*) FILTER (WHERE j.status = 'queued' AND j.execute_after > now()) AS delayed,
+       count(*) FILTER (WHERE j.status = 'picked') AS processing
+FROM {schema}.pgqueuer j
+WHERE j.status IN ('queued', 'picked') AND j.entrypoint = ANY ({queues})
+GROUP BY j.entrypoint;
 
 -- name: totals
 -- The log's finished jobs per queue and state, and the table's held failures,

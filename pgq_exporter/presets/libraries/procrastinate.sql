@@ -20,23 +20,20 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly, read through the todo-and-doing partial index
--- (procrastinate_jobs_id_lock_idx_v1); finished ones per queue and state up to
--- {finished_cap} rows, through the queue_name index.
-WITH unfinished AS (
-    SELECT j.queue_name::text AS queue,
-           count(*) FILTER (WHERE j.status = 'todo'
-                              AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())) AS ready,
-           count(*) FILTER (WHERE j.status = 'todo' AND j.scheduled_at > now()) AS delayed,
-           count(*) FILTER (WHERE j.status = 'doing') AS processing
-    FROM {schema}.procrastinate_jobs j
-    WHERE j.status = ANY (ARRAY['todo', 'doing']::{schema}.procrastinate_job_status[])
-    GROUP BY j.queue_name
-)
+-- Per queue and state, unfinished jobs up to {unfinished_cap} and finished ones up
+-- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- collectors/counting.py), each through the queue_name index.
 SELECT q.queue,
-       coalesce(u.ready, 0) AS ready,
-       coalesce(u.delayed, 0) AS delayed,
-       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status = 'todo'
+              AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status = 'todo' AND j.scheduled_at > now()
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+            WHERE j.queue_name = q.queue AND j.status = 'doing'
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'succeeded'
             LIMIT {finished_cap}) AS c) AS done,
@@ -46,8 +43,20 @@ SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status IN ('cancelled', 'aborted')
             LIMIT {finished_cap}) AS c) AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN unfinished u ON u.queue = q.queue;
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The unfinished jobs per queue, uncapped, in one pass through the todo-and-doing
+-- partial index (procrastinate_jobs_id_lock_idx_v1), for recounts.
+SELECT j.queue_name::text AS queue,
+       count(*) FILTER (WHERE j.status = 'todo'
+                          AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())) AS ready,
+       count(*) FILTER (WHERE j.status = 'todo' AND j.scheduled_at > now()) AS delayed,
+       count(*) FILTER (WHERE j.status = 'doing') AS processing
+FROM {schema}.procrastinate_jobs j
+WHERE j.status = ANY (ARRAY['todo', 'doing']::{schema}.procrastinate_job_status[])
+  AND j.queue_name = ANY ({queues})
+GROUP BY j.queue_name;
 
 -- name: totals
 -- The finished jobs per queue and state, uncapped, in one pass (for recounts).

@@ -30,27 +30,28 @@ WITH RECURSIVE v(version, queue) AS (
 SELECT DISTINCT queue FROM v;
 
 -- name: depth
--- Held ids from pg_locks (a bigint key shows as classid, the high half, and
--- objid, the low half, with objsubid 1); the rest through que_poll_idx.
-WITH held AS (
+-- Per queue and state, unfinished jobs up to {unfinished_cap} through que_poll_idx
+-- (the held ones from pg_locks: a bigint key shows as classid, the high half, and
+-- objid, the low half, with objsubid 1; each looked up by its id), and finished
+-- ones up to {finished_cap} (0 once the last recount has them all above the cap).
+WITH held AS MATERIALIZED (
     SELECT (l.classid::bigint << 32) | l.objid::bigint AS id
     FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-), unfinished AS (
-    SELECT j.queue,
-           count(*) FILTER (WHERE h.id IS NULL AND j.run_at <= now()) AS ready,
-           count(*) FILTER (WHERE h.id IS NULL AND j.run_at > now()) AS delayed,
-           count(h.id) AS processing
-    FROM {schema}.que_jobs j
-    LEFT JOIN held h ON h.id = j.id
-    WHERE j.finished_at IS NULL AND j.expired_at IS NULL
-    GROUP BY j.queue
 )
 SELECT q.queue,
-       coalesce(u.ready, 0) AS ready,
-       coalesce(u.delayed, 0) AS delayed,
-       coalesce(u.processing, 0) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
+            WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
+              AND j.run_at <= now() AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
+            WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
+              AND j.run_at > now() AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM held h JOIN {schema}.que_jobs j ON j.id = h.id
+            WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
             WHERE j.queue = q.queue AND j.finished_at IS NOT NULL
             LIMIT {finished_cap}) AS c) AS done,
@@ -58,8 +59,25 @@ SELECT q.queue,
             WHERE j.queue = q.queue AND j.expired_at IS NOT NULL
             LIMIT {finished_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN unfinished u ON u.queue = q.queue;
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The unfinished jobs per queue, uncapped, in one pass through que_poll_idx, the
+-- held ones matched against pg_locks as above (for recounts).
+WITH held AS (
+    SELECT (l.classid::bigint << 32) | l.objid::bigint AS id
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT j.queue,
+       count(*) FILTER (WHERE h.id IS NULL AND j.run_at <= now()) AS ready,
+       count(*) FILTER (WHERE h.id IS NULL AND j.run_at > now()) AS delayed,
+       count(h.id) AS processing
+FROM {schema}.que_jobs j
+LEFT JOIN held h ON h.id = j.id
+WHERE j.finished_at IS NULL AND j.expired_at IS NULL AND j.queue = ANY ({queues})
+GROUP BY j.queue;
 
 -- name: totals
 -- The finished and expired jobs per queue, uncapped, in one pass (for recounts).

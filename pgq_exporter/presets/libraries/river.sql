@@ -23,22 +23,29 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Unfinished jobs exactly, each count one range of the (state, queue, ...) index
--- (an OR of two states would read the table through a bitmap that turns lossy
--- at 10M jobs); finished ones per queue and state up to {finished_cap}.
+-- Per queue and state, unfinished jobs up to {unfinished_cap} and finished ones up
+-- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- collectors/counting.py), each count one range of the (state, queue, ...) index
+-- (an OR of two states would read the table through a bitmap that turns lossy at
+-- 10M jobs).
 SELECT q.queue,
-       (SELECT count(*) FROM {schema}.river_job j
-        WHERE j.queue = q.queue AND j.state = 'available')
-       + (SELECT count(*) FROM {schema}.river_job j
-          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
-            AND j.scheduled_at <= now()) AS ready,
-       (SELECT count(*) FROM {schema}.river_job j
-        WHERE j.queue = q.queue AND j.state = 'pending')
-       + (SELECT count(*) FROM {schema}.river_job j
-          WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
-            AND j.scheduled_at > now()) AS delayed,
-       (SELECT count(*) FROM {schema}.river_job j
-        WHERE j.queue = q.queue AND j.state = 'running') AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
+            WHERE j.queue = q.queue AND j.state = 'available'
+            LIMIT {unfinished_cap}) AS c)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
+            WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
+              AND j.scheduled_at <= now()
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
+            WHERE j.queue = q.queue AND j.state = 'pending'
+            LIMIT {unfinished_cap}) AS c)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
+            WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable')
+              AND j.scheduled_at > now()
+            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
+            WHERE j.queue = q.queue AND j.state = 'running'
+            LIMIT {unfinished_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.river_job j
             WHERE j.state = 'completed' AND j.queue = q.queue
             LIMIT {finished_cap}) AS c) AS done,

@@ -21,11 +21,43 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
+-- Per queue and state, executions up to {unfinished_cap} and finished jobs up to
+-- {finished_cap} (0 once the last recount has them all above the cap: see
+-- collectors/counting.py). A claimed execution's queue is its job's, each job
+-- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join, which
+-- reads every job of the table).
+WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
+SELECT q.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_ready_executions r
+            WHERE r.queue_name = q.queue LIMIT {unfinished_cap}) AS c)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_scheduled_executions s,
+                                               now_utc n
+            WHERE s.queue_name = q.queue AND s.scheduled_at <= n.at
+            LIMIT {unfinished_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_scheduled_executions s,
+                                            now_utc n
+            WHERE s.queue_name = q.queue AND s.scheduled_at > n.at
+            LIMIT {unfinished_cap}) AS c)
+       + (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_blocked_executions b
+            WHERE b.queue_name = q.queue LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_claimed_executions c
+            CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
+                                WHERE j.id = c.job_id OFFSET 0) AS j
+            WHERE j.queue_name = q.queue LIMIT {unfinished_cap}) AS c) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
+            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
+            LIMIT {finished_cap}) AS c) AS done,
+       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_failed_executions f
+            JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
+            WHERE j.queue_name = q.queue LIMIT {finished_cap}) AS c) AS failed,
+       NULL::bigint AS cancelled
+FROM unnest({queues}) AS q(queue);
+
+-- name: unfinished
+-- The executions per queue, uncapped (for recounts): the claimed ones in one pass,
+-- each job looked up by its id as above.
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
 claimed AS MATERIALIZED (
-    -- One pass over the claimed executions (as many as jobs running), each job
-    -- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join,
-    -- which reads every job of the table).
     SELECT j.queue_name, count(*) AS processing
     FROM {schema}.solid_queue_claimed_executions c
     CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
@@ -42,14 +74,7 @@ SELECT q.queue,
        + (SELECT count(*) FROM {schema}.solid_queue_blocked_executions b
           WHERE b.queue_name = q.queue) AS delayed,
        coalesce((SELECT c.processing FROM claimed c WHERE c.queue_name = q.queue), 0)
-           AS processing,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
-            WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS done,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_failed_executions f
-            JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
-            WHERE j.queue_name = q.queue LIMIT {finished_cap}) AS c) AS failed,
-       NULL::bigint AS cancelled
+           AS processing
 FROM unnest({queues}) AS q(queue);
 
 -- name: totals
