@@ -53,7 +53,9 @@ def estimated(counted: int, estimate: float) -> Count:
 # - when the rows written to the queue's tables since the last one (PostgreSQL's
 #   counts of rows inserted, updated and deleted) reach DRIFT of the smallest total
 #   above the cap, so that no total can be further off than that; or when a count
-#   passes the cap; at most 1 / DRIFT_DUTY of the time;
+#   passes the cap; at most 1 / DRIFT_DUTY of the time for the unfinished jobs, which
+#   are few and change fast, and 1 / RECOUNT_DUTY for the finished ones, which are
+#   many (a recount reads them all) and move by a small part of their total;
 # - when those counts are not kept (track_counts off), once the time since the last
 #   is RECOUNT_DUTY times what it cost, at most 1 / RECOUNT_DUTY of the time.
 COUNT_EXACT = 10_000
@@ -85,7 +87,8 @@ class Recounts:
     count again (see above). A recount the collector's timeout cuts short keeps the
     last totals and is tried again after twice as long."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, finished: bool = True) -> None:
+        self._finished = finished  # which duty a recount on drift keeps to (see above)
         self._totals: dict[Key, int] = {}
         self._at = float("-inf")  # time.monotonic() of the last recount
         self._cost = 0.0  # what it took
@@ -105,7 +108,8 @@ class Recounts:
         if changes is None or self._changes is None:
             return since >= self._cost * RECOUNT_DUTY
         passed = any(n > cap and self._totals.get(key, 0) <= cap for key, n in counted.items())
-        return since >= self._cost * DRIFT_DUTY and (passed or self.drifted(changes, cap))
+        duty = RECOUNT_DUTY if self._finished else DRIFT_DUTY
+        return since >= self._cost * duty and (passed or self.drifted(changes, cap))
 
     def drifted(self, changes: int | None, cap: int) -> bool:
         """Whether the rows written since the last recount may have moved a total above

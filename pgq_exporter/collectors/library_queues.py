@@ -138,7 +138,7 @@ class LibraryDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._unfinished = Recounts()
+        self._unfinished = Recounts(finished=False)
         self._finished = Recounts()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:

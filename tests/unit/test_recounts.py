@@ -13,9 +13,13 @@ READY, DONE = ("q", "ready"), ("q", "done")
 
 
 def _recounted(
-    totals: dict[tuple[str, str], int], changes: int | None, cost: float = 0.2
+    totals: dict[tuple[str, str], int],
+    changes: int | None,
+    cost: float = 0.2,
+    *,
+    finished: bool = False,
 ) -> Recounts:
-    recounts = Recounts()
+    recounts = Recounts(finished=finished)
     recounts.counted(totals, cost, changes)
     return recounts
 
@@ -36,12 +40,14 @@ def test_writes_below_the_drift_leave_the_totals_uncounted() -> None:
     assert recounts.limit([READY, DONE], CAP, 1_000_000 + written + 1) == CAP + 1
 
 
-def test_drift_recounts_take_at_most_a_tenth_of_the_time() -> None:
-    recounts = _recounted({READY: 200_000}, changes=0, cost=2.0)
-    moved = 100_000
-    soon = time.monotonic() + 2.0 * counting.DRIFT_DUTY - 1
-    assert not recounts.due(moved, {}, CAP, now=soon)
-    assert recounts.due(moved, {}, CAP, now=soon + 2)
+def test_drift_recounts_take_at_most_a_tenth_of_the_time_a_hundredth_for_finished() -> None:
+    unfinished = _recounted({READY: 200_000}, changes=0, cost=2.0)
+    finished = _recounted({DONE: 200_000}, changes=0, cost=2.0, finished=True)
+    moved, now = 100_000, time.monotonic()
+    assert not unfinished.due(moved, {}, CAP, now=now + 2.0 * counting.DRIFT_DUTY - 1)
+    assert unfinished.due(moved, {}, CAP, now=now + 2.0 * counting.DRIFT_DUTY + 1)
+    assert not finished.due(moved, {}, CAP, now=now + 2.0 * counting.DRIFT_DUTY + 1)
+    assert finished.due(moved, {}, CAP, now=now + 2.0 * counting.RECOUNT_DUTY + 1)
 
 
 def test_a_count_that_passes_the_cap_is_recounted_without_waiting_for_drift() -> None:
