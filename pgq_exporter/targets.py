@@ -54,6 +54,8 @@ RETRY_RESOLVE = 15.0
 RESOLVE_TIMEOUT = 5.0
 # A target that cannot be reached tries again at most this far apart (see _backoff).
 BACKOFF_CAP = 30.0
+# A group that ends while another of its target runs renders at most this much later.
+RENDER_WAIT = 0.2
 
 
 class Origin(StrEnum):
@@ -174,6 +176,7 @@ class Target:
         self._lock = threading.Lock()
         self._render_lock = threading.Lock()
         self._running: set[str] = set()  # slots whose run is in progress
+        self._render_due = False  # a render job is waiting (see _render_soon)
         self._scheduler: Scheduler | None = None
         self._connect_failures = 0  # in a row
         self._attached = False  # uses its connection string in the shared pool
@@ -332,7 +335,6 @@ class Target:
                 slot.lines = None  # made again from the new samples by the next render
             with self._lock:
                 self._running.difference_update(slot.name for slot in due)
-                # Groups of one target that run at once render once, when the last ends.
                 last = not self._running
         if outcome == Outcome.DROPPED:
             self._note(SERVER_CONNECTIONS, DROPPED)
@@ -343,7 +345,24 @@ class Target:
                 self._run_backed_off_groups(due)
             self.up = run.up
             self._connect_failures = 0 if run.up else self._connect_failures + 1
-        if last:
+        self._render_soon(last)
+
+    def _render_soon(self, last: bool) -> None:
+        """Render now when no other group of the target runs; else within RENDER_WAIT,
+        by then once for both when the other ends first (groups due together often end
+        within milliseconds of each other, and each render writes the whole target)."""
+        if last or self._scheduler is None:
+            self._render()
+            return
+        with self._lock:
+            if self._render_due:
+                return
+            self._render_due = True
+        self._scheduler.at(time.monotonic() + RENDER_WAIT, _RenderJob(self))
+
+    def render_if_due(self) -> None:
+        """The render _render_soon put off, unless one came since."""
+        if self._render_due:
             self._render()
 
     def _run_backed_off_groups(self, ran: list[Slot]) -> None:
@@ -419,6 +438,7 @@ class Target:
         since are made again). Renders take turns, and the first collection is whole
         (every collector has run once) only in a snapshot that shows it."""
         with self._render_lock:
+            self._render_due = False
             self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
             if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
                 self.first_collection.set()
@@ -482,6 +502,19 @@ class _Setup:
 
     def run(self, now: float, late: float) -> float | None:
         return self.target.setup()
+
+
+@dataclass(eq=False)
+class _RenderJob:
+    target: Target
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped
+
+    def run(self, now: float, late: float) -> float | None:
+        self.target.render_if_due()
+        return None
 
 
 @dataclass(eq=False)

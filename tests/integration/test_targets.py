@@ -302,3 +302,32 @@ def test_once_the_database_answers_again_no_group_waits_out_its_backoff() -> Non
             exporter.stop()
     # Every run is due within the interval (500 ms), none at the end of the backoff.
     assert ahead <= 0.5, ahead
+
+
+def test_a_group_that_ends_while_another_waits_on_a_lock_is_served_at_once(db: Database) -> None:
+    """A target's groups render once when they end together; one that ends while another
+    still waits (here its queue group, on a lock on the queue table, for up to its 30 s
+    timeout) is in the target's snapshot within a fraction of a second, not when the
+    other ends."""
+    with db.connect() as holder:
+        holder.execute("LOCK TABLE pgq.jobs IN ACCESS EXCLUSIVE MODE")
+        exporter = _exporter(
+            f"targets:\n  - name: t\n    dsn: {db.dsn!r}\nprobe: {{wait: 1s}}\n"
+            "collectors:\n  defaults: {interval: 30s, timeout: 30s}\n"
+            "  activity: {interval: 1s, timeout: 1s}\n"
+        )
+        exporter.start()
+        try:
+            target = exporter.registry.probe(exporter.registry.spec("t"))
+
+            def waiting_queue_group_seen() -> bool:
+                # The queue group's own wait, seen by activity's runs while it waits.
+                served = parse_samples(target.snapshot.text.decode())
+                waits = served.get("pgq_lock_waits", {}).values()  # a partition's, here
+                return any(v >= 1 for v in waits) and "queue_depth" in target.running()
+
+            wait_for(waiting_queue_group_seen,
+                     "the queue group's lock wait served while it waits", timeout=10)  # fmt: skip
+        finally:
+            exporter.stop()
+            holder.rollback()
