@@ -115,24 +115,21 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
                "Jobs by queue and status: pending, processing, done, failed, and cancelled "
                "where a library preset has it. On the reference schema, "
-               "exact at any size (its queue_counts table); elsewhere exact up to "
-               "exact_count_limit (default 1,000,000) per queue and status, and above it an "
-               "estimate from a sample of the table as it is now, never below the limit + 1: see "
-               "pgq_queue_count_approximate. Elsewhere, done, failed and cancelled, and on a "
-               "library preset every status, are exact up to 10,000, and above it the last "
-               "exact recount, marked approximate (made again when the rows written since may "
-               "have moved it by 4%, and at least every 5 minutes); done and failed leave the "
-               "table with archiving. "
+               "exact at any size (its queue_counts table); elsewhere exact up to 10,000 (or "
+               "exact_count_limit, if lower) per queue and status, and above it the last exact "
+               "recount, marked approximate (made again when the rows written since may have "
+               "moved it by 4%, and at least every 5 minutes): see "
+               "pgq_queue_count_approximate. Done and failed leave the table with archiving. "
                + _COLLECTED_NOTE, (*DBQ, "status"), QUEUE_DEPTH),
     MetricSpec("pgq_queue_ready_jobs", G,
                "Pending jobs whose scheduled_at has passed: claimable now. Exact up to "
-               "exact_count_limit (10,000 on a library preset); see "
-               "pgq_queue_count_approximate.",
+               "exact_count_limit on the reference schema, elsewhere up to 10,000 (or "
+               "exact_count_limit, if lower); see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_delayed_jobs", G,
                "Pending jobs scheduled in the future (delayed or backing off). Exact up to "
-               "exact_count_limit (10,000 on a library preset); see "
-               "pgq_queue_count_approximate.",
+               "exact_count_limit on the reference schema, elsewhere up to 10,000 (or "
+               "exact_count_limit, if lower); see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_count_approximate", G,
                "1 when the queue's count for this status (pending, ready, delayed, processing, "

@@ -160,7 +160,10 @@ def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[s
         if not (exists and exists[0]):
             text = layout.preset.index_statement(block)
             statement = sql.SQL(text).format(schema=sql.Identifier(layout.schema))
-            missing.append(_one_line(conn, statement))
+            line = _one_line(conn, statement)
+            if "CONCURRENTLY" not in line.upper():  # a partitioned table: see the block
+                line += "  -- blocks writes while it builds: run it when the queues are quiet"
+            missing.append(line)
     return missing
 
 

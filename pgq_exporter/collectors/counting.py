@@ -14,7 +14,7 @@ planner's statistics, it follows the rows that arrived since the last ANALYZE.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import psycopg
@@ -27,7 +27,6 @@ from pgq_exporter.sqlfiles import query
 # missed by up to 5%, 20k pages by at most 2.8% (6 runs each), in 0.55 s.
 SAMPLE_PAGES = 20_000
 SAMPLED = ("pending", "delayed", "processing", "done", "failed", "stuck", "exhausted")
-FINISHED = frozenset({"done", "failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,21 +152,63 @@ class Recounts:
         return estimated(counted, float(self._totals.get((queue, status), counted)))
 
 
-def recount_when_due(
-    conn: Conn,
-    recounts: Recounts,
-    count: Callable[[], dict[Key, int]],
-    *,
-    limit: int,
-    counted: dict[Key, int],
-    cap: int,
-    changes: int | None,
-) -> None:
-    """Recount with ``count`` when a total is above the cap (by the last recount, when
-    the run counted to ``limit`` 0, or by ``counted``) and a recount is due."""
-    above = limit == 0 or any(n > cap for n in counted.values())
-    if above and recounts.due(changes, counted, cap):
-        recount(conn, recounts, count, changes)
+Counter = Callable[[Mapping[str, int | None]], dict[Key, int]]
+Recounter = Callable[[], dict[Key, int]]
+
+
+class CappedCounts:
+    """A collector's counts per (queue, status), each exact up to the cap, and above it
+    served from the last recount of its kind: the unfinished statuses and the finished
+    ones are recounted apart (see above)."""
+
+    def __init__(self, unfinished: tuple[str, ...]) -> None:
+        self._unfinished_statuses = unfinished
+        self._unfinished = Recounts(finished=False)
+        self._finished = Recounts()
+
+    def collect(
+        self,
+        conn: Conn,
+        queues: list[str],
+        statuses: Iterable[str],
+        *,
+        cap: int,
+        changes: int | None,
+        count: Counter,
+        recounts: Mapping[bool, Recounter] | None = None,
+    ) -> dict[Key, Count]:
+        """``count(caps)`` counts each status to its LIMIT in ``caps`` (cap + 1; 0 while
+        the recount serves it; None, no limit) and returns the counts it made, NULLs left
+        out. A recount of the unfinished (True) or finished (False) statuses is made by
+        ``recounts[kind]``, else by ``count`` without a limit for them."""
+        limits = {status: self._of(status).limit([(queue, status) for queue in queues],
+                                                 cap, changes)
+                  for status in statuses}  # fmt: skip
+        counted = count(limits)
+        for unfinished, kept in ((True, self._unfinished), (False, self._finished)):
+            mine = [s for s in limits if (s in self._unfinished_statuses) is unfinished]
+            ran = _only(counted, mine)
+            above = any(limits[s] == 0 for s in mine) or any(n > cap for n in ran.values())
+            if above and kept.due(changes, ran, cap):
+                how = (recounts or {}).get(unfinished) or _uncapped(count, limits, mine)
+                recount(conn, kept, how, changes)
+        return {
+            (queue, status): self._of(status).served(queue, status, n, cap, limits[status])
+            for (queue, status), n in counted.items()
+        }
+
+    def _of(self, status: str) -> Recounts:
+        return self._unfinished if status in self._unfinished_statuses else self._finished
+
+
+def _only(counted: dict[Key, int], statuses: list[str]) -> dict[Key, int]:
+    return {key: n for key, n in counted.items() if key[1] in statuses}
+
+
+def _uncapped(count: Counter, limits: Mapping[str, int | None], mine: list[str]) -> Recounter:
+    """A recount of ``mine`` by ``count``: no limit for them, none of the others counted."""
+    caps = {status: (None if status in mine else 0) for status in limits}
+    return lambda: _only(count(caps), mine)
 
 
 def recount(

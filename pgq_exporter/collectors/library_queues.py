@@ -11,6 +11,8 @@ apart: the first are few and change fast, the second many and slowly.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from psycopg import sql
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
@@ -25,19 +27,19 @@ from pgq_exporter.collectors.base import (
     require_all_stats,
 )
 from pgq_exporter.collectors.counting import (
+    CappedCounts,
     Count,
     Key,
-    Recounts,
     count_cap,
-    recount_when_due,
     table_changes,
 )
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
-from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.presets.library import CAPPED, LibraryLayout
 
 UNFINISHED_STATUSES = ("ready", "delayed", "processing")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
-DEPTH_COLUMNS = (*UNFINISHED_STATUSES, *FINISHED_STATUSES)  # after the queue
+DEPTH_COLUMNS = CAPPED  # after the queue: UNFINISHED_STATUSES, then FINISHED_STATUSES
+Caps = Mapping[str, int | None]  # state -> its LIMIT in the depth block (0: none given)
 # The blocks the collectors run, in the order check-config plans them.
 COLLECTED_BLOCKS = ("queues", "depth", "unfinished", "totals", "oldest_ready", "stuck",
                     "finished")  # fmt: skip
@@ -52,8 +54,7 @@ def render_block(
     block: str,
     for_queue: str | None = None,
     *,
-    finished_cap: int | None = 0,
-    unfinished_cap: int | None = 0,
+    caps: Caps | None = None,
     queues: sql.Composable = BOUND_QUEUES,
     **extra: sql.Composable,
 ) -> sql.Composed:
@@ -64,8 +65,7 @@ def render_block(
     parts: dict[str, sql.Composable] = {
         "schema": sql.Identifier(layout.schema),
         "queues": queues,
-        "finished_cap": sql.Literal(finished_cap),
-        "unfinished_cap": sql.Literal(unfinished_cap),
+        **{f"{state}_cap": sql.Literal((caps or {}).get(state, 0)) for state in CAPPED},
         **{name: sql.Literal(value) for name, value in layout.params.items()},
     }
     if for_queue is not None:
@@ -79,16 +79,14 @@ def run_block(
     block: str,
     queues: list[str] | None,
     *,
-    finished_cap: int | None = 0,
-    unfinished_cap: int | None = 0,
+    caps: Caps | None = None,
     **extra: sql.Composable,
 ) -> list[Row]:
     """The block's rows for ``queues`` (None: every queue the library has): one
     statement, or, with a table per queue, one per queue that the library has."""
 
     def rendered(queue: str | None) -> sql.Composed:
-        return render_block(layout, block, queue, finished_cap=finished_cap,
-                            unfinished_cap=unfinished_cap, **extra)  # fmt: skip
+        return render_block(layout, block, queue, caps=caps, **extra)
 
     if not layout.preset.per_queue or block == "queues":
         return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
@@ -109,7 +107,7 @@ def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
         if not queues:
             return
         queue = str(queues[0][0])
-    statement = render_block(layout, block, queue, finished_cap=1, unfinished_cap=1,
+    statement = render_block(layout, block, queue, caps=dict.fromkeys(CAPPED, 1),
                              since=sql.Literal(0.0))  # fmt: skip
     conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
 
@@ -138,42 +136,29 @@ class LibraryDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._unfinished = Recounts(finished=False)
-        self._finished = Recounts()
+        self._counts = CappedCounts(UNFINISHED_STATUSES)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
-        cap = count_cap(ctx)
-        changes = table_changes(conn, ctx)
         finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
-        open_limit = self._unfinished.limit(_keys(queues, UNFINISHED_STATUSES), cap, changes)
-        done_limit = self._finished.limit(_keys(queues, finished), cap, changes)
-        rows = run_block(conn, layout, "depth", queues, finished_cap=done_limit,
-                         unfinished_cap=open_limit)  # fmt: skip
-        counted = _by_key(rows, DEPTH_COLUMNS)
-        recount_when_due(conn, self._unfinished, lambda: _unfinished(conn, layout, queues),
-                         limit=open_limit, counted=_of(counted, UNFINISHED_STATUSES), cap=cap,
-                         changes=changes)  # fmt: skip
-        recount_when_due(conn, self._finished, lambda: _finished(conn, layout, queues),
-                         limit=done_limit, counted=_of(counted, finished), cap=cap,
-                         changes=changes)  # fmt: skip
+
+        def count(caps: Caps) -> dict[Key, int]:
+            return _by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
+
+        counts = self._counts.collect(
+            conn, queues, (*UNFINISHED_STATUSES, *finished), cap=count_cap(ctx),
+            changes=table_changes(conn, ctx), count=count,
+            recounts={True: lambda: _unfinished(conn, layout, queues),
+                      False: lambda: _finished(conn, layout, queues)},
+        )  # fmt: skip
         samples: list[AnySample] = []
-        for row in rows:
-            queue = str(row[0])
-            counts = {status: self._unfinished.served(queue, status,
-                                                      counted.get((queue, status), 0), cap,
-                                                      open_limit)
-                      for status in UNFINISHED_STATUSES}  # fmt: skip
-            ready, delayed = counts["ready"], counts["delayed"]
-            counts["pending"] = Count(ready.value + delayed.value,
-                                      ready.approximate or delayed.approximate)  # fmt: skip
-            for status in finished:
-                if (queue, status) in counted:
-                    counts[status] = self._finished.served(queue, status,
-                                                           counted[(queue, status)], cap,
-                                                           done_limit)  # fmt: skip
-            samples += _depth_samples(queue, counts)
+        for queue in dict.fromkeys(queue for queue, _ in counts):  # the queues of the rows
+            mine = {status: n for (q, status), n in counts.items() if q == queue}
+            ready, delayed = mine["ready"], mine["delayed"]
+            mine["pending"] = Count(ready.value + delayed.value,
+                                    ready.approximate or delayed.approximate)  # fmt: skip
+            samples += _depth_samples(queue, mine)
         return samples
 
 
@@ -198,10 +183,10 @@ def _of(counted: dict[Key, int], statuses: tuple[str, ...] | list[str]) -> dict[
 
 def _unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
     """The unfinished jobs without a cap: the preset's unfinished block (one pass over
-    them), else its depth counts with LIMIT NULL."""
+    them), else its depth counts without a limit."""
     if "unfinished" in layout.preset.blocks:
         return _by_key(run_block(conn, layout, "unfinished", queues), UNFINISHED_STATUSES)
-    rows = run_block(conn, layout, "depth", queues, unfinished_cap=None)
+    rows = run_block(conn, layout, "depth", queues, caps=dict.fromkeys(UNFINISHED_STATUSES))
     return _of(_by_key(rows, DEPTH_COLUMNS), UNFINISHED_STATUSES)
 
 
@@ -210,7 +195,7 @@ def _finished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key,
     finished rows), else its depth counts with LIMIT NULL."""
     if "totals" in layout.preset.blocks:
         return _by_key(run_block(conn, layout, "totals", queues), FINISHED_STATUSES)
-    rows = run_block(conn, layout, "depth", queues, finished_cap=None)
+    rows = run_block(conn, layout, "depth", queues, caps=dict.fromkeys(FINISHED_STATUSES))
     return _of(_by_key(rows, DEPTH_COLUMNS), FINISHED_STATUSES)
 
 

@@ -2,15 +2,17 @@
 
 On the reference schema (version 3 on), pending, processing, done and failed
 come from its queue_counts table, which the schema's triggers keep exact in
-every snapshot: the cost does not depend on the number of jobs. Elsewhere,
-and for the delayed jobs everywhere, each count is exact up to
-exact_count_limit, read from the partial indexes, and estimated from a sample
-of the table above it (see counting.py); done and failed, which may be
-estimates, only up to 10,000 and then the planner's estimate.
+every snapshot: the cost does not depend on the number of jobs; delayed, which it
+does not keep, is exact up to exact_count_limit, read from the pending index, and
+estimated from a sample of the table above it. Elsewhere each count is exact up to
+10,000 (or exact_count_limit, if lower), read from the partial indexes, and above it
+served from the last exact recount (see counting.py).
 ``pgq_queue_count_approximate`` says which values are estimates.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.collectors.base import (
@@ -23,19 +25,18 @@ from pgq_exporter.collectors.base import (
     fetch,
 )
 from pgq_exporter.collectors.counting import (
-    FINISHED,
+    CappedCounts,
     Count,
-    Recounts,
+    Key,
     SampledCounts,
     count_cap,
     exact,
-    recount_when_due,
     table_changes,
 )
 
 # The columns of capped_counts and kept_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")
-KEPT = frozenset({"pending", "processing", "done", "failed"})
+UNFINISHED = ("pending", "delayed", "processing")
 STATUSES = ("pending", "processing", "done", "failed")
 
 
@@ -43,42 +44,43 @@ class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
-        self._recounts = Recounts()
+        self._counts = CappedCounts(UNFINISHED)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
-        kept = ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0])
-        cap = count_cap(ctx)
-        changes = None if kept else table_changes(conn, ctx)
-        limit = self._recounts.limit([(q, s) for q in queues for s in FINISHED], cap, changes)
-        params = {"cap": ctx.config.exact_count_limit + 1, "finished_cap": limit,
-                  "queues": queues}  # fmt: skip
-        rows = fetch(conn, "kept_counts" if kept else "capped_counts", ctx, params)
-        if not kept:
-            recount_when_due(conn, self._recounts, lambda: _totals(
-                fetch(conn, "capped_counts", ctx, {**params, "finished_cap": None})),
-                limit=limit, counted=_totals(rows), cap=cap, changes=changes)  # fmt: skip
-        sampled = SampledCounts(conn, ctx)
+        if ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0]):
+            counts = _kept(conn, ctx, queues)
+        else:
+
+            def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
+                params = {"queues": queues, **{f"{s}_cap": caps[s] for s in COUNTED}}
+                return _by_key(fetch(conn, "capped_counts", ctx, params))
+
+            changes = table_changes(conn, ctx)
+            counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
+                                          changes=changes, count=count)  # fmt: skip
         samples: list[AnySample] = []
-        for queue, *numbers in rows:
-            counts = {}
-            for what, n in zip(COUNTED, numbers, strict=True):
-                if kept and what in KEPT:
-                    counts[what] = exact(n)
-                elif what in FINISHED:
-                    counts[what] = self._recounts.served(queue, what, n, cap, limit)
-                else:
-                    counts[what] = sampled.bounded(queue, what, n)
-            samples += _samples(queue, counts)
+        for queue in queues:
+            samples += _samples(queue, {s: counts[(queue, s)] for s in COUNTED})
         return samples
 
 
-def _totals(rows: list[Row]) -> dict[tuple[str, str], int]:
+def _kept(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
+    """The reference schema's kept counts, exact; delayed, which it does not keep, exact
+    up to exact_count_limit and estimated from a sample of the table above it."""
+    params = {"cap": ctx.config.exact_count_limit + 1, "queues": queues}
+    sampled = SampledCounts(conn, ctx)
     return {
-        (str(row[0]), what): int(n)
+        (queue, status): sampled.bounded(queue, status, n) if status == "delayed" else exact(n)
+        for (queue, status), n in _by_key(fetch(conn, "kept_counts", ctx, params)).items()
+    }
+
+
+def _by_key(rows: list[Row]) -> dict[Key, int]:
+    return {
+        (str(row[0]), status): int(n)
         for row in rows
-        for what, n in zip(COUNTED, row[1:], strict=True)
-        if what in FINISHED
+        for status, n in zip(COUNTED, row[1:], strict=True)
     }
 
 

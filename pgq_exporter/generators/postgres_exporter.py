@@ -8,9 +8,9 @@ from psycopg import sql
 
 from pgq_exporter.catalogue import MetricSpec, metric
 from pgq_exporter.collectors.base import mapping_parts, table_list
-from pgq_exporter.collectors.library_queues import render_block
+from pgq_exporter.collectors.library_queues import FINISHED_STATUSES, render_block
 from pgq_exporter.config import DEFAULT_WINDOW, SchemaMapping
-from pgq_exporter.presets.library import LibraryLayout, LibraryPreset
+from pgq_exporter.presets.library import CAPPED, LibraryLayout, LibraryPreset
 from pgq_exporter.sqlfiles import named_queries
 
 _FILE = "postgres_exporter.sql"
@@ -150,8 +150,9 @@ def preset_queries_yaml(
     queues = sql.SQL(_without_comments(blocks["preset_queues"])).format(known=sql.SQL(known))
     parts = {
         name: sql.SQL(_without_comments(
-            render_block(layout, name, finished_cap=cap, unfinished_cap=None,
-                         queues=queues).as_string()))
+            render_block(layout, name, queues=queues,
+                         caps={**dict.fromkeys(CAPPED), **dict.fromkeys(FINISHED_STATUSES, cap)})
+            .as_string()))
         for name in ("depth", "oldest_ready", "stuck")
         if name in preset.blocks
     }  # fmt: skip

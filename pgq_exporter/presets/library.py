@@ -17,9 +17,9 @@ served wrong:
 - ``queues`` (required): the queue names that have jobs (or had them recently);
 - ``depth`` (required) feeds queue_depth: per queue in ``%(queues)s``: ready,
   delayed, processing, done, failed, cancelled; NULL where the library keeps no trace.
-  Each unfinished count stops at ``LIMIT {unfinished_cap}``, each finished one at
-  ``LIMIT {finished_cap}``; a recount renders them with ``LIMIT NULL``, no limit, and
-  the others with ``LIMIT 0`` (see collectors/counting.py);
+  Each count stops at its state's cap, ``LIMIT {ready_cap}`` and so on: the cap + 1,
+  0 while the last recount serves it, ``NULL`` (no limit) in a recount without an
+  ``unfinished`` or ``totals`` block (see collectors/counting.py);
 - ``unfinished``: per queue in ``%(queues)s``: ready, delayed, processing, uncapped,
   in one pass over the unfinished rows, for the recounts (without it, ``depth``);
 - ``totals``: per queue in ``%(queues)s``: done, failed, cancelled, uncapped, in one
@@ -59,9 +59,12 @@ KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "
                           "unfinished"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
-_PLACEHOLDERS = frozenset({"schema", "queues", "finished_cap", "unfinished_cap", "queue",
-                           "statuses", "since", "q", "a"})  # fmt: skip
-_INDEX_NAME = re.compile(r"CREATE INDEX CONCURRENTLY\s+(\w+)\s+ON\b", re.IGNORECASE)
+# Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...
+CAPPED = ("ready", "delayed", "processing", "done", "failed", "cancelled")
+_PLACEHOLDERS = frozenset({"schema", "queues", "queue", "statuses", "since", "q", "a",
+                           *(f"{state}_cap" for state in CAPPED)})  # fmt: skip
+# CONCURRENTLY wherever the table allows it (a partitioned one does not).
+_INDEX_NAME = re.compile(r"CREATE INDEX (?:CONCURRENTLY\s+)?(\w+)\s+ON\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 _PACKAGE = "pgq_exporter.presets.libraries"
 WEEK = 7 * 86_400.0  # the highest a preset parameter usually allows, in seconds

@@ -31,26 +31,26 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: capped_counts
--- Per queue and status, exact counts from the partial indexes: unfinished jobs
--- up to %(cap)s rows each, finished ones up to %(finished_cap)s; the caller
--- replaces a count that reached its cap by an estimate.
+-- Per queue and status, exact counts from the partial indexes, each up to its
+-- status's cap: %(pending_cap)s and so on (0 while the caller serves its last
+-- recount, NULL in a recount: see collectors/counting.py).
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
-            LIMIT %(cap)s) AS c) AS pending,
+            LIMIT %(pending_cap)s) AS c) AS pending,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} > now()
-            LIMIT %(cap)s) AS c) AS delayed,
+            LIMIT %(delayed_cap)s) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
-            LIMIT %(cap)s) AS c) AS processing,
+            LIMIT %(processing_cap)s) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_done}
-            LIMIT %(finished_cap)s) AS c) AS done,
+            LIMIT %(done_cap)s) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_failed}
-            LIMIT %(finished_cap)s) AS c) AS failed
+            LIMIT %(failed_cap)s) AS c) AS failed
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
 -- name: has_counts

@@ -32,6 +32,17 @@ CREATE INDEX index_good_jobs_on_queue_name_and_scheduled_at ON good_jobs (queue_
 CREATE INDEX index_good_jobs_jobs_on_finished_at ON good_jobs (finished_at)
     WHERE finished_at IS NOT NULL;
 CREATE INDEX index_good_jobs_on_active_job_id_and_created_at ON good_jobs (active_job_id, created_at);
+-- More of the indexes its schema has (demo/db/schema.rb), those that queue reads use.
+CREATE INDEX index_good_jobs_on_queue_name ON good_jobs (queue_name);
+CREATE INDEX index_good_jobs_on_locked_by_id ON good_jobs (locked_by_id)
+    WHERE locked_by_id IS NOT NULL;
+CREATE INDEX index_good_jobs_dequeue_by_queue_scheduled_at
+    ON good_jobs (queue_name, priority, scheduled_at)
+    WHERE finished_at IS NULL AND locked_by_id IS NULL;
+CREATE INDEX index_good_jobs_on_scheduled_at ON good_jobs (scheduled_at)
+    WHERE finished_at IS NULL;
+CREATE INDEX index_good_jobs_on_discarded ON good_jobs (finished_at DESC)
+    WHERE finished_at IS NOT NULL AND error IS NOT NULL;
 
 CREATE TABLE good_job_processes (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

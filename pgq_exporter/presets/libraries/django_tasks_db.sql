@@ -21,28 +21,28 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, unfinished tasks up to {unfinished_cap} and finished ones up
--- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- Per queue and state, unfinished tasks up to their state's cap and finished ones up
+-- to its state's cap (0 once the last recount has them all above the cap: see
 -- collectors/counting.py), through the queue_name index (the backend's own
 -- indexes do not hold the queue with the status: doctor suggests one that does).
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'READY'
               AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'READY' AND r.run_after > now()
               AND r.run_after < '9999-01-01 00:00+00'
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'RUNNING'
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'SUCCESSFUL'
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.django_tasks_database_dbtaskresult r
             WHERE r.queue_name = q.queue AND r.status = 'FAILED'
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 

@@ -1,6 +1,6 @@
 """good_job 4.x: good_jobs keeps finished jobs; a running one holds an advisory lock."""
 
-from pgq_exporter.catalogue import QUEUE_LEASES
+from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LEASES
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -12,5 +12,5 @@ PRESET = LibraryPreset(
         "good_jobs", columns=("queue_name", "scheduled_at", "performed_at", "finished_at", "error")
     ),
     statuses=("pending", "processing", "done", "failed"),
-    indexes={"index_performed": (QUEUE_LEASES,)},
+    indexes={"index_lock_key": (QUEUE_DEPTH,), "index_performed": (QUEUE_LEASES,)},
 )

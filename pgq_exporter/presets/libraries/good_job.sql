@@ -22,10 +22,10 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, unfinished jobs up to {unfinished_cap} through
+-- Per queue and state, unfinished jobs up to their state's cap through
 -- index_good_jobs_on_queue_name_and_scheduled_at (held: locked_by_id set, or the
 -- advisory lock on the job, keyed by the md5 of its id, in pg_locks, read once), and
--- finished ones up to {finished_cap} (0 once the last recount has them all above the
+-- finished ones up to its state's cap (0 once the last recount has them all above the
 -- cap: see collectors/counting.py).
 WITH held AS MATERIALIZED (
     SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
@@ -41,7 +41,7 @@ SELECT q.queue,
                   SELECT FROM held h
                   WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
                                 ::bit(64)::bigint)
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
               AND j.scheduled_at > now()
@@ -49,21 +49,32 @@ SELECT q.queue,
                   SELECT FROM held h
                   WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
                                 ::bit(64)::bigint)
-            LIMIT {unfinished_cap}) AS c) AS delayed,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
-            WHERE j.queue_name = q.queue AND j.finished_at IS NULL
-              AND (j.locked_by_id IS NOT NULL OR EXISTS (
-                  SELECT FROM held h
-                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
-                                ::bit(64)::bigint))
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {delayed_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (
+            (SELECT 1 FROM {schema}.good_jobs j
+             WHERE j.queue_name = q.queue AND j.finished_at IS NULL
+               AND j.locked_by_id IS NOT NULL
+             LIMIT {processing_cap})
+            UNION ALL
+            -- The jobs held by an advisory lock alone, when any lock is held: each key
+            -- through good_jobs_lock_key_idx where doctor's index is there, else one
+            -- pass over the queue's unfinished jobs, each hashed.
+            (SELECT 1 FROM held h
+             JOIN {schema}.good_jobs j
+               ON ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
+                  = h.key
+             WHERE EXISTS (SELECT FROM held)
+               AND j.queue_name = q.queue AND j.finished_at IS NULL
+               AND j.locked_by_id IS NULL
+             LIMIT {processing_cap})
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL AND j.error IS NULL
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
               AND j.error IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
@@ -159,6 +170,14 @@ SELECT q.queue,
                             ::bit(64)::bigint)) AS stuck,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
+
+-- name: index_lock_key
+-- The unfinished job an advisory lock holds, found from the lock's key (the md5 of
+-- the job's id) instead of hashing every unfinished job of the queue.
+CREATE INDEX CONCURRENTLY good_jobs_lock_key_idx
+    ON {schema}.good_jobs ((('x' || substr(md5('good_jobs-' || id::text), 1, 16))
+                           ::bit(64)::bigint))
+    WHERE finished_at IS NULL;
 
 -- name: index_performed
 -- The jobs the stuck rule looks at (begun, not finished, not held by

@@ -18,7 +18,7 @@ LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id;
 
 -- name: depth
 -- The table holds only jobs not completed: per queue label and state, up to
--- {unfinished_cap}, and the failed ones up to {finished_cap} (0 once the last
+-- its state's cap, and the failed ones up to its state's cap (0 once the last
 -- recount has them all above the cap: see collectors/counting.py).
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
@@ -27,27 +27,27 @@ SELECT q.queue,
             WHERE coalesce(jq.queue_name, t.identifier) = q.queue
               AND j.locked_at IS NULL AND j.attempts < j.max_attempts
               AND j.run_at <= now() AND jq.locked_at IS NULL
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
             JOIN {schema}._private_tasks t ON t.id = j.task_id
             LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
             WHERE coalesce(jq.queue_name, t.identifier) = q.queue
               AND j.locked_at IS NULL AND j.attempts < j.max_attempts
               AND (j.run_at > now() OR jq.locked_at IS NOT NULL)
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
             JOIN {schema}._private_tasks t ON t.id = j.task_id
             LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
             WHERE coalesce(jq.queue_name, t.identifier) = q.queue
               AND j.locked_at IS NOT NULL
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        NULL::bigint AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
             JOIN {schema}._private_tasks t ON t.id = j.task_id
             LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
             WHERE coalesce(jq.queue_name, t.identifier) = q.queue
               AND j.locked_at IS NULL AND j.attempts >= j.max_attempts
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
@@ -102,31 +102,61 @@ FROM counted c
 WHERE c.queue = ANY ({queues});
 
 -- name: oldest_ready
+-- A job became ready at its run_at. The oldest of a label is its first entry, whose
+-- named queue (if any) is not locked, in one priority's range of graphile-worker's
+-- jobs_main_index (priority, run_at) of available jobs: each priority in use is
+-- skipped through one at a time, and each range read in run_at order until the
+-- label's first job (min(run_at) over the join read every job).
 SELECT q.queue,
        coalesce(extract(epoch FROM now() - (
-           SELECT min(j.run_at)
-           FROM {schema}._private_jobs j
-           JOIN {schema}._private_tasks t ON t.id = j.task_id
-           LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
-           WHERE coalesce(jq.queue_name, t.identifier) = q.queue
-             AND j.locked_at IS NULL AND j.attempts < j.max_attempts
-             AND j.run_at <= now() AND jq.locked_at IS NULL))::float8, 0) AS age
+           SELECT min(f.run_at)
+           FROM (
+               WITH RECURSIVE p(priority) AS (
+                   (SELECT j.priority FROM {schema}._private_jobs j
+                    WHERE j.is_available ORDER BY j.priority LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT j.priority FROM {schema}._private_jobs j
+                           WHERE j.is_available AND j.priority > p.priority
+                           ORDER BY j.priority LIMIT 1)
+                   FROM p WHERE p.priority IS NOT NULL
+               )
+               SELECT (SELECT j.run_at
+                       FROM {schema}._private_jobs j
+                       JOIN {schema}._private_tasks t ON t.id = j.task_id
+                       LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+                       WHERE j.is_available AND j.priority = p.priority
+                         AND coalesce(jq.queue_name, t.identifier) = q.queue
+                         AND jq.locked_at IS NULL
+                       ORDER BY j.run_at LIMIT 1) AS run_at
+               FROM p WHERE p.priority IS NOT NULL
+           ) AS f
+           WHERE f.run_at <= now()))::float8, 0) AS age
 FROM unnest({queues}) AS q(queue);
 
 -- name: stuck
 -- graphile-worker's own rule: a lock older than {stale_lock_after} seconds
 -- (four hours in the library) is stale, and the job may be taken again when
 -- it has attempts left (stuck); with none left it stays failed (exhausted).
+-- The stale locks first (through doctor's index of locked jobs where it is
+-- there), then their labels.
+WITH stale AS MATERIALIZED (
+    SELECT coalesce(jq.queue_name, t.identifier) AS queue, j.attempts, j.max_attempts
+    FROM {schema}._private_jobs j
+    JOIN {schema}._private_tasks t ON t.id = j.task_id
+    LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
+    WHERE j.locked_at < now() - make_interval(secs => {stale_lock_after})
+)
 SELECT q.queue,
-       count(j.id) FILTER (WHERE j.attempts < j.max_attempts) AS stuck,
-       count(j.id) FILTER (WHERE j.attempts >= j.max_attempts) AS exhausted
+       count(s.queue) FILTER (WHERE s.attempts < s.max_attempts) AS stuck,
+       count(s.queue) FILTER (WHERE s.attempts >= s.max_attempts) AS exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN ({schema}._private_jobs j
-           JOIN {schema}._private_tasks t ON t.id = j.task_id
-           LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id)
-       ON coalesce(jq.queue_name, t.identifier) = q.queue
-      AND j.locked_at < now() - make_interval(secs => {stale_lock_after})
+LEFT JOIN stale s ON s.queue = q.queue
 GROUP BY q.queue;
+
+-- name: index_locked
+-- The stale locks from the index alone, not every job read.
+CREATE INDEX CONCURRENTLY graphile_jobs_locked_at_idx
+    ON {schema}._private_jobs (locked_at) WHERE locked_at IS NOT NULL;
 
 -- name: version
 SELECT max(id)::text FROM {schema}.migrations;

@@ -19,23 +19,23 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, jobs up to {unfinished_cap} through jobs_queue_index, and
--- failed_jobs up to {finished_cap} (it has no index on queue, so this reads it until
+-- Per queue and state, jobs up to its state's cap through jobs_queue_index, and
+-- failed_jobs up to its state's cap (it has no index on queue, so this reads it until
 -- the cap; 0 once the last recount has them all above the cap).
 WITH now_unix AS (SELECT extract(epoch FROM now())::bigint AS at)
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j, now_unix n
             WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at <= n.at
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j, now_unix n
             WHERE j.queue = q.queue AND j.reserved_at IS NULL AND j.available_at > n.at
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.jobs j
             WHERE j.queue = q.queue AND j.reserved_at IS NOT NULL
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        NULL::bigint AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.failed_jobs f
-            WHERE f.queue = q.queue LIMIT {finished_cap}) AS c) AS failed,
+            WHERE f.queue = q.queue LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 

@@ -27,8 +27,8 @@ WITH RECURSIVE q(state, queue) AS (
 SELECT DISTINCT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, unfinished jobs up to {unfinished_cap} and finished ones up
--- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- Per queue and state, unfinished jobs up to their state's cap and finished ones up
+-- to its state's cap (0 once the last recount has them all above the cap: see
 -- collectors/counting.py), each count one range of the (state, queue, ...) index
 -- (an OR of two states would read the table through a bitmap that turns lossy at
 -- 10M jobs).
@@ -36,37 +36,58 @@ WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.queue = q.queue AND j.state = 'available'
-            LIMIT {unfinished_cap}) AS c)
+            LIMIT {ready_cap}) AS c)
        + (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j, now_utc n
             WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
               AND j.scheduled_at <= n.at
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j, now_utc n
             WHERE j.queue = q.queue AND j.state IN ('scheduled', 'retryable', 'suspended')
               AND j.scheduled_at > n.at
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.queue = q.queue AND j.state = 'executing'
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'completed' AND j.queue = q.queue
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'discarded' AND j.queue = q.queue
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.oban_jobs j
             WHERE j.state = 'cancelled' AND j.queue = q.queue
-            LIMIT {finished_cap}) AS c) AS cancelled
+            LIMIT {cancelled_cap}) AS c) AS cancelled
 FROM unnest({queues}) AS q(queue);
 
 -- name: oldest_ready
--- A job became ready at its scheduled_at.
+-- A job became ready at its scheduled_at. The oldest is the first entry of one
+-- (state, priority) range of the library's (state, queue, priority, scheduled_at,
+-- id) index: each state's priorities are skipped through one at a time, so the
+-- cost follows the priorities in use, not the jobs (the index puts priority
+-- before scheduled_at; min(scheduled_at) read every ready job).
 SELECT q.queue,
        coalesce(extract(epoch FROM timezone('UTC', now()) - (
-           SELECT min(j.scheduled_at) FROM {schema}.oban_jobs j
-           WHERE j.queue = q.queue
-             AND j.state IN ('available', 'scheduled', 'retryable', 'suspended')
-             AND j.scheduled_at <= timezone('UTC', now())))::float8, 0) AS age
+           SELECT min(f.scheduled_at)
+           FROM unnest(ARRAY['available', 'scheduled', 'retryable', 'suspended']::{schema}.oban_job_state[]) AS s(state)
+           CROSS JOIN LATERAL (
+               WITH RECURSIVE p(priority) AS (
+                   (SELECT j.priority FROM {schema}.oban_jobs j
+                    WHERE j.state = s.state AND j.queue = q.queue
+                    ORDER BY j.priority LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT j.priority FROM {schema}.oban_jobs j
+                           WHERE j.state = s.state AND j.queue = q.queue
+                             AND j.priority > p.priority
+                           ORDER BY j.priority LIMIT 1)
+                   FROM p WHERE p.priority IS NOT NULL
+               )
+               SELECT (SELECT j.scheduled_at FROM {schema}.oban_jobs j
+                       WHERE j.state = s.state AND j.queue = q.queue
+                         AND j.priority = p.priority
+                       ORDER BY j.scheduled_at LIMIT 1) AS scheduled_at
+               FROM p WHERE p.priority IS NOT NULL
+           ) AS f
+           WHERE f.scheduled_at <= timezone('UTC', now())))::float8, 0) AS age
 FROM unnest({queues}) AS q(queue);
 
 -- name: stuck

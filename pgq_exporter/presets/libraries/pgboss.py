@@ -1,6 +1,7 @@
 """pg-boss 10: job partitioned by queue (hashed partition names; pgboss.queue names
 them), finished jobs moved to archive."""
 
+from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -14,4 +15,5 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed", "cancelled"),
     knows_exhausted=True,
     version_from="version",
+    indexes={"index_active": (QUEUE_LEASES,)},
 )

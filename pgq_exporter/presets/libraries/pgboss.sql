@@ -12,25 +12,25 @@
 SELECT q.name FROM {schema}.queue q;
 
 -- name: depth
--- Per queue and state, unfinished jobs up to {unfinished_cap} (the pending ones
--- through the partition's fetch index) and finished ones up to {finished_cap} (0
+-- Per queue and state, unfinished jobs up to their state's cap (the pending ones
+-- through the partition's fetch index) and finished ones up to its state's cap (0
 -- once the last recount has them all above the cap: see collectors/counting.py).
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
             WHERE j.name = q.queue AND j.state < 'active' AND j.start_after <= now()
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
             WHERE j.name = q.queue AND j.state < 'active' AND j.start_after > now()
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
-            WHERE j.name = q.queue AND j.state = 'active' LIMIT {unfinished_cap}) AS c)
+            WHERE j.name = q.queue AND j.state = 'active' LIMIT {processing_cap}) AS c)
            AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
-            WHERE j.name = q.queue AND j.state = 'completed' LIMIT {finished_cap}) AS c) AS done,
+            WHERE j.name = q.queue AND j.state = 'completed' LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
-            WHERE j.name = q.queue AND j.state = 'failed' LIMIT {finished_cap}) AS c) AS failed,
+            WHERE j.name = q.queue AND j.state = 'failed' LIMIT {failed_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.job j
-            WHERE j.name = q.queue AND j.state = 'cancelled' LIMIT {finished_cap}) AS c)
+            WHERE j.name = q.queue AND j.state = 'cancelled' LIMIT {cancelled_cap}) AS c)
            AS cancelled
 FROM unnest({queues}) AS q(queue);
 
@@ -56,7 +56,8 @@ FROM unnest({queues}) AS q(queue);
 -- name: stuck
 -- pg-boss's own rule: an active job past started_on + expire_in has expired;
 -- maintenance retries it while retry_count < retry_limit (stuck) and fails it
--- when none are left (exhausted).
+-- when none are left (exhausted). Through doctor's index of active jobs where it
+-- is there; else each queue's partition is read.
 SELECT q.queue,
        count(j.id) FILTER (WHERE j.retry_count < j.retry_limit) AS stuck,
        count(j.id) FILTER (WHERE j.retry_count >= j.retry_limit) AS exhausted
@@ -64,6 +65,16 @@ FROM unnest({queues}) AS q(queue)
 LEFT JOIN {schema}.job j
        ON j.name = q.queue AND j.state = 'active' AND j.started_on + j.expire_in < now()
 GROUP BY q.queue;
+
+-- name: index_active
+-- The active jobs and what the expiry rule reads of them, from the index alone
+-- instead of each queue's partition read whole (started_on + expire_in is not
+-- immutable, so it cannot be indexed). job is partitioned, and an index on a
+-- partitioned table cannot be built CONCURRENTLY: this one holds off writes to
+-- each partition while it builds there, so build it when the queues are quiet.
+CREATE INDEX pgboss_job_active_idx
+    ON {schema}.job (name) INCLUDE (started_on, expire_in, retry_count, retry_limit)
+    WHERE state = 'active';
 
 -- name: table_labels
 -- Each queue's partition is labelled with the queue's name, not its hashed one.

@@ -12,16 +12,16 @@ SELECT m.queue_name::text FROM {schema}.meta m;
 
 -- name: depth
 -- The queue's table holds only the messages not yet deleted or archived: each
--- state up to {unfinished_cap} through its vt index, the archive up to
--- {finished_cap} (0 once the last recount has them above the cap).
+-- state up to its state's cap through its vt index, the archive up to
+-- its state's cap (0 once the last recount has them above the cap).
 SELECT {queue}::text AS queue,
        (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt <= now()
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt > now() AND m.read_ct = 0
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.vt > now() AND m.read_ct > 0
-            LIMIT {unfinished_cap}) AS c) AS processing,
-       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {processing_cap}) AS c) AS processing,
+       (SELECT count(*) FROM (SELECT 1 FROM {a} LIMIT {done_cap}) AS c) AS done,
        NULL::bigint AS failed,
        NULL::bigint AS cancelled;
 

@@ -18,33 +18,33 @@ SELECT DISTINCT l.entrypoint FROM {schema}.pgqueuer_log l
 WHERE l.created > now() - interval '1 minute';
 
 -- name: depth
--- Per queue and state, the table's jobs up to {unfinished_cap} (queued ones through
+-- Per queue and state, the table's jobs up to its state's cap (queued ones through
 -- the (entrypoint, execute_after) index of queued jobs) and the log's finished ones
--- up to {finished_cap}, with the held failures still in the table (0 once the last
+-- up to its state's cap, with the held failures still in the table (0 once the last
 -- recount has them all above the cap: see collectors/counting.py).
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
             WHERE j.entrypoint = q.queue AND j.status = 'queued' AND j.execute_after <= now()
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
             WHERE j.entrypoint = q.queue AND j.status = 'queued' AND j.execute_after > now()
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer j
             WHERE j.entrypoint = q.queue AND j.status = 'picked'
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status = 'successful'
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (
             (SELECT 1 FROM {schema}.pgqueuer j
-             WHERE j.entrypoint = q.queue AND j.status = 'failed' LIMIT {finished_cap})
+             WHERE j.entrypoint = q.queue AND j.status = 'failed' LIMIT {failed_cap})
             UNION ALL
             (SELECT 1 FROM {schema}.pgqueuer_log l
-             WHERE l.entrypoint = q.queue AND l.status = 'exception' LIMIT {finished_cap})
-            LIMIT {finished_cap}) AS c) AS failed,
+             WHERE l.entrypoint = q.queue AND l.status = 'exception' LIMIT {failed_cap})
+            LIMIT {failed_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.pgqueuer_log l
             WHERE l.entrypoint = q.queue AND l.status IN ('canceled', 'deleted')
-            LIMIT {finished_cap}) AS c) AS cancelled
+            LIMIT {cancelled_cap}) AS c) AS cancelled
 FROM unnest({queues}) AS q(queue);
 
 -- name: unfinished

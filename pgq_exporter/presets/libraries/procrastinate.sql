@@ -20,29 +20,29 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, unfinished jobs up to {unfinished_cap} and finished ones up
--- to {finished_cap} (0 once the last recount has them all above the cap: see
+-- Per queue and state, unfinished jobs up to their state's cap and finished ones up
+-- to its state's cap (0 once the last recount has them all above the cap: see
 -- collectors/counting.py), each through the queue_name index.
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'todo'
               AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'todo' AND j.scheduled_at > now()
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'doing'
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'succeeded'
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'failed'
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status IN ('cancelled', 'aborted')
-            LIMIT {finished_cap}) AS c) AS cancelled
+            LIMIT {cancelled_cap}) AS c) AS cancelled
 FROM unnest({queues}) AS q(queue);
 
 -- name: unfinished

@@ -30,34 +30,54 @@ WITH RECURSIVE v(version, queue) AS (
 SELECT DISTINCT queue FROM v;
 
 -- name: depth
--- Per queue and state, unfinished jobs up to {unfinished_cap} through que_poll_idx
+-- Per queue and state, unfinished jobs up to their state's cap through que_poll_idx
 -- (the held ones from pg_locks: a bigint key shows as classid, the high half, and
 -- objid, the low half, with objsubid 1; each looked up by its id), and finished
--- ones up to {finished_cap} (0 once the last recount has them all above the cap).
-WITH held AS MATERIALIZED (
+-- ones up to its state's cap (0 once the last recount has them all above the cap).
+WITH RECURSIVE versions(version) AS (
+    -- The schema versions of the unfinished jobs, one que_poll_idx probe each
+    -- (usually one), so that each read below starts with its first column.
+    (SELECT j.job_schema_version FROM {schema}.que_jobs j
+     WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+     ORDER BY j.job_schema_version LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.job_schema_version FROM {schema}.que_jobs j
+            WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+              AND j.job_schema_version > v.version
+            ORDER BY j.job_schema_version LIMIT 1)
+    FROM versions v WHERE v.version IS NOT NULL
+), held AS MATERIALIZED (
     SELECT (l.classid::bigint << 32) | l.objid::bigint AS id
     FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 )
 SELECT q.queue,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
-            WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
-              AND j.run_at <= now() AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
-            LIMIT {unfinished_cap}) AS c) AS ready,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
-            WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
-              AND j.run_at > now() AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
-            LIMIT {unfinished_cap}) AS c) AS delayed,
+       (SELECT count(*) FROM (SELECT 1 FROM versions v
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM {schema}.que_jobs j
+                WHERE j.job_schema_version = v.version AND j.queue = q.queue
+                  AND j.finished_at IS NULL AND j.expired_at IS NULL AND j.run_at <= now()
+                  AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
+                LIMIT {ready_cap}) AS j
+            LIMIT {ready_cap}) AS c) AS ready,
+       (SELECT count(*) FROM (SELECT 1 FROM versions v
+            CROSS JOIN LATERAL (
+                SELECT 1 FROM {schema}.que_jobs j
+                WHERE j.job_schema_version = v.version AND j.queue = q.queue
+                  AND j.finished_at IS NULL AND j.expired_at IS NULL AND j.run_at > now()
+                  AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
+                LIMIT {delayed_cap}) AS j
+            LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM held h JOIN {schema}.que_jobs j ON j.id = h.id
             WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
-            LIMIT {unfinished_cap}) AS c) AS processing,
+            LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
             WHERE j.queue = q.queue AND j.finished_at IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.que_jobs j
             WHERE j.queue = q.queue AND j.expired_at IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS failed,
+            LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
@@ -90,14 +110,53 @@ WHERE (j.finished_at IS NOT NULL OR j.expired_at IS NOT NULL) AND j.queue = ANY 
 GROUP BY j.queue;
 
 -- name: oldest_ready
+-- A job became ready at its run_at. The oldest is the first unheld entry of one
+-- (schema version, queue, priority) range of que_poll_idx: each version and
+-- priority is skipped through one at a time, so the cost follows the priorities in
+-- use, not the jobs (the index puts priority before run_at).
+WITH RECURSIVE versions(version) AS (
+    -- The schema versions of the unfinished jobs, one que_poll_idx probe each
+    -- (usually one), so that each read below starts with its first column.
+    (SELECT j.job_schema_version FROM {schema}.que_jobs j
+     WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+     ORDER BY j.job_schema_version LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.job_schema_version FROM {schema}.que_jobs j
+            WHERE j.finished_at IS NULL AND j.expired_at IS NULL
+              AND j.job_schema_version > v.version
+            ORDER BY j.job_schema_version LIMIT 1)
+    FROM versions v WHERE v.version IS NOT NULL
+), held AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | l.objid::bigint AS id
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
 SELECT q.queue,
        coalesce(extract(epoch FROM now() - (
-           SELECT min(j.run_at) FROM {schema}.que_jobs j
-           WHERE j.queue = q.queue AND j.finished_at IS NULL AND j.expired_at IS NULL
-             AND j.run_at <= now()
-             AND NOT EXISTS (SELECT FROM pg_locks l
-                             WHERE l.locktype = 'advisory' AND l.objsubid = 1
-                               AND l.granted
-                               AND (l.classid::bigint << 32) | l.objid::bigint = j.id)))
-           ::float8, 0) AS age
+           SELECT min(f.run_at)
+           FROM versions v
+           CROSS JOIN LATERAL (
+               WITH RECURSIVE p(priority) AS (
+                   (SELECT j.priority FROM {schema}.que_jobs j
+                    WHERE j.job_schema_version = v.version AND j.queue = q.queue
+                      AND j.finished_at IS NULL AND j.expired_at IS NULL
+                    ORDER BY j.priority LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT j.priority FROM {schema}.que_jobs j
+                           WHERE j.job_schema_version = v.version AND j.queue = q.queue
+                             AND j.finished_at IS NULL AND j.expired_at IS NULL
+                             AND j.priority > p.priority
+                           ORDER BY j.priority LIMIT 1)
+                   FROM p WHERE p.priority IS NOT NULL
+               )
+               SELECT (SELECT j.run_at FROM {schema}.que_jobs j
+                       WHERE j.job_schema_version = v.version AND j.queue = q.queue
+                         AND j.priority = p.priority
+                         AND j.finished_at IS NULL AND j.expired_at IS NULL
+                         AND NOT EXISTS (SELECT FROM held h WHERE h.id = j.id)
+                       ORDER BY j.run_at LIMIT 1) AS run_at
+               FROM p WHERE p.priority IS NOT NULL
+           ) AS f
+           WHERE v.version IS NOT NULL AND f.run_at <= now()))::float8, 0) AS age
 FROM unnest({queues}) AS q(queue);

@@ -1,5 +1,6 @@
 """Solid Queue 1.x: solid_queue_jobs, with a table of executions per state."""
 
+from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -19,4 +20,5 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed"),
     # A process silent this long is dead (Solid Queue's process_alive_threshold).
     params={"process_alive_threshold": Param(300.0, 0.1, WEEK, "`process_alive_threshold`")},
+    indexes={"index_ready_created": (QUEUE_LATENCY,)},
 )

@@ -21,35 +21,35 @@ WITH RECURSIVE q(queue) AS (
 SELECT queue::text FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
--- Per queue and state, executions up to {unfinished_cap} and finished jobs up to
--- {finished_cap} (0 once the last recount has them all above the cap: see
+-- Per queue and state, executions up to its state's cap and finished jobs up to
+-- its state's cap (0 once the last recount has them all above the cap: see
 -- collectors/counting.py). A claimed execution's queue is its job's, each job
 -- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join, which
 -- reads every job of the table).
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_ready_executions r
-            WHERE r.queue_name = q.queue LIMIT {unfinished_cap}) AS c)
+            WHERE r.queue_name = q.queue LIMIT {ready_cap}) AS c)
        + (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_scheduled_executions s,
                                                now_utc n
             WHERE s.queue_name = q.queue AND s.scheduled_at <= n.at
-            LIMIT {unfinished_cap}) AS c) AS ready,
+            LIMIT {ready_cap}) AS c) AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_scheduled_executions s,
                                             now_utc n
             WHERE s.queue_name = q.queue AND s.scheduled_at > n.at
-            LIMIT {unfinished_cap}) AS c)
+            LIMIT {delayed_cap}) AS c)
        + (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_blocked_executions b
-            WHERE b.queue_name = q.queue LIMIT {unfinished_cap}) AS c) AS delayed,
+            WHERE b.queue_name = q.queue LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_claimed_executions c
             CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
                                 WHERE j.id = c.job_id OFFSET 0) AS j
-            WHERE j.queue_name = q.queue LIMIT {unfinished_cap}) AS c) AS processing,
+            WHERE j.queue_name = q.queue LIMIT {processing_cap}) AS c) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
-            LIMIT {finished_cap}) AS c) AS done,
+            LIMIT {done_cap}) AS c) AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_failed_executions f
             JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
-            WHERE j.queue_name = q.queue LIMIT {finished_cap}) AS c) AS failed,
+            WHERE j.queue_name = q.queue LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue);
 
@@ -93,7 +93,9 @@ LEFT JOIN (SELECT j.queue_name, count(*) AS failed
        ON f.queue_name = q.queue;
 
 -- name: oldest_ready
--- Ready since its ready execution was made, or since its scheduled time.
+-- Ready since its ready execution was made, or since its scheduled time (the
+-- oldest ready execution of a queue from the first entry of doctor's index where
+-- it is there, else by reading the queue's ready executions).
 SELECT q.queue,
        coalesce(extract(epoch FROM timezone('UTC', now()) - least(
            (SELECT min(r.created_at) FROM {schema}.solid_queue_ready_executions r
@@ -123,3 +125,9 @@ WITH stuck AS MATERIALIZED (
 SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN stuck s ON s.queue_name = q.queue;
+
+-- name: index_ready_created
+-- The oldest ready execution of a queue from the first entry, not every ready
+-- execution read.
+CREATE INDEX CONCURRENTLY solid_queue_ready_executions_created_idx
+    ON {schema}.solid_queue_ready_executions (queue_name, created_at);
