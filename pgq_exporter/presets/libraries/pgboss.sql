@@ -56,24 +56,29 @@ FROM unnest({queues}) AS q(queue);
 -- name: stuck
 -- pg-boss's own rule: an active job past started_on + expire_in has expired;
 -- maintenance retries it while retry_count < retry_limit (stuck) and fails it
--- when none are left (exhausted). Through doctor's index of active jobs where it
--- is there; else each queue's partition is read.
+-- when none are left (exhausted). The expiry is reckoned in UTC so that it can
+-- be indexed (timestamptz + interval depends on the session's time zone, and is
+-- not immutable); pg-boss writes expire_in in seconds, where the two agree.
+-- Through doctor's index of active jobs by expiry, only the expired ones are
+-- read; without it, each queue's partition is.
 SELECT q.queue,
-       count(j.id) FILTER (WHERE j.retry_count < j.retry_limit) AS stuck,
-       count(j.id) FILTER (WHERE j.retry_count >= j.retry_limit) AS exhausted
+       count(j.name) FILTER (WHERE j.retry_count < j.retry_limit) AS stuck,
+       count(j.name) FILTER (WHERE j.retry_count >= j.retry_limit) AS exhausted
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN {schema}.job j
-       ON j.name = q.queue AND j.state = 'active' AND j.started_on + j.expire_in < now()
+       ON j.name = q.queue AND j.state = 'active'
+      AND timezone('UTC', j.started_on) + j.expire_in < timezone('UTC', now())
 GROUP BY q.queue;
 
 -- name: index_active
--- The active jobs and what the expiry rule reads of them, from the index alone
--- instead of each queue's partition read whole (started_on + expire_in is not
--- immutable, so it cannot be indexed). job is partitioned, and an index on a
+-- The active jobs by queue and expiry (in UTC, see stuck), with what the
+-- retry rule reads: the expired ones are read from the index alone, instead of
+-- each queue's partition read whole. job is partitioned, and an index on a
 -- partitioned table cannot be built CONCURRENTLY: this one holds off writes to
 -- each partition while it builds there, so build it when the queues are quiet.
-CREATE INDEX pgboss_job_active_idx
-    ON {schema}.job (name) INCLUDE (started_on, expire_in, retry_count, retry_limit)
+CREATE INDEX pgboss_job_active_expiry_idx
+    ON {schema}.job (name, (timezone('UTC', started_on) + expire_in))
+    INCLUDE (retry_count, retry_limit)
     WHERE state = 'active';
 
 -- name: table_labels
