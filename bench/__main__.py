@@ -67,6 +67,11 @@ def main() -> int:
         default=PRESET_JOBS,
         help=f"jobs per preset (default {PRESET_JOBS:,})",
     )
+    parser.add_argument(
+        "--preset-running",
+        type=int,
+        help="about this many of a preset's jobs running (default 3%% of them)",
+    )
     parser.add_argument("--before", type=Path,
                         help="a checkout of an earlier version: the fleet part also runs its "
                              f"exporter with {BEFORE_TARGETS} probe targets")  # fmt: skip
@@ -90,7 +95,8 @@ def main() -> int:
             from bench.presets import preset_cycles  # noqa: PLC0415
 
             report["presets"] = preset_cycles(dsn, jobs=20_000 if args.quick else args.preset_jobs,
-                                              only=args.preset)  # fmt: skip
+                                              only=args.preset,
+                                              running=args.preset_running)  # fmt: skip
         if "fleet" in parts:
             from bench.fleet import fleet_footprint  # noqa: PLC0415
 
@@ -292,6 +298,9 @@ def print_serving(serving: dict[str, Any]) -> None:
 
 def print_presets(rows: list[dict[str, Any]]) -> None:
     print("\n== Presets: one collection cycle (median of 5; the first, a start's, apart) ==")
+    every = max((row.get("running_every", 1) for row in rows), default=1)
+    if every > 1:
+        print(f"running jobs: those of 1 hundred in {every} (3% of the jobs otherwise)")
     print(f"{'preset':<34}{'jobs':>12}{'cycle':>12}{'first':>12}  per collector")
     for row in rows:
         if "failed" in row:

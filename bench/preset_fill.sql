@@ -5,6 +5,8 @@
 -- block is rendered with psycopg.sql (hence the doubled braces), pgmq's per queue
 -- (with that queue's share of the jobs). {shard} is the queue (0, 1 or 2) of job n:
 -- a third each, or skewed (70%, 25% and 5%, and the states of a queue then differ).
+-- pg_temp.bucket(n) is n's state in a hundred: n %% 100, except that running jobs
+-- may be thinned out to ready ones (bench/presets.py makes it per fill).
 
 -- name: procrastinate
 WITH worker AS (INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id),
@@ -16,10 +18,10 @@ jobs AS (
            CASE WHEN s.status = 'todo' THEN 0 ELSE 1 END,
            CASE WHEN s.status = 'doing' THEN (SELECT id FROM worker) END
     FROM generate_series(1, %(jobs)s) AS n,
-         LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'succeeded' WHEN n %% 100 < 85 THEN 'failed'
-                              WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 97 THEN 'todo'
+         LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'succeeded' WHEN pg_temp.bucket(n) < 85 THEN 'failed'
+                              WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 97 THEN 'todo'
                               ELSE 'doing' END AS status,
-                         n %% 100 BETWEEN 95 AND 96 AS delayed) AS s
+                         pg_temp.bucket(n) BETWEEN 95 AND 96 AS delayed) AS s
     RETURNING id
 )
 INSERT INTO procrastinate_events (job_id, type, at)
@@ -29,10 +31,10 @@ SELECT id, 'deferred', now() - interval '1 hour' FROM jobs;
 -- The table holds the unfinished jobs; the finished ones are rows of the log.
 WITH jobs AS (
     SELECT n, 'q' || {shard} AS entrypoint,
-           CASE WHEN n %% 100 < 80 THEN 'successful' WHEN n %% 100 < 85 THEN 'exception'
-                WHEN n %% 100 < 88 THEN 'canceled' WHEN n %% 100 < 97 THEN 'queued'
+           CASE WHEN pg_temp.bucket(n) < 80 THEN 'successful' WHEN pg_temp.bucket(n) < 85 THEN 'exception'
+                WHEN pg_temp.bucket(n) < 88 THEN 'canceled' WHEN pg_temp.bucket(n) < 97 THEN 'queued'
                 ELSE 'picked' END AS status,
-           n %% 100 BETWEEN 95 AND 96 AS delayed
+           pg_temp.bucket(n) BETWEEN 95 AND 96 AS delayed
     FROM generate_series(1, %(jobs)s) AS n
 ), queue AS (
     INSERT INTO pgqueuer (priority, status, entrypoint, execute_after, payload)
@@ -47,7 +49,7 @@ FROM jobs WHERE status NOT IN ('queued', 'picked');
 -- name: pgmq
 -- Per queue: unfinished messages in q_<queue>, archived ones in a_<queue>.
 WITH messages AS (
-    SELECT n, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+    SELECT n, pg_temp.bucket(n) AS k FROM generate_series(1, %(jobs)s) AS n
 ), queued AS (
     INSERT INTO pgmq.{q} (read_ct, vt, message)
     SELECT CASE WHEN k >= 97 THEN 1 ELSE 0 END,
@@ -71,9 +73,9 @@ SELECT s.state::oban_job_state, 'q' || {shard}, 'Noop',
        CASE WHEN s.state = 'discarded' THEN timezone('UTC', now()) END,
        CASE WHEN s.state = 'cancelled' THEN timezone('UTC', now()) END
 FROM generate_series(1, %(jobs)s) AS n,
-     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'discarded'
-                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 95 THEN 'available'
-                          WHEN n %% 100 < 97 THEN 'scheduled' ELSE 'executing' END AS state) AS s;
+     LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'discarded'
+                          WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 95 THEN 'available'
+                          WHEN pg_temp.bucket(n) < 97 THEN 'scheduled' ELSE 'executing' END AS state) AS s;
 
 -- name: django_tasks_db
 INSERT INTO django_tasks_database_dbtaskresult
@@ -82,23 +84,23 @@ INSERT INTO django_tasks_database_dbtaskresult
      traceback)
 SELECT gen_random_uuid(), s.status, now(), now(), now(), '{{}}', 0, 'tasks.noop', '[]',
        'q' || {shard}, 'default',
-       CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN now() + interval '1 hour'
+       CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN now() + interval '1 hour'
             ELSE '9999-01-01 00:00+00' END,
        NULL, '', ''
 FROM generate_series(1, %(jobs)s) AS n,
-     LATERAL (SELECT CASE WHEN n %% 100 < 85 THEN 'SUCCESSFUL' WHEN n %% 100 < 88 THEN 'FAILED'
-                          WHEN n %% 100 < 97 THEN 'READY' ELSE 'RUNNING' END AS status) AS s;
+     LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 85 THEN 'SUCCESSFUL' WHEN pg_temp.bucket(n) < 88 THEN 'FAILED'
+                          WHEN pg_temp.bucket(n) < 97 THEN 'READY' ELSE 'RUNNING' END AS status) AS s;
 
 -- name: seed
 -- The seed article's jobs table as written (no index but its primary key).
 INSERT INTO app.jobs (queue, status, attempts, scheduled_at, locked_until, updated_at)
 SELECT 'q' || {shard}, s.status, CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
-       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.status = 'processing' THEN now() + interval '5 minutes' END,
        now() - interval '1 hour'
 FROM generate_series(1, %(jobs)s) AS n,
-     LATERAL (SELECT CASE WHEN n %% 100 < 85 THEN 'done' WHEN n %% 100 < 88 THEN 'failed'
-                          WHEN n %% 100 < 97 THEN 'pending' ELSE 'processing' END AS status) AS s;
+     LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 85 THEN 'done' WHEN pg_temp.bucket(n) < 88 THEN 'failed'
+                          WHEN pg_temp.bucket(n) < 97 THEN 'pending' ELSE 'processing' END AS status) AS s;
 
 -- name: seed_indexes
 -- The indexes pgq-exporter doctor prints for the seed table (without CONCURRENTLY).
@@ -117,14 +119,14 @@ SELECT s.state::river_job_state, 'q' || {shard}, 'noop', '{{}}', 25,
        CASE WHEN s.state NOT IN ('available', 'scheduled') THEN now() END,
        CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() END
 FROM generate_series(1, %(jobs)s) AS n,
-     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'discarded'
-                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 95 THEN 'available'
-                          WHEN n %% 100 < 97 THEN 'scheduled' ELSE 'running' END AS state) AS s;
+     LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'discarded'
+                          WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 95 THEN 'available'
+                          WHEN pg_temp.bucket(n) < 97 THEN 'scheduled' ELSE 'running' END AS state) AS s;
 
 -- name: laravel
 -- jobs holds the unfinished (done jobs are deleted); failed_jobs the failed.
 WITH jobs_made AS (
-    SELECT n, 'q' || {shard} AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+    SELECT n, 'q' || {shard} AS queue, pg_temp.bucket(n) AS k FROM generate_series(1, %(jobs)s) AS n
 ), queued AS (
     INSERT INTO jobs (queue, payload, attempts, reserved_at, available_at, created_at)
     SELECT queue, '{{}}', CASE WHEN k >= 97 THEN 1 ELSE 0 END,
@@ -140,12 +142,12 @@ FROM jobs_made WHERE k BETWEEN 80 AND 84;
 -- name: pgboss
 INSERT INTO pgboss.job (name, state, start_after, started_on, completed_on, retry_limit)
 SELECT 'q' || {shard}, s.state::pgboss.job_state,
-       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('created', 'cancelled') THEN now() END,
        CASE WHEN s.state IN ('completed', 'failed', 'cancelled') THEN now() END, 2
 FROM generate_series(1, %(jobs)s) AS n,
-     LATERAL (SELECT CASE WHEN n %% 100 < 80 THEN 'completed' WHEN n %% 100 < 85 THEN 'failed'
-                          WHEN n %% 100 < 88 THEN 'cancelled' WHEN n %% 100 < 97 THEN 'created'
+     LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'failed'
+                          WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 97 THEN 'created'
                           ELSE 'active' END AS state) AS s;
 
 -- name: graphile_worker
@@ -160,16 +162,16 @@ WITH tasks AS (
 INSERT INTO graphile_worker._private_jobs (job_queue_id, task_id, run_at, attempts,
                                            max_attempts, locked_at, locked_by)
 SELECT (SELECT id FROM queues WHERE queue_name = 'q' || {shard}), (SELECT id FROM tasks),
-       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-       CASE WHEN n %% 100 < 88 OR n %% 100 >= 97 THEN 1 ELSE 0 END,
-       CASE WHEN n %% 100 < 88 THEN 1 ELSE 25 END,
-       CASE WHEN n %% 100 >= 97 THEN now() END, CASE WHEN n %% 100 >= 97 THEN 'w' END
+       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN pg_temp.bucket(n) < 88 OR pg_temp.bucket(n) >= 97 THEN 1 ELSE 0 END,
+       CASE WHEN pg_temp.bucket(n) < 88 THEN 1 ELSE 25 END,
+       CASE WHEN pg_temp.bucket(n) >= 97 THEN now() END, CASE WHEN pg_temp.bucket(n) >= 97 THEN 'w' END
 FROM generate_series(1, %(jobs)s) AS n
-WHERE n %% 100 >= 85;
+WHERE pg_temp.bucket(n) >= 85;
 
 -- name: solid_queue
 WITH made AS (
-    SELECT n, 'q' || {shard} AS queue, n %% 100 AS k FROM generate_series(1, %(jobs)s) AS n
+    SELECT n, 'q' || {shard} AS queue, pg_temp.bucket(n) AS k FROM generate_series(1, %(jobs)s) AS n
 ), jobs AS (
     INSERT INTO solid_queue_jobs (queue_name, class_name, arguments, scheduled_at, finished_at,
                                   created_at, updated_at)
@@ -180,7 +182,7 @@ WITH made AS (
     FROM made ORDER BY n
     RETURNING id, queue_name, scheduled_at, finished_at
 ), numbered AS (
-    SELECT j.*, row_number() OVER (ORDER BY j.id) %% 100 AS k FROM jobs j
+    SELECT j.*, pg_temp.bucket(row_number() OVER (ORDER BY j.id)) AS k FROM jobs j
 ), process AS (
     INSERT INTO solid_queue_processes (kind, last_heartbeat_at, pid, created_at, name)
     VALUES ('Worker', timezone('UTC', now()), 1, timezone('UTC', now()), 'worker-1')
@@ -202,9 +204,9 @@ SELECT id, 'RuntimeError', timezone('UTC', now()) FROM numbered WHERE k BETWEEN 
 -- name: que
 INSERT INTO que_jobs (queue, job_class, run_at, finished_at, expired_at, job_schema_version)
 SELECT 'q' || {shard}, 'NoopJob',
-       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-       CASE WHEN n %% 100 < 85 THEN now() END,
-       CASE WHEN n %% 100 BETWEEN 85 AND 87 THEN now() END, 2
+       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN pg_temp.bucket(n) < 85 THEN now() END,
+       CASE WHEN pg_temp.bucket(n) BETWEEN 85 AND 87 THEN now() END, 2
 FROM generate_series(1, %(jobs)s) AS n;
 
 -- name: good_job
@@ -212,9 +214,9 @@ INSERT INTO good_jobs (queue_name, priority, serialized_params, scheduled_at, pe
                        finished_at, error, created_at, updated_at, active_job_id, job_class,
                        executions_count)
 SELECT 'q' || {shard}, 0, '{{}}',
-       now() + CASE WHEN n %% 100 BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-       CASE WHEN n %% 100 < 88 THEN now() END,
-       CASE WHEN n %% 100 < 88 THEN now() END,
-       CASE WHEN n %% 100 BETWEEN 80 AND 87 THEN 'RuntimeError' END,
+       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN pg_temp.bucket(n) < 88 THEN now() END,
+       CASE WHEN pg_temp.bucket(n) < 88 THEN now() END,
+       CASE WHEN pg_temp.bucket(n) BETWEEN 80 AND 87 THEN 'RuntimeError' END,
        now(), now(), gen_random_uuid(), 'NoopJob', 1
 FROM generate_series(1, %(jobs)s) AS n;

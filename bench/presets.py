@@ -126,12 +126,22 @@ INSTALL: dict[str, Callable[[str], None]] = {
 UNIFORM = "(n %% 3)"
 SKEWED = "(CASE WHEN n %% 20 < 14 THEN 0 WHEN n %% 20 < 19 THEN 1 ELSE 2 END)"
 SKEWED_SHARES = (0.70, 0.25, 0.05)
+RUNNING_SHARE = 0.03  # of the jobs, before any are thinned out (preset_fill.sql)
 
 
-def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False) -> None:
-    """``jobs`` jobs in three queues, as the library writes them; then VACUUM ANALYZE."""
+# A job's state in a hundred (see preset_fill.sql): running jobs are 97 to 99, and only
+# those of every {running_every}th hundred stay running; the others become ready (90).
+BUCKET = """CREATE FUNCTION pg_temp.bucket(n bigint) RETURNS int LANGUAGE sql IMMUTABLE
+AS $$ SELECT CASE WHEN n % 100 >= 97 AND (n / 100) % {running_every} <> 0 THEN 90
+                  ELSE (n % 100)::int END $$"""
+
+
+def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False, running_every: int = 1) -> None:
+    """``jobs`` jobs in three queues, as the library writes them, with a 1 in
+    ``running_every`` share of the running ones; then VACUUM ANALYZE."""
     shard = sql.SQL(SKEWED if skewed else UNIFORM)
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL(BUCKET).format(running_every=sql.Literal(running_every)))
         if preset == "pgmq":
             shares = SKEWED_SHARES if skewed else (1 / 3,) * 3
             for name, share in zip(PGMQ_QUEUES, shares, strict=True):
@@ -152,10 +162,14 @@ def _database(name: str, dsn: str) -> DatabaseConfig:
     return DatabaseConfig("bench", dsn, layout=layout)
 
 
-def preset_cycles(dsn: str, *, jobs: int, only: list[str] | None = None) -> list[dict[str, Any]]:
-    """Per preset (those of ``only``, else all): the time to fill ``jobs`` jobs, and the
-    median collection cycle, in total and per collector; then again with the indexes
-    `doctor` suggests for it, where it suggests any. Each database is dropped after."""
+def preset_cycles(
+    dsn: str, *, jobs: int, only: list[str] | None = None, running: int | None = None
+) -> list[dict[str, Any]]:
+    """Per preset (those of ``only``, else all): the time to fill ``jobs`` jobs (about
+    ``running`` of them running, else 3%), and the median collection cycle, in total and
+    per collector; then again with the indexes `doctor` suggests for it, where it
+    suggests any. Each database is dropped after."""
+    running_every = max(1, round(jobs * RUNNING_SHARE / running)) if running else 1
     rows = []
     for name, install in INSTALL.items():
         if only and name not in only:
@@ -164,16 +178,18 @@ def preset_cycles(dsn: str, *, jobs: int, only: list[str] | None = None) -> list
         target = fresh_database(dsn, database)
         install(target)
         started = time.perf_counter()
-        fill(target, name, jobs)
+        fill(target, name, jobs, running_every=running_every)
         filled = time.perf_counter() - started
-        rows.append(_measured(name, target, jobs, filled))
+        mix = {"running_every": running_every}
+        rows.append(_measured(name, target, jobs, filled) | mix)
         indexes = _doctor_indexes(name)
         if indexes:
             with psycopg.connect(target, autocommit=True) as conn:
                 for statement in indexes:
                     conn.execute(statement)
                 conn.execute("ANALYZE")
-            rows.append(_measured(name, target, jobs, filled, f"{name} + doctor's indexes"))
+            label = f"{name} + doctor's indexes"
+            rows.append(_measured(name, target, jobs, filled, label) | mix)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
     return rows
