@@ -307,6 +307,8 @@ def print_presets(rows: list[dict[str, Any]]) -> None:
             print(f"{row['preset']:<34}{row['jobs']:>12,}  {row['failed']}")
             continue
         per = ", ".join(f"{k} {v:.1f}" for k, v in row["per_collector_ms"].items())
+        recounts = row.get("recount_ms", {})
+        per += "".join(f"; recount of the {k} {v:.1f}" for k, v in recounts.items())
         print(f"{row['preset']:<34}{row['jobs']:>12,}{row['cycle_ms']:>9.1f} ms"
               f"{row.get('first_cycle_ms', 0):>9.1f} ms  {per}")  # fmt: skip
 

@@ -149,8 +149,8 @@ class LibraryDepth(Collector):
         counts = self._counts.collect(
             conn, queues, (*UNFINISHED_STATUSES, *finished), cap=count_cap(ctx),
             changes=table_changes(conn, ctx), count=count,
-            recounts={True: lambda: _unfinished(conn, layout, queues),
-                      False: lambda: _finished(conn, layout, queues)},
+            recounts={True: lambda: recount_unfinished(conn, layout, queues),
+                      False: lambda: recount_finished(conn, layout, queues)},
         )  # fmt: skip
         samples: list[AnySample] = []
         for queue in dict.fromkeys(queue for queue, _ in counts):  # the queues of the rows
@@ -181,7 +181,7 @@ def _of(counted: dict[Key, int], statuses: tuple[str, ...] | list[str]) -> dict[
     return {key: n for key, n in counted.items() if key[1] in statuses}
 
 
-def _unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
+def recount_unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
     """The unfinished jobs without a cap: the preset's unfinished block (one pass over
     them), else its depth counts without a limit."""
     if "unfinished" in layout.preset.blocks:
@@ -190,7 +190,7 @@ def _unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Ke
     return _of(_by_key(rows, DEPTH_COLUMNS), UNFINISHED_STATUSES)
 
 
-def _finished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
+def recount_finished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
     """The finished totals without a cap: the preset's totals block (one pass over the
     finished rows), else its depth counts with LIMIT NULL."""
     if "totals" in layout.preset.blocks:
