@@ -183,10 +183,9 @@ def preset_cycles(
         filled = time.perf_counter() - started
         mix = {"running_every": running_every}
         rows.append(_measured(name, target, jobs, filled) | mix | _recounts(name, target))
-        indexes = _doctor_indexes(name)
-        if indexes:
+        if has_doctor_indexes(name):
             with psycopg.connect(target, autocommit=True) as conn:
-                for statement in indexes:
+                for statement in _doctor_indexes(name, target):
                     conn.execute(statement)
                 conn.execute("ANALYZE")
             label = f"{name} + doctor's indexes"
@@ -220,15 +219,24 @@ def _recounts(name: str, dsn: str) -> dict[str, Any]:
     return {"recount_ms": timed}
 
 
-def _doctor_indexes(name: str) -> list[sql.SQL | sql.Composed]:
-    """The CREATE INDEX statements `doctor` may print for the preset."""
+def has_doctor_indexes(name: str) -> bool:
+    """Whether `doctor` may print indexes for the preset."""
+    return name == "seed" or bool(LIBRARY_PRESETS[name].indexes)
+
+
+def _doctor_indexes(name: str, dsn: str) -> list[sql.SQL | sql.Composed]:
+    """The CREATE INDEX statements `doctor` may print for the preset (with a table per
+    queue, for each queue of ``dsn``)."""
     if name == "seed":
         return [sql.SQL(FILL["seed_indexes"])]
-    preset = LIBRARY_PRESETS[name]
+    layout = _database(name, dsn).layout
+    assert isinstance(layout, LibraryLayout)
+    with psycopg.connect(dsn) as conn:
+        queues = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
     return [
-        sql.SQL(text).format(schema=sql.Identifier(preset.schema))
-        for block, text in sorted(preset.blocks.items())
-        if block.startswith("index_")
+        statement
+        for block in sorted(layout.preset.indexes)
+        for _, statement in layout.index_statements(block, queues)
     ]
 
 

@@ -33,6 +33,7 @@ from pgq_exporter.collection import set_transaction_settings
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.collectors.library_queues import run_block
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
@@ -152,14 +153,18 @@ def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMappi
 
 def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[str]:
     """The indexes the preset knows would make ``collector``'s reads cheap and that the
-    library's schema does not have yet, as CREATE INDEX statements."""
+    library's schema does not have yet, as CREATE INDEX statements (with a table per
+    queue, one per queue)."""
+    blocks = layout.preset.indexes_for(collector)
+    per_queue = blocks and layout.preset.per_queue
+    queues = [str(row[0]) for row in run_block(conn, layout, "queues", [])] if per_queue else []
     missing = []
-    for block in layout.preset.indexes_for(collector):
-        params = {"schema": layout.schema, "name": layout.preset.index_name(block)}
-        exists = conn.execute(query(_FILE, "index_exists"), params).fetchone()
-        if not (exists and exists[0]):
-            text = layout.preset.index_statement(block)
-            statement = sql.SQL(text).format(schema=sql.Identifier(layout.schema))
+    for block in blocks:
+        for name, statement in layout.index_statements(block, queues):
+            params = {"schema": layout.schema, "name": name}
+            exists = conn.execute(query(_FILE, "index_exists"), params).fetchone()
+            if exists and exists[0]:
+                continue
             line = _one_line(conn, statement)
             if "CONCURRENTLY" not in line.upper():  # a partitioned table: see the block
                 line += "  -- blocks writes while it builds: run it when the queues are quiet"

@@ -92,6 +92,8 @@ def preset_indexes_table() -> str:
         for block, served in preset.indexes.items():
             text = preset.index_statement(block)
             on = text[text.index(" ON ") + 4 :].split("{schema}.", 1)[-1].rstrip().rstrip(";")
+            for placeholder, prefix in preset.per_queue.items():  # a table per queue
+                on = on.replace(f"{{{placeholder}}}", f"{prefix}<queue>")
             rows.append(
                 f"| `{preset.name}` | `{preset.index_name(block)}` | `{' '.join(on.split())}` "
                 f"| {', '.join(f'`{c}`' for c in served)} |"

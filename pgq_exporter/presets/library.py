@@ -64,7 +64,9 @@ CAPPED = ("ready", "delayed", "processing", "done", "failed", "cancelled")
 _PLACEHOLDERS = frozenset({"schema", "queues", "queue", "statuses", "since", "q", "a",
                            *(f"{state}_cap" for state in CAPPED)})  # fmt: skip
 # CONCURRENTLY wherever the table allows it (a partitioned one does not).
-_INDEX_NAME = re.compile(r"CREATE INDEX (?:CONCURRENTLY\s+)?(\w+)\s+ON\b", re.IGNORECASE)
+# A library with a table per queue names an index {index}: one per queue's table,
+# named after it (see LibraryLayout.index_statements).
+_INDEX_NAME = re.compile(r"CREATE INDEX (?:CONCURRENTLY\s+)?(\w+|\{index\})\s+ON\b", re.IGNORECASE)
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([a-z_]+)\}(?!\})")
 _PACKAGE = "pgq_exporter.presets.libraries"
 WEEK = 7 * 86_400.0  # the highest a preset parameter usually allows, in seconds
@@ -143,10 +145,16 @@ class LibraryPreset:
         lines = self.blocks[block].splitlines()
         return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
 
-    def index_name(self, block: str) -> str:
-        """The name an index block gives its index (each must name one: see check)."""
+    def index_name(self, block: str, queue: str = "<queue>") -> str:
+        """The name an index block gives its index (each must name one: see check); with
+        a table per queue, the name of ``queue``'s: its first table's, and the block's."""
         found = _INDEX_NAME.search(self.blocks[block])
-        return found.group(1) if found else ""
+        if not found:
+            return ""
+        if found.group(1) != "{index}":
+            return found.group(1)
+        prefix = next(iter(self.per_queue.values()))
+        return f"{prefix}{queue.lower()}_{block.removeprefix('index_')}_idx"
 
     @property
     def defaults(self) -> dict[str, float]:
@@ -164,6 +172,7 @@ class LibraryPreset:
         unknown += [b for b in sorted(index_blocks) if not self.index_name(b)]  # names none
         wrong = [s for s in self.statuses if s not in CANONICAL_STATUSES]
         allowed = _PLACEHOLDERS | set(self.params) | set(self.per_queue)
+        allowed |= {"index"} if self.per_queue else set()
         stray = sorted({p for text in self.blocks.values() for p in _PLACEHOLDER.findall(text)}
                        - allowed)  # fmt: skip
         if missing or unknown or wrong or stray:
@@ -191,6 +200,21 @@ class LibraryLayout:
         for queue in queues:
             names += [prefix + queue.lower() for prefix in self.preset.per_queue.values()]
         return tuple(sql.Identifier(self.schema, name).as_string() for name in names)
+
+    def index_statements(self, block: str, queues: Iterable[str]) -> list[tuple[str, sql.Composed]]:
+        """An index block's name and CREATE INDEX statement, quoted; with a table per
+        queue, one for each of ``queues``."""
+        text = sql.SQL(self.preset.index_statement(block))
+        if not self.preset.per_queue:
+            return [
+                (self.preset.index_name(block), text.format(schema=sql.Identifier(self.schema)))
+            ]
+        statements = []
+        for queue in queues:
+            name = self.preset.index_name(block, queue)
+            tables = self.queue_tables(queue)
+            statements.append((name, text.format(index=sql.Identifier(name), **tables)))
+        return statements
 
     def queue_tables(self, queue: str) -> dict[str, sql.Composable]:
         """The per-queue placeholders of ``queue``'s blocks, quoted."""

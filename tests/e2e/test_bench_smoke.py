@@ -84,10 +84,10 @@ def test_postgres_exporter_jit_harness(db: Database) -> None:
 
 
 def test_presets_harness(server_dsn: str) -> None:
-    from bench.presets import INSTALL, _doctor_indexes, preset_cycles  # noqa: PLC0415
+    from bench.presets import INSTALL, has_doctor_indexes, preset_cycles  # noqa: PLC0415
 
     rows = preset_cycles(server_dsn, jobs=3000)
-    indexed = [name for name in INSTALL if _doctor_indexes(name)]
+    indexed = [name for name in INSTALL if has_doctor_indexes(name)]
     assert "seed" in indexed
     try:
         assert [row["preset"] for row in rows] == [

@@ -376,6 +376,8 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
     config = preset_config(dsn, "pgmq", "")
     samples = collect_once(config)
     assert_mix(samples, PGMQ_EXPECTED, histograms=True)
+    _create_what_doctor_suggests(dsn, "pgmq", ["q_alpha_read_idx", "q_beta_read_idx"])
+    assert_mix(collect_once(config), PGMQ_EXPECTED, histograms=True)  # through doctor's indexes
 
     def finish() -> None:
         queue = PGMQueue(conn_string=dsn, init_extension=False, pool_size=1)
@@ -393,6 +395,21 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
     assert not any(("queue", "gamma") in k for k in samples["pgq_queue_jobs"])
     tables = {dict(k)["table"] for k in samples["pgq_table_live_tuples"]}
     assert tables == {"meta", "q_alpha", "a_alpha", "q_beta", "a_beta"}
+
+
+def _create_what_doctor_suggests(dsn: str, preset: str, names: list[str]) -> None:
+    """Create the indexes doctor suggests for every collector (--slow 0s), which must be
+    ``names``, and see that it suggests none after."""
+    args = ("doctor", "--dsn", dsn, "--preset", preset, "--slow", "0s")
+    before = run_cli(*args)
+    assert before.returncode == 0, before.stderr
+    suggested = {line.strip() for line in before.stdout.splitlines() if "CREATE INDEX" in line}
+    assert sorted(name for name in names for line in suggested if name in line) == names
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for line in suggested:
+            conn.execute(line.encode())
+    after = run_cli(*args)
+    assert after.returncode == 0 and "CREATE INDEX" not in after.stdout, after.stdout
 
 
 # -- django-tasks-db ---------------------------------------------------------------------

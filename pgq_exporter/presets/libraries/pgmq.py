@@ -1,5 +1,6 @@
 """pgmq 1.x: a table per queue (q_<name>, archived messages in a_<name>), listed in meta."""
 
+from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LEASES
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -10,4 +11,5 @@ PRESET = LibraryPreset(
     detection=Detection("meta", columns=("queue_name", "is_partitioned", "is_unlogged")),
     statuses=("pending", "processing", "done"),
     per_queue={"q": "q_", "a": "a_"},
+    indexes={"index_read": (QUEUE_DEPTH, QUEUE_LEASES)},
 )

@@ -48,6 +48,14 @@ SELECT {queue}::text AS queue,
        (SELECT count(*) FROM {q} m WHERE m.read_ct > 0 AND m.vt <= now()) AS stuck,
        NULL::bigint AS exhausted;
 
+-- name: index_read
+-- The messages read, by visibility timeout: the stuck ones (read, and visible
+-- again) and the processing ones (read, still invisible) are then found among
+-- the read ones alone, instead of among every visible or invisible message.
+-- One for each queue's table, named after it. Each read of a message writes
+-- one entry more.
+CREATE INDEX CONCURRENTLY {index} ON {q} (vt) WHERE read_ct > 0;
+
 -- name: finished
 -- Messages archived at or after {since} (seconds since the epoch), through the
 -- archive's archived_at index; archive() stamps each with its transaction's
