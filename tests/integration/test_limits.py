@@ -14,6 +14,7 @@ import pytest
 
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
+from pgq_exporter.db import DEFAULT_APPLICATION_NAME
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, value
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
@@ -21,6 +22,12 @@ from tests.support import admin_execute, unique_name, wait_for, with_dbname
 DATABASES = 6
 CAP = 3
 LATER = 0.05
+# The exporter's own backends only: another backend may have the databases' datname
+# (an autovacuum worker has).
+EXPORTER_BACKENDS = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = ANY(%s) "
+    f"AND backend_type = 'client backend' AND application_name = '{DEFAULT_APPLICATION_NAME}'"
+)
 
 
 @pytest.fixture
@@ -60,9 +67,7 @@ def test_connections_to_one_server_stay_under_the_cap(
     def watch() -> None:
         with psycopg.connect(server_dsn, autocommit=True) as conn:
             while not stop.wait(0.005):
-                rows = conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = ANY(%s)", (six_databases,)
-                ).fetchall()
+                rows = conn.execute(EXPORTER_BACKENDS, (six_databases,)).fetchall()
                 seen.append((time.monotonic(), frozenset(pid for (pid,) in rows)))
 
     watcher = threading.Thread(target=watch)
