@@ -133,7 +133,7 @@ class Connections:
                 return
             self._users.pop(dsn, None)
             closing = self._take_idle(lambda idle: idle.dsn == dsn)
-        self._close_all(closing)
+        self._close_and_release(closing)
 
     # -- checkout -------------------------------------------------------------
     @contextmanager
@@ -150,7 +150,7 @@ class Connections:
         if fresh:
             with self._cond:
                 stale = self._take_idle(lambda idle: idle.dsn == dsn)
-            self._close_all(stale)
+            self._close_and_release(stale)
         conn, waited = self._take(dsn, key, wait)
         if conn is None:
             conn = self._open(dsn, key, connect_timeout)
@@ -251,7 +251,7 @@ class Connections:
             closing = self._take_idle(lambda idle: idle.since < cutoff)
             for dsn in [d for d in self._keys if d not in self._users]:
                 del self._keys[dsn]
-        self._close_all(closing)
+        self._close_and_release(closing)
 
     def open_per_server(self) -> dict[str, int]:
         with self._cond:
@@ -270,23 +270,28 @@ class Connections:
         with self._cond:
             self._closed = True
             closing = self._take_idle(lambda idle: True)
-        self._close_all(closing)
+        self._close_and_release(closing)
 
-    def _take_idle(self, which: Callable[[_Idle], bool]) -> list[Conn]:
-        """Take out of their servers the idle connections ``which`` selects (lock held)."""
-        taken: list[Conn] = []
-        for key, server in list(self._servers.items()):
+    def _take_idle(self, which: Callable[[_Idle], bool]) -> list[tuple[Conn, str]]:
+        """Take out of their servers the idle connections ``which`` selects (lock held),
+        with their servers' keys. Each keeps its place under the cap until
+        _close_and_release has closed it, so no other opens while it is still open."""
+        taken: list[tuple[Conn, str]] = []
+        for key, server in self._servers.items():
             keep = []
             for idle in server.idle:
                 if which(idle):
-                    taken.append(idle.conn)
-                    server.open -= 1
+                    taken.append((idle.conn, key))
                 else:
                     keep.append(idle)
             server.idle = keep
-            if not server.open and not server.idle:
-                del self._servers[key]
         return taken
+
+    def _close_and_release(self, taken: list[tuple[Conn, str]]) -> None:
+        for conn, key in taken:
+            with contextlib.suppress(psycopg.Error, OSError):
+                conn.close()
+            self._release(key)
 
     @staticmethod
     def _close_all(conns: list[Conn]) -> None:
