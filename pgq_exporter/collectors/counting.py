@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pgq_exporter.collectors.base import Conn, Context, fetch
+from pgq_exporter.collectors.base import Conn, Context, Row, fetch
 from pgq_exporter.sqlfiles import query
 
 # Pages a sample reads from the queue's table or partition at most. Measured on a
@@ -187,7 +187,7 @@ class CappedCounts:
         counted = count(limits)
         for unfinished, kept in ((True, self._unfinished), (False, self._finished)):
             mine = [s for s in limits if (s in self._unfinished_statuses) is unfinished]
-            ran = _only(counted, mine)
+            ran = only(counted, mine)
             above = any(limits[s] == 0 for s in mine) or any(n > cap for n in ran.values())
             if above and kept.due(changes, ran, cap):
                 how = (recounts or {}).get(unfinished) or _uncapped(count, limits, mine)
@@ -201,14 +201,27 @@ class CappedCounts:
         return self._unfinished if status in self._unfinished_statuses else self._finished
 
 
-def _only(counted: dict[Key, int], statuses: list[str]) -> dict[Key, int]:
-    return {key: n for key, n in counted.items() if key[1] in statuses}
+def by_key(rows: Iterable[Row], columns: Iterable[str]) -> dict[Key, int]:
+    """(queue, status) -> count, from rows of the queue and ``columns``; NULL (a state
+    the library keeps no trace of) left out."""
+    return {
+        (str(row[0]), status): int(n)
+        for row in rows
+        for status, n in zip(columns, row[1:], strict=True)
+        if n is not None
+    }
+
+
+def only(counted: dict[Key, int], statuses: Iterable[str]) -> dict[Key, int]:
+    """The counts of ``statuses``."""
+    wanted = set(statuses)
+    return {key: n for key, n in counted.items() if key[1] in wanted}
 
 
 def _uncapped(count: Counter, limits: Mapping[str, int | None], mine: list[str]) -> Recounter:
     """A recount of ``mine`` by ``count``: no limit for them, none of the others counted."""
     caps = {status: (None if status in mine else 0) for status in limits}
-    return lambda: _only(count(caps), mine)
+    return lambda: only(count(caps), mine)
 
 
 def recount(

@@ -30,7 +30,9 @@ from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
     Key,
+    by_key,
     count_cap,
+    only,
     table_changes,
 )
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
@@ -144,7 +146,7 @@ class LibraryDepth(Collector):
         finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
 
         def count(caps: Caps) -> dict[Key, int]:
-            return _by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
+            return by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
 
         counts = self._counts.collect(
             conn, queues, (*UNFINISHED_STATUSES, *finished), cap=count_cap(ctx),
@@ -162,41 +164,22 @@ class LibraryDepth(Collector):
         return samples
 
 
-def _keys(queues: list[str], statuses: tuple[str, ...] | list[str]) -> list[Key]:
-    return [(queue, status) for queue in queues for status in statuses]
-
-
-def _by_key(rows: list[Row], columns: tuple[str, ...]) -> dict[Key, int]:
-    """(queue, status) -> count, from rows of the queue and ``columns``; NULL (a state
-    the library keeps no trace of) left out."""
-    return {
-        (str(row[0]), status): int(n)
-        for row in rows
-        for status, n in zip(columns, row[1:], strict=True)
-        if n is not None
-    }
-
-
-def _of(counted: dict[Key, int], statuses: tuple[str, ...] | list[str]) -> dict[Key, int]:
-    return {key: n for key, n in counted.items() if key[1] in statuses}
-
-
 def recount_unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
     """The unfinished jobs without a cap: the preset's unfinished block (one pass over
     them), else its depth counts without a limit."""
     if "unfinished" in layout.preset.blocks:
-        return _by_key(run_block(conn, layout, "unfinished", queues), UNFINISHED_STATUSES)
+        return by_key(run_block(conn, layout, "unfinished", queues), UNFINISHED_STATUSES)
     rows = run_block(conn, layout, "depth", queues, caps=dict.fromkeys(UNFINISHED_STATUSES))
-    return _of(_by_key(rows, DEPTH_COLUMNS), UNFINISHED_STATUSES)
+    return only(by_key(rows, DEPTH_COLUMNS), UNFINISHED_STATUSES)
 
 
 def recount_finished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
     """The finished totals without a cap: the preset's totals block (one pass over the
     finished rows), else its depth counts with LIMIT NULL."""
     if "totals" in layout.preset.blocks:
-        return _by_key(run_block(conn, layout, "totals", queues), FINISHED_STATUSES)
+        return by_key(run_block(conn, layout, "totals", queues), FINISHED_STATUSES)
     rows = run_block(conn, layout, "depth", queues, caps=dict.fromkeys(FINISHED_STATUSES))
-    return _of(_by_key(rows, DEPTH_COLUMNS), FINISHED_STATUSES)
+    return only(by_key(rows, DEPTH_COLUMNS), FINISHED_STATUSES)
 
 
 def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

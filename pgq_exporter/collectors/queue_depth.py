@@ -20,7 +20,6 @@ from pgq_exporter.collectors.base import (
     Collector,
     Conn,
     Context,
-    Row,
     Sample,
     fetch,
 )
@@ -29,6 +28,7 @@ from pgq_exporter.collectors.counting import (
     Count,
     Key,
     SampledCounts,
+    by_key,
     count_cap,
     exact,
     table_changes,
@@ -54,7 +54,7 @@ class QueueDepth(Collector):
 
             def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
                 params = {"queues": queues, **{f"{s}_cap": caps[s] for s in COUNTED}}
-                return _by_key(fetch(conn, "capped_counts", ctx, params))
+                return by_key(fetch(conn, "capped_counts", ctx, params), COUNTED)
 
             changes = table_changes(conn, ctx)
             counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
@@ -72,15 +72,7 @@ def _kept(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
     sampled = SampledCounts(conn, ctx)
     return {
         (queue, status): sampled.bounded(queue, status, n) if status == "delayed" else exact(n)
-        for (queue, status), n in _by_key(fetch(conn, "kept_counts", ctx, params)).items()
-    }
-
-
-def _by_key(rows: list[Row]) -> dict[Key, int]:
-    return {
-        (str(row[0]), status): int(n)
-        for row in rows
-        for status, n in zip(COUNTED, row[1:], strict=True)
+        for (queue, status), n in by_key(fetch(conn, "kept_counts", ctx, params), COUNTED).items()
     }
 
 
