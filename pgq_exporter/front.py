@@ -19,7 +19,7 @@ from typing import Any
 
 from pgq_exporter.channel import Channel
 from pgq_exporter.exposition import Form
-from pgq_exporter.probe import cache_key
+from pgq_exporter.probe import cache_key, scrape_seconds
 from pgq_exporter.service import Params, Reply, ServiceUnavailableError
 from pgq_exporter.targets import ProbeKey
 
@@ -165,8 +165,5 @@ class RemoteService:
 def _probe_timeout(scrape_timeout: str | None) -> float:
     """A first probe waits in the collecting process up to its scrape's deadline (probe.py);
     past the deadline the scraper has gone, so the wait here ends there too."""
-    try:
-        scrape = float(scrape_timeout) if scrape_timeout else 0.0
-    except ValueError:
-        scrape = 0.0
-    return min(CALL_TIMEOUT, scrape) if scrape > 0 else CALL_TIMEOUT
+    scrape = scrape_seconds(scrape_timeout)
+    return CALL_TIMEOUT if scrape is None else min(CALL_TIMEOUT, scrape)

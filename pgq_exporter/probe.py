@@ -88,16 +88,22 @@ def cache_key(params: dict[str, list[str]]) -> ProbeKey | None:
         return None
 
 
-def deadline(config: Config, scrape_timeout: str | None) -> float:
-    """How long a first probe may wait: probe.wait, within the scrape's own deadline."""
-    wait = config.probe.wait
+def scrape_seconds(scrape_timeout: str | None) -> float | None:
+    """The scrape's own deadline (X-Prometheus-Scrape-Timeout-Seconds), if it gives a
+    positive number of seconds."""
     try:
         scrape = float(scrape_timeout) if scrape_timeout else None
     except ValueError:
-        scrape = None
-    if scrape is not None and scrape > 0:
-        wait = min(wait, max(scrape - DEADLINE_MARGIN, 0.0))
-    return wait
+        return None
+    return scrape if scrape is not None and scrape > 0 else None
+
+
+def deadline(config: Config, scrape_timeout: str | None) -> float:
+    """How long a first probe may wait: probe.wait, within the scrape's own deadline."""
+    scrape = scrape_seconds(scrape_timeout)
+    if scrape is None:
+        return config.probe.wait
+    return min(config.probe.wait, max(scrape - DEADLINE_MARGIN, 0.0))
 
 
 def answer(
