@@ -24,7 +24,11 @@ from psycopg import sql
 
 from bench.collection import exporter_cycle_seconds
 from bench.server import fresh_database
-from pgq_exporter.collectors.library_queues import recount_finished, recount_unfinished, run_block
+from pgq_exporter.collectors.library_queues import (
+    queue_names,
+    recount_finished,
+    recount_unfinished,
+)
 from pgq_exporter.config import PRESET_LAYOUTS, DatabaseConfig
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.sqlfiles import parse_named_blocks
@@ -208,7 +212,7 @@ def _recounts(name: str, dsn: str) -> dict[str, Any]:
     timed: dict[str, float] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET jit = off")  # as the exporter's sessions
-        queues = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+        queues = queue_names(conn, layout)
         for what, recount in (("unfinished", recount_unfinished), ("finished", recount_finished)):
             times = []
             for _ in range(3):
@@ -232,7 +236,7 @@ def _doctor_indexes(name: str, dsn: str) -> list[sql.SQL | sql.Composed]:
     layout = _database(name, dsn).layout
     assert isinstance(layout, LibraryLayout)
     with psycopg.connect(dsn) as conn:
-        queues = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+        queues = queue_names(conn, layout)
     return [
         statement
         for block in sorted(layout.preset.indexes)

@@ -33,7 +33,7 @@ from pgq_exporter.collection import set_transaction_settings
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
 from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.collectors.library_queues import run_block
+from pgq_exporter.collectors.library_queues import queue_names
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sqlfiles import query
@@ -157,7 +157,7 @@ def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[s
     queue, one per queue)."""
     blocks = layout.preset.indexes_for(collector)
     per_queue = blocks and layout.preset.per_queue
-    queues = [str(row[0]) for row in run_block(conn, layout, "queues", [])] if per_queue else []
+    queues = queue_names(conn, layout) if per_queue else []
     missing = []
     for block in blocks:
         for name, statement in layout.index_statements(block, queues):

@@ -92,7 +92,7 @@ def run_block(
 
     if not layout.preset.per_queue or block == "queues":
         return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
-    present = [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+    present = queue_names(conn, layout)
     rows: list[Row] = []
     for queue in present if queues is None else queues:
         if queue in present:
@@ -100,15 +100,20 @@ def run_block(
     return rows
 
 
+def queue_names(conn: Conn, layout: LibraryLayout) -> list[str]:
+    """The queues the library has (its queues block)."""
+    return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+
+
 def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
     """Plan one block without running it: an error says the database does not match.
     With a table per queue, the blocks are planned on the first queue, if any."""
     queue: str | None = None
     if layout.preset.per_queue and block != "queues":
-        queues = run_block(conn, layout, "queues", [])
+        queues = queue_names(conn, layout)
         if not queues:
             return
-        queue = str(queues[0][0])
+        queue = queues[0]
     statement = render_block(layout, block, queue, caps=dict.fromkeys(CAPPED, 1),
                              since=sql.Literal(0.0))  # fmt: skip
     conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
@@ -131,7 +136,7 @@ def library_of(ctx: Context) -> LibraryLayout:
 
 def known_queues(conn: Conn, ctx: Context) -> list[str]:
     layout = library_of(ctx)
-    return ctx.queues.refresh(lambda: [row[0] for row in run_block(conn, layout, "queues", [])])
+    return ctx.queues.refresh(lambda: queue_names(conn, layout))
 
 
 class LibraryDepth(Collector):
