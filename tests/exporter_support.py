@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.serving import ProcessTree
 from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.ports import free_port
@@ -153,11 +154,13 @@ class ExporterProcess:
     def logs(self) -> str:
         return self.log_path.read_text()
 
-    def processes(self) -> list[psutil.Process]:
+    def tree(self) -> ProcessTree:
         """Its processes: `serve`, which answers HTTP, and the collecting process it forks."""
         assert self.process is not None
-        root = psutil.Process(self.process.pid)
-        return [root, *root.children(recursive=True)]
+        return ProcessTree(self.process.pid)
+
+    def processes(self) -> list[psutil.Process]:
+        return self.tree().processes()
 
     @property
     def collecting(self) -> psutil.Process:
@@ -166,7 +169,7 @@ class ExporterProcess:
 
     def threads(self) -> int:
         """Threads in all its processes."""
-        return sum(process.num_threads() for process in self.processes())
+        return self.tree().threads()
 
     def signal(self, signum: int) -> None:
         assert self.process is not None
