@@ -240,7 +240,9 @@ class Exporter:
 
 
 def _ready(target: Target) -> bool:
-    return any(slot.state.last_success > 0 for slot in target.slots.values())
+    """A collector of the target has succeeded, and its pgq_up says so: a collector's
+    success is recorded during its run, pgq_up only once the run has ended."""
+    return target.up is True and any(slot.state.last_success > 0 for slot in target.slots.values())
 
 
 class _Renderer:
