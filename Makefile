@@ -2,24 +2,33 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+# What each command installs: the demo only what it runs, the tests everything.
+DEMO_STAMP := $(VENV)/.demo-stamp
+TEST_STAMP := $(VENV)/.test-stamp
+PIP := $(BIN)/pip install --quiet --disable-pip-version-check
 
 .PHONY: demo test test-unit test-pg18 test-pg18-e2e test-pg18-rest test-pg15 lint typecheck generate bench tools venv clean
 
-# (Re)create the virtualenv when it is missing or pyproject.toml changed.
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
-	touch $(STAMP)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 
-venv: $(STAMP)
+# (Re)installed when pyproject.toml changes.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[demo]'
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[test]'
+	touch $@
+
+venv: $(TEST_STAMP)
 
 tools:
 	scripts/install-test-tools
 	scripts/oban-venv
 	scripts/node-libs
 
-demo: venv
+demo: $(DEMO_STAMP)
 	$(BIN)/pgq-exporter demo
 
 lint: venv

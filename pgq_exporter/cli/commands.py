@@ -16,7 +16,7 @@ import psycopg
 from pgq_exporter import DEFAULT_SCHEMA, __version__
 from pgq_exporter.db import connection
 from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.errors import EXIT_USAGE, PgqError, UsageError, first_line
+from pgq_exporter.errors import EXIT_INTERRUPTED, EXIT_USAGE, PgqError, UsageError, first_line
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
@@ -534,7 +534,7 @@ def _add_worker_commands(commands: Commands) -> None:
     demo.set_defaults(handler=cmd_demo)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:
     _remember_environment_secrets()
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
@@ -545,7 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except psycopg.Error as exc:
         return _fail(f"database error: {first_line(exc)}", 1)
     except KeyboardInterrupt:
-        return 130
+        return _fail("interrupted", EXIT_INTERRUPTED)
 
 
 def _fail(message: str, code: int) -> int:
