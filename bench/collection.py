@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 
-from pgq_exporter.app import Exporter
-from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import Config, DatabaseConfig
-from pgq_exporter.targets import Target
+from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.target import Target
+from pgq_exporter.samples import Sample
 
 # The seed article's three monitoring queries, as published (schema-qualified).
 SEED_QUERIES = (

@@ -27,7 +27,7 @@ from psycopg.conninfo import make_conninfo
 from bench.dataset import build
 from bench.serving import ProcessTree, paced, wait_http
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.schema import apply_schema
 

@@ -20,8 +20,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.generators import render_bundle
-from pgq_exporter.ports import free_port
+from pgq_exporter.bundle import render_bundle
+from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.schema import apply_schema
 
 FILL = """

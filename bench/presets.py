@@ -31,7 +31,7 @@ from pgq_exporter.collectors.library_queues import (
 )
 from pgq_exporter.config import PRESET_LAYOUTS, DatabaseConfig
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
-from pgq_exporter.sqlfiles import parse_named_blocks
+from pgq_exporter.sql import parse_named_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 FILL = parse_named_blocks((Path(__file__).parent / "preset_fill.sql").read_text())

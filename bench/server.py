@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 
 # A small production-like setup: durable commits, room for the datasets in
 # memory, and checkpoints spaced out so that a 10M-row build is not all WAL.

@@ -19,8 +19,8 @@ import psutil
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from pgq_exporter.generators import render_bundle
-from pgq_exporter.ports import free_port
+from pgq_exporter.bundle import render_bundle
+from pgq_exporter.http.ports import free_port
 
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
 

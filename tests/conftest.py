@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.embedded import EmbeddedPostgres
+from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.redaction import forget_all
 from tests.support import admin_execute, unique_name, with_dbname

@@ -21,10 +21,10 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.serving import ProcessTree
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
-from pgq_exporter.ports import free_port
-from pgq_exporter.probe import answer
+from pgq_exporter.http.ports import free_port
+from pgq_exporter.http.probe import answer
+from pgq_exporter.runtime.exporter import Exporter
 from tests.support import wait_for
 
 Labels = frozenset[tuple[str, str]]
@@ -155,17 +155,12 @@ class ExporterProcess:
         return self.log_path.read_text()
 
     def tree(self) -> ProcessTree:
-        """Its processes: `serve`, which answers HTTP, and the collecting process it forks."""
+        """Its process and any children."""
         assert self.process is not None
         return ProcessTree(self.process.pid)
 
     def processes(self) -> list[psutil.Process]:
         return self.tree().processes()
-
-    @property
-    def collecting(self) -> psutil.Process:
-        [child] = self.processes()[1:]
-        return child
 
     def threads(self) -> int:
         """Threads in all its processes."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 from tests.support import require_tool, wait_for
 
 

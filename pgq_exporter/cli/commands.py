@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import psycopg
 
 from pgq_exporter import DEFAULT_SCHEMA, __version__
-from pgq_exporter.db import connection
-from pgq_exporter.dsn import parse_dsn
 from pgq_exporter.errors import EXIT_INTERRUPTED, EXIT_USAGE, PgqError, UsageError, first_line
+from pgq_exporter.pg.connect import connection
+from pgq_exporter.pg.dsn import parse_dsn
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
 from pgq_exporter.redaction import remember_dsn, remember_secrets, scrub
 
 if TYPE_CHECKING:
+    from pgq_exporter.cli.doctor import Diagnosis
     from pgq_exporter.collectors.base import Conn
     from pgq_exporter.config import LayoutChoice
-    from pgq_exporter.doctor import Diagnosis
     from pgq_exporter.presets.library import LibraryLayout
 
 Handler = Callable[[argparse.Namespace], int]
@@ -124,9 +124,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pgq_exporter.doctor import diagnose, suggestion  # noqa: PLC0415
-    from pgq_exporter.layout import describe, resolve  # noqa: PLC0415
+    from pgq_exporter.cli.doctor import diagnose, suggestion  # noqa: PLC0415
     from pgq_exporter.presets.library import LibraryLayout  # noqa: PLC0415
+    from pgq_exporter.runtime.layout import describe, resolve  # noqa: PLC0415
 
     dsn = _dsn(args)
     choice = _doctor_layout(args)
@@ -156,7 +156,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _library_advice(conn: Conn, diagnosis: Diagnosis, layout: LibraryLayout) -> None:
     """A slow collector of a library preset: its large sequential scans, and the indexes
     the library does not create that would make its reads cheap."""
-    from pgq_exporter.doctor import library_indexes  # noqa: PLC0415
+    from pgq_exporter.cli.doctor import library_indexes  # noqa: PLC0415
 
     for scan in diagnosis.scans:
         print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows)")
@@ -195,14 +195,14 @@ def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from pgq_exporter.serve import serve  # noqa: PLC0415 - keeps other commands light
+    from pgq_exporter.cli.serve import serve  # noqa: PLC0415 - keeps other commands light
 
     return serve(args, default_dsn())
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    from pgq_exporter.checks import check_connections, check_discovery  # noqa: PLC0415
     from pgq_exporter.config import load_config  # noqa: PLC0415
+    from pgq_exporter.runtime.preflight import check_connections, check_discovery  # noqa: PLC0415
 
     config = load_config(args.file)
     found = ""
@@ -251,7 +251,7 @@ def cmd_healthcheck(args: argparse.Namespace) -> int:
 
 
 def cmd_work(args: argparse.Namespace) -> int:
-    from pgq_exporter.logsetup import setup_logging  # noqa: PLC0415
+    from pgq_exporter.cli.logsetup import setup_logging  # noqa: PLC0415
     from pgq_exporter.queue.handlers import load_handler  # noqa: PLC0415
     from pgq_exporter.queue.worker import Worker, WorkerSettings  # noqa: PLC0415
 
@@ -286,7 +286,7 @@ def cmd_reap(args: argparse.Namespace) -> int:
         print(f"requeued {result.requeued}, failed {result.failed}")
         return 0
     every = parse_duration_flag(args.every, "--every")
-    from pgq_exporter.logsetup import setup_logging  # noqa: PLC0415
+    from pgq_exporter.cli.logsetup import setup_logging  # noqa: PLC0415
 
     setup_logging("logfmt", "info")
     stop = threading.Event()
@@ -341,8 +341,8 @@ def _positive(value: int, flag: str) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415
 
-    from pgq_exporter.generators import render_bundle, write_bundle  # noqa: PLC0415
-    from pgq_exporter.generators.bundle import load_bundle_config  # noqa: PLC0415
+    from pgq_exporter.bundle import render_bundle, write_bundle  # noqa: PLC0415
+    from pgq_exporter.bundle.settings import load_bundle_config  # noqa: PLC0415
 
     config = load_bundle_config(args.config)
     out = Path(args.out)
@@ -363,7 +363,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pgq_exporter.demo import run_demo  # noqa: PLC0415 - keeps start-up light
+    from pgq_exporter.cli.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
     return run_demo(args)
 

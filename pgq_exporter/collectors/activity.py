@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import ACTIVITY
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-    require_all_stats,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch, require_all_stats
 from pgq_exporter.collectors.library_queues import table_labels
+from pgq_exporter.samples import AnySample, Sample
 
 
 class Activity(Collector):

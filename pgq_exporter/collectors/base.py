@@ -8,7 +8,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -16,7 +16,8 @@ from psycopg import sql
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.errors import PgqError
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.samples import AnySample
+from pgq_exporter.sql import query
 
 if TYPE_CHECKING:
     from pgq_exporter.collectors.finished_feed import FinishedFeed
@@ -27,27 +28,6 @@ Conn = psycopg.Connection[Any]
 DISCOVERY_GAP = 5.0
 # The reference schema's table of exact counts (schema version 3 on).
 COUNTS_TABLE = "queue_counts"
-
-
-# Samples are NamedTuples: a tuple of strings and numbers is untracked by the garbage
-# collector, and a fleet of targets holds hundreds of thousands of them; as objects,
-# they made every full collection walk them all (90 ms at 1,000 targets).
-class Sample(NamedTuple):
-    """One gauge or counter value. ``labels`` are the values after ``database``, in spec order."""
-
-    metric: str
-    labels: tuple[str, ...]
-    value: float
-
-
-class HistogramSample(NamedTuple):
-    metric: str
-    labels: tuple[str, ...]
-    buckets: tuple[tuple[str, float], ...]  # cumulative, ending with "+Inf"
-    sum: float
-
-
-AnySample = Sample | HistogramSample
 
 
 @dataclass

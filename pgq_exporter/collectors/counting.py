@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgq_exporter.collectors.base import Conn, Context, Row, fetch
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.sql import query
 
 # Pages a sample reads from the queue's table or partition at most. Measured on a
 # 46k-page partition with 383k pending rows clustered at its end: 10k pages

@@ -13,9 +13,10 @@ from typing import Any
 
 from psycopg import Column, sql
 
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample
+from pgq_exporter.collectors.base import Collector, Conn, Context
 from pgq_exporter.config import CustomCollector
 from pgq_exporter.errors import PgqError
+from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter.collectors")
 

@@ -37,14 +37,8 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from pgq_exporter.catalogue import DURATION_BUCKETS
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Conn,
-    Context,
-    HistogramSample,
-    Sample,
-    fetch,
-)
+from pgq_exporter.collectors.base import Conn, Context, fetch
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 
 @dataclass

@@ -7,13 +7,9 @@ finished_feed.py), which this collector reads on every run.
 from __future__ import annotations
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
+from pgq_exporter.samples import AnySample
 
 
 class JobHistograms(Collector):

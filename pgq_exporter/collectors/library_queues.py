@@ -16,16 +16,7 @@ from collections.abc import Mapping
 from psycopg import sql
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Row,
-    Sample,
-    fetch,
-    require_all_stats,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch, require_all_stats
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -37,6 +28,7 @@ from pgq_exporter.collectors.counting import (
 )
 from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
+from pgq_exporter.samples import AnySample, Sample
 
 UNFINISHED_STATUSES = ("ready", "delayed", "processing")
 FINISHED_STATUSES = ("done", "failed", "cancelled")

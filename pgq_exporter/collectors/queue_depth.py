@@ -15,14 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -33,6 +26,7 @@ from pgq_exporter.collectors.counting import (
     exact,
     table_changes,
 )
+from pgq_exporter.samples import AnySample, Sample
 
 # The columns of capped_counts and kept_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")

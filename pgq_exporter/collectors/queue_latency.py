@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.samples import AnySample, Sample
 
 
 class QueueLatency(Collector):

@@ -7,15 +7,9 @@ estimated from a sample of the table (see counting.py) and marked so.
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LEASES
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
+from pgq_exporter.samples import AnySample, Sample
 
 
 class QueueLeases(Collector):

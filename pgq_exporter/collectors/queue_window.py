@@ -8,15 +8,9 @@ last read, never the whole window again.
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_WINDOW
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished_feed import WindowFigures
+from pgq_exporter.samples import AnySample, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import TABLE_HEALTH
-from pgq_exporter.collectors.base import AnySample, Collector, Conn, Context, Sample, fetch
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.library_queues import table_labels
+from pgq_exporter.samples import AnySample, Sample
 
 
 class TableHealth(Collector):

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 from pgq_exporter.catalogue import XMIN_HORIZON
-from pgq_exporter.collectors.base import (
-    AnySample,
-    Collector,
-    Conn,
-    Context,
-    Sample,
-    fetch,
-    require_all_stats,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch, require_all_stats
+from pgq_exporter.samples import AnySample, Sample
 
 
 class XminHorizon(Collector):

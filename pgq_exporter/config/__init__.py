@@ -26,6 +26,7 @@ from pgq_exporter.config.model import (
     SchemaMapping,
     WebSettings,
     builtin_runs,
+    metric_specs,
 )
 from pgq_exporter.config.reader import (
     RANGES,
@@ -62,6 +63,7 @@ __all__ = [
     "WebSettings",
     "builtin_runs",
     "load_config",
+    "metric_specs",
     "parse_config",
     "parse_duration",
     "split_address",

@@ -11,9 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.catalogue import QUEUE_COLLECTORS, MetricType, columns_left_out
+from pgq_exporter.catalogue import (
+    CATALOGUE,
+    QUEUE_COLLECTORS,
+    MetricSpec,
+    MetricType,
+    columns_left_out,
+)
+from pgq_exporter.config.addresses import DEFAULT_PORT
 from pgq_exporter.presets.library import LibraryLayout
-from pgq_exporter.probe_address import DEFAULT_PORT
 
 DEFAULT_INTERVAL = 15.0
 DEFAULT_TIMEOUT = 5.0
@@ -239,3 +245,16 @@ def builtin_runs(collector: str, settings: CollectorSettings, layout: LayoutChoi
     if isinstance(layout, SchemaMapping):
         return not columns_left_out(collector, layout.columns)
     return True
+
+
+def metric_specs(config: Config) -> dict[str, MetricSpec]:
+    """Every metric a config serves: the catalogue's, and its custom collectors' own."""
+    specs = {spec.name: spec for spec in CATALOGUE}
+    for custom in config.custom:
+        for metric in custom.metrics:
+            if metric.catalogue:
+                continue  # served as the catalogue declares it
+            specs[metric.name] = MetricSpec(
+                metric.name, metric.type, metric.help, ("database", *metric.labels), custom.name
+            )
+    return specs

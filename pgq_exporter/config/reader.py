@@ -20,6 +20,12 @@ from pgq_exporter.catalogue import (
     series_names,
     taken_series,
 )
+from pgq_exporter.config.addresses import (
+    DEFAULT_PORT,
+    TargetSyntaxError,
+    check_dns_name,
+    normalise_pattern,
+)
 from pgq_exporter.config.model import (
     AUTO_PRESET,
     DEFAULT_DISCOVERY,
@@ -51,16 +57,7 @@ from pgq_exporter.config.model import (
     builtin_runs,
     default_columns,
 )
-from pgq_exporter.dsn import parse_dsn
-from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
-from pgq_exporter.probe_address import (
-    DEFAULT_PORT,
-    TargetSyntaxError,
-    check_dns_name,
-    normalise_pattern,
-)
-from pgq_exporter.queue.names import QUEUE_NAME
-from pgq_exporter.yamlpos import (
+from pgq_exporter.config.yamlpos import (
     ConfigError,
     Located,
     format_path,
@@ -68,6 +65,9 @@ from pgq_exporter.yamlpos import (
     read_regular_file,
     read_text,
 )
+from pgq_exporter.pg.dsn import parse_dsn
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
+from pgq_exporter.queue.names import QUEUE_NAME
 
 Path_ = tuple[str | int, ...]
 

@@ -3,6 +3,6 @@
 ``detect`` reads from the catalog which libraries a database holds
 (``pgq-exporter detect``, ``preset: auto``). The reference queue and the seed
 article's table are described by a mapping (``config.PRESET_LAYOUTS``); the
-queue libraries bring their own SQL (``library.LIBRARY_PRESETS``, with the
-blocks in ``sql/presets/``).
+queue libraries bring their own SQL (``library.LIBRARY_PRESETS``, with their
+SQL beside each declaration in ``libraries/``).
 """

@@ -13,7 +13,7 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter.presets.library import LIBRARY_PRESETS, Detection
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.sql import query
 
 _FILE = "detect.sql"
 

@@ -49,7 +49,7 @@ from importlib.resources import files
 from psycopg import sql
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
-from pgq_exporter.sqlfiles import parse_named_blocks
+from pgq_exporter.sql import parse_named_blocks
 
 # The block that feeds each queue collector.
 FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEASES,

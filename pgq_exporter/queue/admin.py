@@ -18,7 +18,7 @@ from psycopg import sql
 
 from pgq_exporter.errors import UsageError
 from pgq_exporter.queue.names import check_queue_name, partition_name
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.queue.sql import query
 
 _FILE = "admin.sql"
 

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.errors import UsageError
 from pgq_exporter.queue.names import check_queue_name
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.queue.sql import query
 
 Conn = psycopg.Connection[Any]
 # A cursor kept for a connection's repeated calls skips building one per call.

@@ -20,9 +20,9 @@ from typing import Any, TextIO
 
 from psycopg import sql
 
-from pgq_exporter.db import connection
+from pgq_exporter.pg.connect import connection
 from pgq_exporter.queue.contract import Conn
-from pgq_exporter.sqlfiles import query
+from pgq_exporter.queue.sql import query
 
 _FILE = "maintenance.sql"
 _PARTITION = re.compile(r"^jobs_archive_(\d{8})$")

@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.db import connect
+from pgq_exporter.pg.connect import connect
 from pgq_exporter.queue.contract import Conn, Contract
 
 

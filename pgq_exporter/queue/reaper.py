@@ -8,8 +8,8 @@ import threading
 import psycopg
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.db import connect
 from pgq_exporter.errors import DatabaseUnavailableError, first_line
+from pgq_exporter.pg.connect import connect
 from pgq_exporter.queue.contract import Contract, ReapResult
 
 log = logging.getLogger("pgq_exporter.reaper")

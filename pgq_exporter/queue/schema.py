@@ -8,9 +8,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.db import set_search_path
 from pgq_exporter.errors import SchemaTooNewError
-from pgq_exporter.sqlfiles import Migration, migrations, query
+from pgq_exporter.pg.connect import set_search_path
+from pgq_exporter.queue.sql import Migration, migrations, query
+from pgq_exporter.sql import query as exporter_query
 
 _FILE = "schema.sql"
 
@@ -100,7 +101,7 @@ def render_schema(schema: str) -> str:
 
 def monitoring_grants(schema: str, role: str) -> sql.Composed:
     """The grants that make ``role`` enough for every built-in collector (read-only)."""
-    text = query("roles.sql", "monitoring_role")
+    text = exporter_query("roles.sql", "monitoring_role")
     return sql.SQL(text).format(role=sql.Identifier(role), schema=sql.Identifier(schema))
 
 

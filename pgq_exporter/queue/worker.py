@@ -42,8 +42,8 @@ import psycopg
 from psycopg import sql
 
 from pgq_exporter import DEFAULT_SCHEMA
-from pgq_exporter.db import connect
 from pgq_exporter.errors import DatabaseUnavailableError, first_line
+from pgq_exporter.pg.connect import connect
 from pgq_exporter.queue.contract import Call, Conn, Contract, Job
 from pgq_exporter.queue.names import check_queue_name, notify_channel
 

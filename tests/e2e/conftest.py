@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pgq_exporter.embedded import EmbeddedPostgres
+from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 
 

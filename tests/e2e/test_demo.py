@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 from tests.exporter_support import parse_samples
 from tests.support import IN_CI, wait_for
 

@@ -16,9 +16,9 @@ from typing import Any
 import kubernetes_validate
 import yaml
 
+from pgq_exporter.bundle import RULES_FILE
 from pgq_exporter.config import DEFAULT_LISTEN_ADDRESS, load_config, split_address
-from pgq_exporter.generators import RULES_FILE
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 from tests.conftest import Database
 from tests.support import require_tool, wait_for
 

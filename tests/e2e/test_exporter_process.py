@@ -16,8 +16,8 @@ import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
+from pgq_exporter.pg.embedded import EmbeddedPostgres
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, Labels, basic_config, value
 from tests.support import assert_clean_failure, require_tool, run_cli

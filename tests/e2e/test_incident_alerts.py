@@ -21,11 +21,11 @@ from typing import Any
 import psycopg
 import yaml
 
-from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.generators import INHIBIT_FILE, RULES_FILE, write_bundle
-from pgq_exporter.generators.bundle import parse_bundle_config
-from pgq_exporter.ports import free_port
-from pgq_exporter.yamlpos import load_located
+from pgq_exporter.bundle import INHIBIT_FILE, RULES_FILE, write_bundle
+from pgq_exporter.bundle.settings import parse_bundle_config
+from pgq_exporter.config.yamlpos import load_located
+from pgq_exporter.http.ports import free_port
+from pgq_exporter.pg.embedded import EmbeddedPostgres
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
 from tests.prometheus_support import Prometheus, running_prometheus

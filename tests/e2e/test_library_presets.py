@@ -28,12 +28,12 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import AutoLayout, parse_config
-from pgq_exporter.layout import resolve
-from pgq_exporter.ports import free_port
+from pgq_exporter.http.ports import free_port
 from pgq_exporter.presets.detect import detect
 from pgq_exporter.presets.library import LIBRARY_PRESETS
+from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.layout import resolve
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.libraries import node_url

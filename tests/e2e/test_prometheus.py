@@ -21,16 +21,16 @@ from typing import Any
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from pgq_exporter.generators import write_bundle
-from pgq_exporter.generators.bundle import parse_bundle_config
-from pgq_exporter.generators.grafana import DASHBOARDS, dashboard_json
-from pgq_exporter.generators.postgres_exporter import SUPPORTED
-from pgq_exporter.ports import free_port
+from pgq_exporter.bundle import write_bundle
+from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json
+from pgq_exporter.bundle.postgres_exporter import SUPPORTED
+from pgq_exporter.bundle.settings import parse_bundle_config
+from pgq_exporter.config.yamlpos import load_located
+from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
-from pgq_exporter.yamlpos import load_located
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
 from tests.prometheus_support import Prometheus, running_prometheus
@@ -143,7 +143,7 @@ def psycopg_admin(db: Database) -> Any:
 
 
 def _panels(job: str, only_supported: bool) -> list[tuple[str, str, str]]:
-    from pgq_exporter.generators.bundle import BundleConfig  # noqa: PLC0415
+    from pgq_exporter.bundle.settings import BundleConfig  # noqa: PLC0415
 
     found = []
     for build in DASHBOARDS:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from pgq_exporter.generators import RULE_TESTS_FILE, RULES_FILE
-from pgq_exporter.generators.alerts import ALERTS
-from pgq_exporter.generators.bundle import BundleConfig
-from pgq_exporter.generators.recording import recording_group
+from pgq_exporter.bundle import RULE_TESTS_FILE, RULES_FILE
+from pgq_exporter.bundle.alerts import ALERTS
+from pgq_exporter.bundle.recording import recording_group
+from pgq_exporter.bundle.settings import BundleConfig
 from tests.support import require_tool
 
 ROOT = Path(__file__).parents[2]

@@ -9,8 +9,8 @@ from http import HTTPStatus
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import probe, probe_status, value
 

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pgq_exporter.app import Exporter
-from pgq_exporter.checks import check_discovery
 from pgq_exporter.config import SchemaMapping, parse_config
-from pgq_exporter.service import http_sd_targets
-from pgq_exporter.yamlpos import ConfigError
+from pgq_exporter.config.yamlpos import ConfigError
+from pgq_exporter.http.pages import http_sd_targets
+from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.preflight import check_discovery
 from tests.exporter_support import parse_samples, probe, value
 from tests.seed_support import SEED_TABLE
 from tests.support import admin_execute, unique_name, wait_for, with_dbname

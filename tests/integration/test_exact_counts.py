@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.counts_support import assert_counts_exact, kept_counts
 from tests.exporter_support import basic_config, collect_once, parse_samples, value
@@ -304,9 +304,10 @@ def _depth_runs(
     statements and samples."""
     from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
     from pgq_exporter.collectors import planned  # noqa: PLC0415
-    from pgq_exporter.collectors.base import Context, KnownQueues, Sample  # noqa: PLC0415
+    from pgq_exporter.collectors.base import Context, KnownQueues  # noqa: PLC0415
     from pgq_exporter.collectors.finished_feed import FinishedFeed  # noqa: PLC0415
-    from pgq_exporter.layout import resolve  # noqa: PLC0415
+    from pgq_exporter.runtime.layout import resolve  # noqa: PLC0415
+    from pgq_exporter.samples import Sample  # noqa: PLC0415
 
     config = parse_config(config_text, "test.yaml", os.environ)
     [database] = config.databases
@@ -421,8 +422,8 @@ def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Da
     """A recount reads every finished row: cut short at the collector's timeout, it would
     be cut short at every try and leave the totals at their cap. Its statements get
     RECOUNT_TIMEOUT; the rest of the run keeps the collector's timeout."""
-    from pgq_exporter.collection import set_transaction_settings  # noqa: PLC0415
     from pgq_exporter.collectors.counting import Recounts, recount  # noqa: PLC0415
+    from pgq_exporter.runtime.collection import set_transaction_settings  # noqa: PLC0415
 
     recounts = Recounts()
     with db.connect() as conn, conn.transaction():

@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.catalogue import metric
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import basic_config, collect_once, parse_samples, value
 from tests.seed_support import SEED_TABLE

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import basic_config, collect_once, value
 from tests.support import require_tool

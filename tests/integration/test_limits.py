@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from pgq_exporter.app import Exporter
 from pgq_exporter.config import parse_config
-from pgq_exporter.db import DEFAULT_APPLICATION_NAME
+from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, value
 from tests.support import admin_execute, unique_name, wait_for, with_dbname

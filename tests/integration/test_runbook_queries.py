@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from pgq_exporter.app import Exporter
+from pgq_exporter.bundle.alerts import ALERTS, Alert
 from pgq_exporter.config import parse_config
-from pgq_exporter.generators.alerts import ALERTS, Alert
+from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import basic_config, parse_samples, value
 

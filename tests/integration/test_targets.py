@@ -15,12 +15,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pgq_exporter.app import Exporter
-from pgq_exporter.collectors.base import Sample
 from pgq_exporter.config import parse_config
-from pgq_exporter.embedded import EmbeddedPostgres
-from pgq_exporter.probe import answer
+from pgq_exporter.http.probe import answer
+from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
+from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.samples import Sample
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, probe, probe_status, value
 from tests.fake_postgres import Tarpit

@@ -11,12 +11,12 @@ import promql_parser
 import pytest
 import yaml
 
+from pgq_exporter.bundle import RULES_FILE, render_bundle
+from pgq_exporter.bundle.alerts import ALERTS
+from pgq_exporter.bundle.postgres_exporter import QUERIES
+from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.catalogue import names
-from pgq_exporter.generators import RULES_FILE, render_bundle
-from pgq_exporter.generators.alerts import ALERTS
-from pgq_exporter.generators.bundle import parse_bundle_config
-from pgq_exporter.generators.postgres_exporter import QUERIES
-from pgq_exporter.yamlpos import ConfigError, load_located
+from pgq_exporter.config.yamlpos import ConfigError, load_located
 
 ROOT = Path(__file__).parents[2]
 BUNDLE = render_bundle(root=ROOT)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pgq_exporter.bundle.postgres_exporter import PRESET_QUERIES, QUERIES
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, names
 from pgq_exporter.collectors import BUILTIN
-from pgq_exporter.generators.postgres_exporter import PRESET_QUERIES, QUERIES
 
 PACKAGE = Path(__file__).parents[2] / "pgq_exporter"
 NAME = re.compile(r"^pgq_[a-z][a-z0-9_]*$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pgq_exporter.connections import server_key
+from pgq_exporter.runtime.connections import server_key
 
 
 @pytest.mark.parametrize(

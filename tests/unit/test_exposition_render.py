@@ -18,8 +18,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from pgq_exporter.catalogue import CATALOGUE, MetricSpec, MetricType
-from pgq_exporter.collectors.base import AnySample, HistogramSample, Sample
-from pgq_exporter.exposition import Snapshot, families, render
+from pgq_exporter.exposition import Snapshot, content_type, families, render
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 ODD_TEXT = ["plain", 'with "quotes"', "back\\slash", "new\nline", "日本", "", "a=b,c}"]
 
@@ -93,7 +93,7 @@ def test_a_snapshot_serves_each_form_and_makes_up_front_those_asked_for() -> Non
     metrics = families(specs, [("main", Sample("pgq_up", (), 1.0))])
     first = Snapshot(metrics)
     assert first.rendered() == {}
-    body, kind = first.body(openmetrics=True, gzipped=True)
+    body, kind = first.body((True, True)), content_type((True, True))
     assert kind.startswith("application/openmetrics-text") and body[:2] == b"\x1f\x8b"
     assert set(first.rendered()) == {(True, True)}
     second = Snapshot(metrics, {(True, True)})

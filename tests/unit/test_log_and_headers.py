@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from pgq_exporter.logsetup import JsonFormatter, LogfmtFormatter
+from pgq_exporter.cli.logsetup import JsonFormatter, LogfmtFormatter
+from pgq_exporter.http.server import accepts, failure_class, header_value
 from pgq_exporter.redaction import remember_dsn
-from pgq_exporter.server import accepts, failure_class, header_value
 
 
 def _record(**fields: str) -> logging.LogRecord:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pgq_exporter.dsn import parse_dsn, redact
 from pgq_exporter.errors import UsageError
+from pgq_exporter.pg.dsn import parse_dsn, redact
 from pgq_exporter.queue.names import check_queue_name, check_schema_name, notify_channel
 from pgq_exporter.queue.schema import render_schema
 

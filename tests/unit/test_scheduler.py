@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pgq_exporter import scheduler as scheduler_module
-from pgq_exporter.scheduler import Scheduler
+from pgq_exporter.runtime import scheduler as scheduler_module
+from pgq_exporter.runtime.scheduler import Scheduler
 from tests.support import wait_for
 
 

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pgq_exporter.sqlfiles import migrations, named_queries, parse_named_blocks
+from pgq_exporter.queue.sql import migrations
+from pgq_exporter.sql import named_queries, parse_named_blocks
+
+QUEUE_SQL = "pgq_exporter.queue.sql"
 
 
 def test_named_blocks_split_on_name_lines() -> None:
@@ -17,9 +20,10 @@ def test_a_repeated_block_name_is_an_error() -> None:
 
 def test_shipped_sql_files_load() -> None:
     assert {"lock_schema", "create_version_table", "record_version"} <= set(
-        named_queries("schema.sql")
+        named_queries("schema.sql", QUEUE_SQL)
     )
-    assert {"queue_partitions", "jobs_table_exists"} <= set(named_queries("admin.sql"))
+    assert {"queue_partitions", "jobs_table_exists"} <= set(named_queries("admin.sql", QUEUE_SQL))
+    assert "transaction_settings" in named_queries("session.sql")
 
 
 def test_migrations_are_numbered_without_gaps() -> None:

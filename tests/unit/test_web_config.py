@@ -7,8 +7,8 @@ import base64
 import bcrypt
 import pytest
 
-from pgq_exporter.webconfig import parse_web_config
-from pgq_exporter.yamlpos import ConfigError
+from pgq_exporter.config.yamlpos import ConfigError
+from pgq_exporter.http.webconfig import parse_web_config
 
 HASH = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()
 CERTS = "tls_server_config:\n  cert_file: /etc/hostname\n  key_file: /etc/hostname\n"

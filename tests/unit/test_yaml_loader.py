@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pgq_exporter.config import load_config, parse_config
-from pgq_exporter.yamlpos import ConfigError
+from pgq_exporter.config.yamlpos import ConfigError
 from tests.support import assert_clean_failure, run_cli
 
 DB = "databases:\n  - name: main\n    dsn: postgresql:///app\n"

@@ -1,0 +1,963 @@
+"""Prometheus alert and recording rules, their promtool unit tests, and the runbooks.
+
+Each alert is declared once below with its runbook and two scenarios for
+`promtool test rules`: one where it fires (with its exact labels and
+annotations, written out by hand) and a near miss where it does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgq_exporter.bundle.promql import QUEUE_KEY, by, number, selector
+from pgq_exporter.bundle.recording import recording_group, recording_tests
+from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.catalogue import metric
+
+# A series as the exporter serves it, for the unit tests.
+T = 'job="pgq", instance="exporter:9188", database="main"'
+Q = T + ', queue="email"'
+LAST_SUCCESS = f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}'
+PENDING = 'status="pending"'
+STUCK_3 = (
+    "3 jobs in queue email (database main) are processing past their lease and have not "
+    "been reaped."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    series: tuple[tuple[str, str], ...]  # (series, promtool values)
+    eval_time: str = "10m"
+    labels: dict[str, str] = field(default_factory=dict)  # fired alert's labels
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    name: str
+    severity: str
+    summary: str
+    description: str  # a Go template over $labels and $value
+    expr: Callable[[BundleConfig, str, Series], str]  # (config, threshold, reads) -> PromQL
+    meaning: str
+    confirm_sql: str
+    action: str
+    fire: Scenario
+    near_miss: Scenario
+    per_queue: bool = True
+    # A state alert keeps firing on the last values seen while the exporter, the database
+    # or the collector that feeds it cannot be read (see state_expr); the exporter's own
+    # health does not.
+    keep_firing: bool = True
+    also_quiet: tuple[Scenario, ...] = ()  # more cases where it must not fire
+    also_fires: tuple[Scenario, ...] = ()  # more cases where it must fire
+
+    @property
+    def anchor(self) -> str:
+        return self.name.lower()
+
+
+def _m(name: str, config: BundleConfig, *matchers: str) -> str:
+    return selector(name, config.selector, *matchers)
+
+
+class Series:
+    """How an alert's expression reads its metrics: as they are now, or (``recall``, a
+    range) as last seen within that range, for while they cannot be read. It remembers
+    the metrics it was asked for."""
+
+    def __init__(self, recall: str = "") -> None:
+        self.recall = recall
+        self.names: list[str] = []
+
+    def m(self, name: str, config: BundleConfig, *matchers: str) -> str:
+        self.names.append(name)
+        found = _m(name, config, *matchers)
+        return f"last_over_time({found}[{self.recall}])" if self.recall else found
+
+    def over(self, function: str, name: str, config: BundleConfig, span: str) -> str:
+        """``function`` over ``span`` of the metric; recalled, its last value."""
+        if self.recall:
+            return self.m(name, config)
+        self.names.append(name)
+        return f"{function}({_m(name, config)}[{span}])"
+
+
+def _extra(config: BundleConfig, alert: str, key: str) -> str:
+    return number(config.setting(alert).extras[key])
+
+
+def _up(config: BundleConfig) -> str:
+    """The exporter's scrape target series, which the catalogue does not declare."""
+    matchers = ", ".join(m for m in (f'job="{config.job}"', config.selector) if m)
+    return f"up{{{matchers}}}"
+
+
+DB_KEY = ("job", "instance", "database")
+TABLE_KEY = (*DB_KEY, "table")
+# The span the xmin alerts look back over, so that one missed collector run does not
+# restart their for: clock: longer than a run missed, short enough to resolve soon.
+XMIN_SPAN = "2m"
+XMIN_CONFIRM = (
+    "SELECT pid, state, now() - xact_start AS held, age(backend_xid),\n"
+    "       age(backend_xmin), query\n"
+    "FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL\n"
+    "ORDER BY xact_start;\n"
+    "SELECT slot_name, age(xmin), age(catalog_xmin) FROM pg_replication_slots;\n"
+    "SELECT gid, prepared, age(transaction) FROM pg_prepared_xacts;"
+)
+XMIN_ACTION = (
+    "End the long transaction (pg_terminate_backend), drop an abandoned replication slot, "
+    "or COMMIT/ROLLBACK PREPARED the forgotten prepared transaction. Set "
+    "idle_in_transaction_session_timeout below 8 minutes (say 5min) for the roles that "
+    "forget to commit, so that the database ends such a session before this pages."
+)
+
+
+def _queue_threshold(alert: str, config: BundleConfig, build: Callable[[str, str], str]) -> str:
+    """``build(extra_matcher, threshold)`` once for the default and once per overridden queue."""
+    default = number(config.setting(alert).threshold)
+    overrides = config.queue_overrides.get(alert, {})
+    if not overrides:
+        return build("", default)
+    skip = "|".join(sorted(overrides))
+    parts = [build(f'queue!~"{skip}"', default)]
+    parts += [build(f'queue="{q}"', number(t)) for q, t in sorted(overrides.items())]
+    return " or ".join(f"({p})" for p in parts)
+
+
+ALERTS: tuple[Alert, ...] = (
+    Alert(
+        name="PgqBacklogTooLarge",
+        severity="warning",
+        summary="A job queue has a large backlog of pending jobs.",
+        description="Queue {{ $labels.queue }} in database {{ $labels.database }} has "
+        "{{ $value | humanize }} pending jobs.",
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqBacklogTooLarge",
+            c,
+            lambda q, v: f"{s.m('pgq_queue_jobs', c, q, PENDING)} > {v}",
+        ),
+        meaning="More jobs are waiting than the workers are taking. Producers outpace "
+        "workers, or workers are failing, slow, or not running.",
+        confirm_sql="SELECT queue, status, count(*) FROM pgq.jobs\n"
+        "WHERE status IN ('pending', 'processing') GROUP BY 1, 2;",
+        action='Check that workers run and claim (pgq_queue_jobs{status="processing"}). '
+        "Scale workers out, or find what slowed them (pgq_queue_window_processing_seconds). "
+        "A burst that drains by itself may only need a higher threshold for this queue.",
+        fire=Scenario(
+            ((f'pgq_queue_jobs{{{Q}, status="pending"}}', "1500x10"),),
+            labels={"status": "pending"},
+            description="Queue email in database main has 1.5k pending jobs.",
+        ),
+        near_miss=Scenario(((f'pgq_queue_jobs{{{Q}, status="pending"}}', "1000x10"),)),
+    ),
+    Alert(
+        name="PgqOldestReadyJobTooOld",
+        severity="warning",
+        summary="The oldest ready job of a queue has waited too long.",
+        description="The oldest ready job in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) has waited {{ $value | humanizeDuration }}.",
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqOldestReadyJobTooOld",
+            c,
+            lambda q, v: f"{s.m('pgq_queue_oldest_ready_age_seconds', c, q)} > {v}",
+        ),
+        meaning="Jobs are ready but nobody takes them quickly enough: the latency a user "
+        "feels. It fires on a backlog that is old even when it is small.",
+        confirm_sql="SELECT queue, now() - min(scheduled_at) AS oldest FROM pgq.jobs\n"
+        "WHERE status = 'pending' AND scheduled_at <= now() GROUP BY 1;",
+        action="Check that workers for this queue run and are not all busy with slow jobs; "
+        "scale them out. Check for lock waits on the queue tables.",
+        fire=Scenario(
+            ((f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "600x10"),),
+            description="The oldest ready job in queue email (database main) has waited 10m 0s.",
+        ),
+        near_miss=Scenario(
+            ((f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0 0 0 0 0 0 900 900 900 900 900"),)
+        ),
+    ),
+    Alert(
+        name="PgqStuckJobs",
+        severity="warning",
+        summary="Jobs stay in processing past their lease.",
+        description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) are processing past their lease and have not been reaped.",
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqStuckJobs", c, lambda q, v: f"{s.m('pgq_queue_stuck_jobs', c, q)} > {v}"
+        ),
+        meaning="A worker claimed these jobs and neither finished nor extended its lease: "
+        "it crashed or hangs. The reaper should return them to pending; if this persists, "
+        "the reaper is not running.",
+        confirm_sql="SELECT id, queue, locked_by, locked_until, attempts FROM pgq.jobs\n"
+        "WHERE status = 'processing' AND locked_until < now()\n"
+        "  AND attempts < max_attempts  -- the exhausted ones have an alert of their own\n"
+        "ORDER BY locked_until;",
+        action="Check that the reaper runs (pgq-exporter reap, its CronJob, or pg_cron). "
+        "Look at the workers named in locked_by: crashed pods, or handlers that hang.",
+        fire=Scenario(
+            ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15"),),
+            eval_time="15m",
+            description="3 jobs in queue email (database main) are processing past "
+            "their lease and have not been reaped.",
+        ),
+        near_miss=Scenario(
+            ((f"pgq_queue_stuck_jobs{{{Q}}}", "3 3 3 3 3 0 0 0 0 0 0 3 3 3 3 3"),), eval_time="15m"
+        ),
+        also_fires=(
+            Scenario(  # the exporter went down at 15m: 20m later, nothing has resolved
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x30"),
+                ),
+                eval_time="35m",
+                description=STUCK_3,
+            ),
+            Scenario(  # the database went down: the same
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"), (f"pgq_up{{{T}}}", "1x15 0x30")),
+                eval_time="35m",
+                description=STUCK_3,
+            ),
+            Scenario(  # its collector fails: the same
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    (f'pgq_collector_success{{{T}, collector="queue_leases"}}', "1x15 0x30"),
+                ),
+                eval_time="35m",
+                description=STUCK_3,
+            ),
+        ),
+        also_quiet=(
+            Scenario(  # fixed at 15m: resolved by the next evaluation but one
+                ((f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 0x30"), (f"pgq_up{{{T}}}", "1x45")),
+                eval_time="17m",
+            ),
+            Scenario(  # its series gone while the exporter reads fine: resolved
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
+                    (f"pgq_up{{{T}}}", "1x45"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x45"),
+                    (f'pgq_collector_success{{{T}, collector="queue_leases"}}', "1x45"),
+                ),
+                eval_time="22m",
+            ),
+            Scenario(  # down for longer than blind_memory (1h): it lets go
+                (
+                    (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x90"),
+                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x90"),
+                ),
+                eval_time="90m",
+            ),
+        ),
+    ),
+    Alert(
+        name="PgqFailureRatioHigh",
+        severity="warning",
+        summary="Many jobs of a queue fail.",
+        description="{{ $value | humanizePercentage }} of the jobs finished in queue "
+        "{{ $labels.queue }} (database {{ $labels.database }}) during the last window failed.",
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqFailureRatioHigh",
+            c,
+            lambda q, v: (
+                f"{s.m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
+                f"and on ({', '.join(QUEUE_KEY)})\n"
+                f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c, q)})"
+                f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}"
+            ),
+        ),
+        meaning="Jobs exhaust their attempts and end failed: a broken handler, a bad "
+        "payload, or a dependency that is down.",
+        confirm_sql="SELECT last_error, count(*) FROM pgq.jobs\n"
+        "WHERE queue = 'QUEUE' AND status = 'failed' AND finished_at > now() - interval '1 hour'\n"
+        "GROUP BY 1 ORDER BY 2 DESC LIMIT 10;",
+        action="Read last_error, fix the cause, then send the jobs back with "
+        "SELECT pgq.retry_failed('QUEUE');",
+        fire=Scenario(
+            (
+                (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.25x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "30x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "10x15"),
+            ),
+            eval_time="15m",
+            labels={"window": "300"},
+            description="25% of the jobs finished in queue email (database main) "
+            "during the last window failed.",
+        ),
+        near_miss=Scenario(
+            (
+                (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.1x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "90x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "10x15"),
+            ),
+            eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # 2 failed of 3: too few jobs to say
+                (
+                    (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.67x15"),
+                    (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "1x15"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                        "2x15",
+                    ),
+                ),
+                eval_time="15m",
+            ),
+        ),
+    ),
+    Alert(
+        name="PgqQueueStalled",
+        severity="critical",
+        summary="A queue has ready jobs and finishes none.",
+        description="Queue {{ $labels.queue }} (database {{ $labels.database }}) has "
+        "{{ $value | humanize }} ready jobs and finished none during the last window.",
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_queue_ready_jobs', c)} > {t}\n"
+            f"and on ({', '.join(QUEUE_KEY)})\n"
+            f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c)}) == 0"
+        ),
+        meaning="Nothing is being processed: no worker runs for this queue, or every "
+        "worker is blocked.",
+        confirm_sql="SELECT status, count(*), max(finished_at) FROM pgq.jobs\n"
+        "WHERE queue = 'QUEUE' GROUP BY 1;",
+        action="Start or restart the workers for this queue. If they run, look for lock "
+        "waits (pgq_lock_waits) and for handlers that hang.",
+        fire=Scenario(
+            (
+                (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "0x15"),
+            ),
+            eval_time="15m",
+            description="Queue email (database main) has 40 ready jobs and finished "
+            "none during the last window.",
+        ),
+        near_miss=Scenario(
+            (
+                (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
+                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "2x15"),
+            ),
+            eval_time="15m",
+        ),
+    ),
+    Alert(
+        name="PgqExhaustedJobsPiling",
+        severity="warning",
+        summary="Jobs with no attempts left stay in processing.",
+        description="{{ $value | humanize }} jobs in queue {{ $labels.queue }} (database "
+        "{{ $labels.database }}) have no attempts left and are still processing: the "
+        "reaper is not failing them.",
+        expr=lambda c, t, s: _queue_threshold(
+            "PgqExhaustedJobsPiling",
+            c,
+            lambda q, v: f"{s.m('pgq_queue_exhausted_jobs', c, q)} > {v}",
+        ),
+        meaning="The reaper marks exhausted jobs failed. When they pile up, the reaper "
+        "does not run, or runs an old version that leaves them in processing for ever.",
+        confirm_sql="SELECT count(*) FROM pgq.jobs WHERE status = 'processing'\n"
+        "AND locked_until < now() AND attempts >= max_attempts;",
+        action="Run SELECT * FROM pgq.reap(); and restore its schedule.",
+        fire=Scenario(
+            ((f"pgq_queue_exhausted_jobs{{{Q}}}", "5x20"),),
+            eval_time="20m",
+            description="5 jobs in queue email (database main) have no attempts "
+            "left and are still processing: the reaper is not failing them.",
+        ),
+        near_miss=Scenario(((f"pgq_queue_exhausted_jobs{{{Q}}}", "0x20"),), eval_time="20m"),
+    ),
+    Alert(
+        name="PgqXminHorizonHeld",
+        severity="warning",
+        summary="Something has held back the xmin horizon for minutes.",
+        description="A {{ $labels.source }} in database {{ $labels.database }} has held the "
+        "xmin horizon back for {{ $value | humanizeDuration }}.",
+        expr=lambda c, t, s: (
+            f"{s.over('max_over_time', 'pgq_xmin_horizon_age_seconds', c, XMIN_SPAN)} > {t}"
+        ),
+        meaning="The early warning of PgqXminHorizonTooOld, which pages: a session idle in "
+        "a transaction, a replication slot or a prepared transaction has held the horizon "
+        "for a few minutes. Dead rows are piling up behind it already.",
+        confirm_sql=XMIN_CONFIRM,
+        action="Find the holder now, before it pages: " + XMIN_ACTION,
+        fire=Scenario(
+            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),),
+            eval_time="5m",
+            labels={"source": "backend"},
+            description="A backend in database main has held the xmin horizon back for 5m 0s.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "120x15"),),
+            eval_time="15m",
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqXminHorizonTooOld",
+        severity="critical",
+        summary="Something holds back the xmin horizon, so vacuum cannot clean queue tables.",
+        description="A {{ $labels.source }} in database {{ $labels.database }} holds the "
+        "xmin horizon back: for too long, or too many transactions ago.",
+        # Over a short span, not at an instant: a collector that misses a run (its role
+        # lost pg_monitor for a minute) leaves a gap that would restart the for: clock.
+        expr=lambda c, t, s: (
+            f"{s.over('max_over_time', 'pgq_xmin_horizon_age_transactions', c, XMIN_SPAN)} > {t}\n"
+            f"or\n{s.over('max_over_time', 'pgq_xmin_horizon_age_seconds', c, XMIN_SPAN)}"
+            f" > {_extra(c, 'PgqXminHorizonTooOld', 'seconds')}"
+        ),
+        meaning="While an old xmin is held, vacuum cannot remove the dead rows that every "
+        "claim and completion leaves behind. The queue tables bloat and claims slow down "
+        "within minutes. The usual holder is a session idle in a transaction that wrote "
+        "(it holds its own transaction id), or one that keeps a snapshot open. It pages "
+        "within 10 minutes of the horizon being held (8 minutes held, then for: 1m).",
+        confirm_sql=XMIN_CONFIRM,
+        action=XMIN_ACTION,
+        fire=Scenario(
+            (
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "40x15"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),
+            ),
+            eval_time="10m",
+            labels={"source": "backend"},
+            description="A backend in database main holds the xmin horizon back: for too "
+            "long, or too many transactions ago.",
+        ),
+        near_miss=Scenario(
+            (
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "500000x15"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "300x15"),
+            ),
+            eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # held 8 minutes: the for: minute has not run yet
+                ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),),
+                eval_time="9m",
+            ),
+        ),
+        also_fires=(
+            Scenario(  # the collector missed its run at 10m: the page still comes at 10m
+                (
+                    (
+                        f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}',
+                        "0+60x9 stale 600+60x5",
+                    ),
+                ),
+                eval_time="10m",
+                labels={"source": "backend"},
+                description="A backend in database main holds the xmin horizon back: for "
+                "too long, or too many transactions ago.",
+            ),
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqLongRunningTransaction",
+        severity="warning",
+        summary="A transaction has been open for a long time.",
+        description="The longest transaction in database {{ $labels.database }} has run "
+        "for {{ $value | humanizeDuration }}.",
+        expr=lambda c, t, s: f"{s.m('pgq_longest_transaction_seconds', c)} > {t}",
+        meaning="A long transaction holds the xmin horizon back (see PgqXminHorizonTooOld) "
+        "and may hold locks that workers wait on.",
+        confirm_sql="SELECT pid, usename, application_name, now() - xact_start, query\n"
+        "FROM pg_stat_activity WHERE xact_start IS NOT NULL ORDER BY xact_start LIMIT 5;",
+        action="Find its owner; end it with pg_terminate_backend(pid) if it is abandoned. "
+        "Set idle_in_transaction_session_timeout for the roles that forget to commit.",
+        fire=Scenario(
+            ((f"pgq_longest_transaction_seconds{{{T}}}", "3600x10"),),
+            description="The longest transaction in database main has run for 1h 0m 0s.",
+        ),
+        near_miss=Scenario(((f"pgq_longest_transaction_seconds{{{T}}}", "60x10"),)),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqAutovacuumLagging",
+        severity="warning",
+        summary="A queue table is bloating: dead rows pile up and autovacuum is late.",
+        description="Table {{ $labels.table }} in database {{ $labels.database }} holds "
+        "{{ $value | humanize }} dead rows, a large share of it, and has not been vacuumed "
+        "for a long time.",
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_table_dead_tuples', c)} > {_extra(c, 'PgqAutovacuumLagging', 'floor')}\n"
+            f"and on ({', '.join(TABLE_KEY)})\n"
+            f"  {s.m('pgq_table_dead_tuples', c)}\n"
+            f"  / ({s.m('pgq_table_live_tuples', c)} + {s.m('pgq_table_dead_tuples', c)})"
+            f" > {t}\n"
+            f"and on ({', '.join(TABLE_KEY)})\n"
+            f"  ({s.m('pgq_table_last_vacuum_age_seconds', c)}"
+            f" > {_extra(c, 'PgqAutovacuumLagging', 'cadence')}\n"
+            f"   or {s.m('pgq_table_last_vacuum_age_seconds', c)} < 0)"
+        ),
+        meaning="Every claim and completion leaves a dead row in the queue table. When "
+        "they become a large share of it and no vacuum has come for longer than a busy "
+        "queue table's cadence, autovacuum is not keeping up: its workers are busy "
+        "elsewhere, it is throttled, disabled for the table (PgqAutovacuumDisabled), or an "
+        "old xmin makes its work useless (PgqXminHorizonTooOld). Claims slow as they step "
+        "over the dead rows, and the table grows.",
+        confirm_sql="SELECT relname, n_dead_tup, n_live_tup, last_autovacuum, autovacuum_count\n"
+        "FROM pg_stat_user_tables\n"
+        "WHERE schemaname = 'pgq' ORDER BY n_dead_tup DESC;",
+        action="Check PgqXminHorizonTooOld and PgqAutovacuumDisabled first. Then lower "
+        "autovacuum_vacuum_scale_factor and raise autovacuum_vacuum_cost_limit for the queue "
+        "tables (ALTER TABLE ... SET (...)), or run VACUUM on them now.",
+        fire=Scenario(  # autovacuum off on a churning table: 1,660 dead rows a minute
+            (
+                (f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}', "0+1660x20"),
+                (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "38000x20"),
+                (f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}', "3600+60x20"),
+            ),
+            eval_time="10m",
+            labels={"table": "jobs_email"},
+            description="Table jobs_email in database main holds 16.6k dead rows, a large "
+            "share of it, and has not been vacuumed for a long time.",
+        ),
+        near_miss=Scenario(  # the same churn, vacuumed every 3 minutes: a sawtooth
+            (
+                (
+                    f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}',
+                    " ".join(["0 1660 3320"] * 20),
+                ),
+                (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "38000x60"),
+                (
+                    f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}',
+                    " ".join(["0 60 120"] * 20),
+                ),
+            ),
+            eval_time="60m",
+        ),
+        also_quiet=(
+            Scenario(  # a big, calm table: many dead rows, a small share of them
+                (
+                    (f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}', "50000x20"),
+                    (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "5000000x20"),
+                    (
+                        f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}',
+                        "86400+60x20",
+                    ),
+                ),
+                eval_time="20m",
+            ),
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqAutovacuumDisabled",
+        severity="warning",
+        summary="Autovacuum is off for a queue table.",
+        description="Autovacuum may not vacuum table {{ $labels.table }} in database "
+        "{{ $labels.database }}: the server's autovacuum is off or the table's "
+        "autovacuum_enabled is false.",
+        expr=lambda c, t, s: f"{s.m('pgq_table_autovacuum_enabled', c)} == {t}",
+        meaning="A queue table churns: without autovacuum its dead rows are never removed, "
+        "and it bloats within hours (PgqAutovacuumLagging follows). Often left behind by a "
+        "bulk load or a migration that turned it off.",
+        confirm_sql="SELECT current_setting('autovacuum');\n"
+        "SELECT relname, reloptions FROM pg_class\n"
+        "WHERE relnamespace = 'pgq'::regnamespace AND reloptions IS NOT NULL;",
+        action="ALTER TABLE ... RESET (autovacuum_enabled); or turn the server's autovacuum "
+        "back on; then VACUUM the table once.",
+        fire=Scenario(
+            ((f'pgq_table_autovacuum_enabled{{{T}, table="jobs_email"}}', "0x10"),),
+            labels={"table": "jobs_email"},
+            description="Autovacuum may not vacuum table jobs_email in database main: the "
+            "server's autovacuum is off or the table's autovacuum_enabled is false.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_table_autovacuum_enabled{{{T}, table="jobs_email"}}', "1x10"),),
+        ),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqNotifyQueueFilling",
+        severity="warning",
+        summary="The NOTIFY queue is filling up.",
+        description="The NOTIFY queue of database {{ $labels.database }} is "
+        "{{ $value | humanizePercentage }} full.",
+        expr=lambda c, t, s: f"{s.m('pgq_notify_queue_usage_ratio', c)} > {t}",
+        meaning="A session that LISTENs but does not read its notifications holds the "
+        "queue. When it is full, every NOTIFY, and so every enqueue, fails.",
+        confirm_sql="SELECT pg_notification_queue_usage();\n"
+        "SELECT pid, state, xact_start, query FROM pg_stat_activity "
+        "WHERE query ILIKE 'LISTEN%';",
+        action="Find the listening session that stays in a transaction and end it.",
+        fire=Scenario(
+            ((f"pgq_notify_queue_usage_ratio{{{T}}}", "0.75x10"),),
+            description="The NOTIFY queue of database main is 75% full.",
+        ),
+        near_miss=Scenario(((f"pgq_notify_queue_usage_ratio{{{T}}}", "0.2x10"),)),
+        per_queue=False,
+    ),
+    Alert(
+        name="PgqDatabaseDown",
+        severity="critical",
+        summary="The exporter cannot reach a queue database.",
+        description="pgq-exporter {{ $labels.instance }} cannot connect to database "
+        "{{ $labels.database }}.",
+        expr=lambda c, t, s: f"{s.m('pgq_up', c)} == {t}",
+        meaning="Every collector of this database fails, so nothing about its queues is "
+        "known. The database may be down, or unreachable from the exporter.",
+        confirm_sql="SELECT 1;  -- from the exporter's host, with its DSN",
+        action="Check the database and the network path. The exporter's log says why "
+        "the connection failed (without the password).",
+        fire=Scenario(
+            ((f"pgq_up{{{T}}}", "0x5"),),
+            eval_time="5m",
+            description="pgq-exporter exporter:9188 cannot connect to database main.",
+        ),
+        near_miss=Scenario(((f"pgq_up{{{T}}}", "1x5"),), eval_time="5m"),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqCollectorFailing",
+        severity="warning",
+        summary="A pgq-exporter collector keeps failing.",
+        description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
+        "on {{ $labels.instance }} fails.",
+        expr=lambda c, t, s: (
+            f"{s.m('pgq_collector_success', c)} == {t}\n"
+            f"unless on ({', '.join(DB_KEY)}) {s.m('pgq_up', c)} == 0"
+        ),
+        meaning="Its metrics are missing. The usual causes: the query hits its timeout, "
+        "the role lacks a grant, or the schema mapping names a column that does not exist.",
+        confirm_sql='-- The exporter\'s log line "collector failed" carries the error.',
+        action="Read the log; raise the collector's timeout, grant the role "
+        "(pgq-exporter schema grant-monitor), or fix the mapping.",
+        fire=Scenario(
+            ((f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0x10"),),
+            labels={"collector": "queue_depth"},
+            description="Collector queue_depth of database main on exporter:9188 fails.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0 0 0 1 0 0 0 1 0 0 0"),)
+        ),
+        also_quiet=(
+            Scenario(  # the database is down: PgqDatabaseDown says it, once
+                (
+                    (f'pgq_collector_success{{{T}, collector="queue_depth"}}', "0x10"),
+                    (f"pgq_up{{{T}}}", "0x10"),
+                )
+            ),
+        ),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqCollectorStale",
+        severity="warning",
+        summary="A pgq-exporter collector has not succeeded for a long time.",
+        description="Collector {{ $labels.collector }} of database {{ $labels.database }} "
+        "on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.",
+        expr=lambda c, t, s: (
+            f"time() - {s.m('pgq_collector_last_success_timestamp_seconds', c)} > {t}\n"
+            f"unless on ({', '.join((*DB_KEY, 'collector'))}) "
+            f"{s.m('pgq_collector_success', c)} == 0\n"
+            f"unless on ({', '.join(DB_KEY)}) {s.m('pgq_up', c)} == 0"
+        ),
+        meaning="The collector neither succeeds nor reports failure in time: it hangs, or "
+        "its runs are dropped because the exporter's workers or its server's connections "
+        "stay busy (pgq_limit_dropped_total).",
+        confirm_sql="SELECT pid, state, now() - query_start, query FROM pg_stat_activity\n"
+        "WHERE application_name = 'pgq-exporter';",
+        action="Look at pgq_limit_dropped_total and /probe?target=…&debug=true; raise "
+        "limits.collections or limits.server_connections when runs are dropped, lengthen the "
+        "collector's interval, or restart the exporter when a run hangs.",
+        fire=Scenario(
+            (
+                (
+                    f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}',
+                    "0x15",
+                ),
+            ),
+            eval_time="15m",
+            labels={"collector": "activity"},
+            description="Collector activity of database main on exporter:9188 last "
+            "succeeded 15m 0s ago.",
+        ),
+        near_miss=Scenario(
+            (
+                (
+                    f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}',
+                    "0+60x15",
+                ),
+            ),
+            eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # it fails: PgqCollectorFailing says it, once
+                (
+                    (LAST_SUCCESS, "0x15"),
+                    (f'pgq_collector_success{{{T}, collector="activity"}}', "0x15"),
+                ),
+                eval_time="15m",
+            ),
+        ),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqExporterDown",
+        severity="critical",
+        summary="Prometheus cannot scrape pgq-exporter.",
+        description="pgq-exporter {{ $labels.instance }} (job {{ $labels.job }}) is down or "
+        "missing from the scrape targets.",
+        expr=lambda c, t, s: f"{_up(c)} == {t}\nor\nabsent({_up(c)})",
+        meaning="Nothing about the queues is known: every pgq series is stale. The queue "
+        "alerts that were firing keep firing for a while (keep_firing_for), then resolve "
+        "without cause; this alert is the one that says why.",
+        confirm_sql="-- Not a database question: curl http://EXPORTER:9188/healthz, and "
+        "look at\n-- Prometheus's Status > Targets page for the scrape error.",
+        action="Check the exporter's pod or process and its logs; check that the scrape "
+        "config or ServiceMonitor still selects it.",
+        fire=Scenario(
+            (('up{job="pgq", instance="exporter:9188"}', "0x5"),),
+            eval_time="5m",
+            description="pgq-exporter exporter:9188 (job pgq) is down or missing from the "
+            "scrape targets.",
+        ),
+        near_miss=Scenario((('up{job="pgq", instance="exporter:9188"}', "1x5"),), eval_time="5m"),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqPostgresExporterDown",
+        severity="critical",
+        summary="postgres_exporter cannot reach its database, so the pgq queries return nothing.",
+        description="postgres_exporter {{ $labels.instance }} cannot connect to its database.",
+        expr=lambda c, t, s: f"pg_up{{{c.selector}}} == {t}" if c.selector else f"pg_up == {t}",
+        meaning="For the postgres_exporter path (queries.yaml): pg_up is 0, so none of the "
+        "pgq_ queries ran.",
+        confirm_sql="SELECT 1;  -- with postgres_exporter's DATA_SOURCE_NAME",
+        action="Check the database and postgres_exporter's DSN; its log says why.",
+        fire=Scenario(
+            (('pg_up{job="postgres", instance="pgexp:9187"}', "0x5"),),
+            eval_time="5m",
+            description="postgres_exporter pgexp:9187 cannot connect to its database.",
+        ),
+        near_miss=Scenario((('pg_up{job="postgres", instance="pgexp:9187"}', "1x5"),), "5m"),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqConfigReloadFailed",
+        severity="warning",
+        summary="pgq-exporter refused its new configuration and runs the old one.",
+        description="The last configuration reload of pgq-exporter {{ $labels.instance }} failed.",
+        expr=lambda c, t, s: f"{s.m('pgq_config_last_reload_successful', c)} == {t}",
+        meaning="A changed config file (or a SIGHUP, or POST /-/reload) was refused: the "
+        "exporter keeps collecting with the configuration it had.",
+        confirm_sql='-- The exporter\'s log line "config reload failed" names file:line.',
+        action="Fix the file; pgq-exporter check-config FILE says what is wrong, then reload.",
+        fire=Scenario(
+            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "0x10"),),
+            description="The last configuration reload of pgq-exporter exporter:9188 failed.",
+        ),
+        near_miss=Scenario(
+            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "1x10"),)
+        ),
+        per_queue=False,
+        keep_firing=False,
+    ),
+    Alert(
+        name="PgqLockWaits",
+        severity="warning",
+        summary="Sessions keep waiting for locks on a queue table.",
+        description="{{ $value | humanize }} sessions wait for a lock on table "
+        "{{ $labels.table }} in database {{ $labels.database }}.",
+        expr=lambda c, t, s: f"{s.m('pgq_lock_waits', c)} > {t}",
+        meaning="Workers or producers queue behind a lock: a migration, a manual LOCK or "
+        "ALTER, or a long transaction holding row locks. Claims stall while it lasts.",
+        confirm_sql="SELECT pid, pg_blocking_pids(pid), wait_event, now() - query_start, query\n"
+        "FROM pg_stat_activity WHERE wait_event_type = 'Lock';",
+        action="Find the blocker with pg_blocking_pids and end or finish it.",
+        fire=Scenario(
+            ((f'pgq_lock_waits{{{T}, table="jobs_email"}}', "3x10"),),
+            labels={"table": "jobs_email"},
+            description="3 sessions wait for a lock on table jobs_email in database main.",
+        ),
+        near_miss=Scenario(
+            ((f'pgq_lock_waits{{{T}, table="jobs_email"}}', "0 3 0 3 0 3 0 3 0 3 0"),)
+        ),
+        per_queue=False,
+    ),
+)
+
+
+def _for(config: BundleConfig, alert: Alert) -> str:
+    return config.setting(alert.name).for_
+
+
+def state_expr(alert: Alert, config: BundleConfig, threshold: str) -> str:
+    """A state alert's expression: its condition on the metrics as they are, or, while
+    they cannot be read (the exporter is down, the database is, or the collector that
+    feeds them fails: their series are gone), on their last values within
+    ``blind_memory``. So a fixed fault resolves as soon as it is seen fixed, and a
+    blind exporter resolves nothing it was firing."""
+    live = alert.expr(config, threshold, Series())
+    if not alert.keep_firing:
+        return live
+    reads = Series(config.blind_memory)
+    recalled = alert.expr(config, threshold, reads)
+    collectors = "|".join(sorted({metric(name).collector for name in reads.names}))
+    keys = ", ".join(DB_KEY)
+    failing = _m("pgq_collector_success", config, f'collector=~"{collectors}"')
+    recalled = f"  (\n{_indent(_indent(recalled))}\n  )"  # its own `or`s bind first
+    return (
+        f"{live}\nor\n(\n{recalled}\n  and on ({keys})\n"
+        f"    ({_m('pgq_up', config)} == 0 or {failing} == 0)\n)\nor\n(\n"
+        f"{recalled}\n  and on (job, instance) {_up(config)} == 0\n)"
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def rule_groups(config: BundleConfig) -> dict[str, Any]:
+    rules = []
+    for alert in ALERTS:
+        threshold = number(config.setting(alert.name).threshold)
+        rule: dict[str, Any] = {
+            "alert": alert.name,
+            "expr": state_expr(alert, config, threshold),
+            "for": _for(config, alert),
+        }
+        if alert.keep_firing:
+            rule["keep_firing_for"] = config.keep_firing_for
+        rule["labels"] = {"severity": alert.severity}
+        rule["annotations"] = {
+            "summary": alert.summary,
+            "description": alert.description,
+            "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+        }
+        rules.append(rule)
+    return {"groups": [{"name": "pgq-alerts", "rules": rules}, recording_group(config)]}
+
+
+# (source alert, the labels it must share with a target, the alerts it silences).
+# One outage raises one alert: the exporter down hides everything it served; a
+# database down hides its collectors and queues; a failing collector, its staleness.
+INHIBITIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("PgqExporterDown", ("job", "instance"), "Pgq.+"),
+    ("PgqDatabaseDown", ("job", "instance", "database"), "Pgq.+"),
+    ("PgqCollectorFailing", ("job", "instance", "database", "collector"), "PgqCollectorStale"),
+    ("PgqXminHorizonTooOld", ("job", "instance", "database", "source"), "PgqXminHorizonHeld"),
+)
+
+
+def inhibit_rules() -> dict[str, Any]:
+    """Alertmanager inhibit rules for the alerts above, to merge into its config."""
+    names = {alert.name for alert in ALERTS}
+    rules = []
+    for source, equal, targets in INHIBITIONS:
+        if source not in names:  # a renamed alert fails generation, not Alertmanager
+            raise RuntimeError(f"inhibit rule for an unknown alert: {source}")
+        rules.append(
+            {
+                "source_matchers": [f'alertname="{source}"'],
+                "target_matchers": [f'alertname=~"{targets}"', f'alertname!="{source}"'],
+                "equal": list(equal),
+            }
+        )
+    return {"inhibit_rules": rules}
+
+
+def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
+    """promtool unit tests: each alert fires in one case and stays quiet in a near miss."""
+    tests = []
+    for alert in ALERTS:
+        cases = [(alert.fire, True), (alert.near_miss, False)]
+        cases += [(quiet, False) for quiet in alert.also_quiet]
+        cases += [(fires, True) for fires in alert.also_fires]
+        for n, (scenario, fires) in enumerate(cases):
+            series = [{"series": s, "values": v} for s, v in scenario.series]
+            expected: list[dict[str, Any]] = []
+            if fires:
+                labels = _labels_of(scenario.series[0][0])
+                labels.update(scenario.labels)
+                labels["severity"] = alert.severity
+                expected.append(
+                    {
+                        "exp_labels": labels,
+                        "exp_annotations": {
+                            "summary": alert.summary,
+                            "description": scenario.description,
+                            "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+                        },
+                    }
+                )
+            tests.append(
+                {
+                    "name": f"{alert.name} {'fires' if fires else 'near miss'}"
+                    + (f" {n - 1}" if n > 1 else ""),
+                    "interval": "1m",
+                    "input_series": series,
+                    "alert_rule_test": [
+                        {
+                            "eval_time": scenario.eval_time,
+                            "alertname": alert.name,
+                            "exp_alerts": expected,
+                        }
+                    ],
+                }
+            )
+    tests += recording_tests()
+    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def _labels_of(series: str) -> dict[str, str]:
+    inside = series[series.index("{") + 1 : series.rindex("}")]
+    labels = {}
+    for part in inside.split(", "):
+        key, _, value = part.partition("=")
+        labels[key] = value.strip('"')
+    return labels
+
+
+def runbooks(config: BundleConfig) -> str:
+    lines = [
+        "# Runbooks",
+        "",
+        "<!-- Generated by `pgq-exporter generate` from pgq_exporter/generators/alerts.py. -->",
+        "",
+        "One section per alert: what it means, how to confirm it with SQL, and what to do.",
+        "Replace `pgq` with your queue schema and `QUEUE` with the alert's queue label.",
+        "",
+    ]
+    for alert in ALERTS:
+        setting = config.setting(alert.name)
+        expr = alert.expr(config, number(setting.threshold), Series())
+        lines += [
+            f"## {alert.name}",
+            "",
+            f"**Severity:** {alert.severity}. **Fires when** this holds for {setting.for_}"
+            + (
+                f". While the exporter, the database or the collector cannot be read, it "
+                f"holds on the values last seen within {config.blind_memory}, so nothing "
+                f"resolves while blind; once read again, it resolves "
+                f"{config.keep_firing_for} after the fault is gone:"
+                if alert.keep_firing
+                else ":"
+            ),
+            "",
+            "```promql",
+            expr,
+            "```",
+            "",
+            f"**What it means.** {alert.meaning}",
+            "",
+            "**Confirm it:**",
+            "",
+            "```sql",
+            alert.confirm_sql,
+            "```",
+            "",
+            f"**What to do.** {alert.action}",
+            "",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""Recording rules: the rates, ratios and quantiles per queue that dashboards and queries
+evaluate again and again, precomputed, from the catalogue's counters and histograms.
+
+Named by the level:metric:operations convention: the level is the labels kept (job and
+instance, as every target carries, then ``database_queue``), the metric the counter's
+or histogram's name, the operations what was applied (``rate5m``, ``ratio_rate5m``,
+``histogram_quantile``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgq_exporter.bundle.promql import QUEUE_KEY, by, selector
+from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.catalogue import CATALOGUE, MetricType
+
+RATE = "5m"
+LEVEL = "database_queue"
+QUANTILES = (0.5, 0.95, 0.99)
+GROUP = "pgq-recording"
+
+
+def _queue_metrics(kind: MetricType) -> list[str]:
+    return [s.name for s in CATALOGUE if s.type is kind and "queue" in s.labels]
+
+
+def rate_name(counter: str) -> str:
+    return f"{LEVEL}:{counter.removesuffix('_total')}:rate{RATE}"
+
+
+FAILURE_RATIO = f"{LEVEL}:pgq_jobs_failed:ratio_rate{RATE}"
+
+
+def quantile_name(histogram: str) -> str:
+    return f"{LEVEL}_quantile:{histogram}:histogram_quantile"
+
+
+def recording_group(config: BundleConfig) -> dict[str, Any]:
+    rules: list[dict[str, Any]] = []
+    for counter in _queue_metrics(MetricType.COUNTER):
+        expr = f"sum {by(*QUEUE_KEY)} (rate({selector(counter, config.selector)}[{RATE}]))"
+        rules.append({"record": rate_name(counter), "expr": expr})
+    completed, failed = rate_name("pgq_jobs_completed_total"), rate_name("pgq_jobs_failed_total")
+    rules.append({
+        "record": FAILURE_RATIO,
+        "expr": f"{failed}\n/ on ({', '.join(QUEUE_KEY)})\n  ({completed} + {failed})",
+    })  # fmt: skip
+    for histogram in _queue_metrics(MetricType.HISTOGRAM):
+        buckets = selector(f"{histogram}_bucket", config.selector)
+        for quantile in QUANTILES:
+            rules.append({
+                "record": quantile_name(histogram),
+                "expr": f"histogram_quantile({quantile:g}, sum {by(*QUEUE_KEY, 'le')} "
+                        f"(rate({buckets}[{RATE}])))",
+                "labels": {"quantile": f"{quantile:g}"},
+            })  # fmt: skip
+    return {"name": GROUP, "rules": rules}
+
+
+# A queue's series as the exporter serves them, for the unit tests.
+_Q = 'job="pgq", instance="exporter:9188", database="main", queue="email"'
+
+
+def recording_tests() -> list[dict[str, Any]]:
+    """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, all in the
+    0.5 s bucket: rates of 2 and 0.5 a second, a failure ratio of 0.2, and quantiles in
+    the bucket (0.25 to 0.5 s)."""
+    buckets = [("0.25", "0+0x10"), ("0.5", "0+150x10"), ("+Inf", "0+150x10")]
+    series = [
+        {"series": f"pgq_jobs_completed_total{{{_Q}}}", "values": "0+120x10"},
+        {"series": f"pgq_jobs_failed_total{{{_Q}}}", "values": "0+30x10"},
+        *({"series": f'pgq_job_processing_seconds_bucket{{{_Q}, le="{le}"}}', "values": v}
+          for le, v in buckets),
+    ]  # fmt: skip
+    expected = [
+        (rate_name("pgq_jobs_completed_total"), {}, 2.0),
+        (rate_name("pgq_jobs_failed_total"), {}, 0.5),
+        (FAILURE_RATIO, {}, 0.2),
+        (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.5"}, 0.375),
+        (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.99"}, 0.4975),
+    ]
+    labels = {"job": "pgq", "instance": "exporter:9188", "database": "main", "queue": "email"}
+    return [{
+        "name": "recording rules: rates, the failure ratio and quantiles per queue",
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {"expr": _labels(name, extra) if extra else name, "eval_time": "10m",
+             "exp_samples": [{"labels": _labels(name, {**labels, **extra}), "value": value}]}
+            for name, extra, value in expected
+        ],
+    }]  # fmt: skip
+
+
+def _labels(name: str, labels: dict[str, str]) -> str:
+    inner = ", ".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    return f"{name}{{{inner}}}"

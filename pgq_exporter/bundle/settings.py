@@ -1,0 +1,166 @@
+"""The bundle config: the selector, thresholds, `for` durations and per-queue overrides.
+
+Everything has a sensible default; ``pgq-exporter generate --config bundle.yaml``
+overrides it. Errors name file:line and key path, like the exporter's config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from pgq_exporter.config.yamlpos import Located, load_located
+from pgq_exporter.errors import UsageError
+
+# Alert name -> (threshold, for). The threshold's unit is the alert's own.
+DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
+    "PgqBacklogTooLarge": (1000, "5m"),
+    "PgqOldestReadyJobTooOld": (300, "5m"),
+    "PgqStuckJobs": (0, "10m"),
+    "PgqFailureRatioHigh": (0.1, "10m"),
+    "PgqQueueStalled": (0, "10m"),
+    "PgqExhaustedJobsPiling": (0, "15m"),
+    "PgqXminHorizonHeld": (180, "1m"),
+    "PgqXminHorizonTooOld": (1_000_000, "1m"),
+    "PgqLongRunningTransaction": (1800, "5m"),
+    "PgqAutovacuumLagging": (0.2, "2m"),
+    "PgqAutovacuumDisabled": (0, "5m"),
+    "PgqNotifyQueueFilling": (0.5, "5m"),
+    "PgqDatabaseDown": (0, "1m"),
+    "PgqCollectorFailing": (0, "5m"),
+    "PgqCollectorStale": (300, "5m"),
+    "PgqExporterDown": (0, "2m"),
+    "PgqPostgresExporterDown": (0, "2m"),
+    "PgqConfigReloadFailed": (0, "5m"),
+    "PgqLockWaits": (0, "5m"),
+}
+
+# The alerts that take a second setting beside the threshold, and its default.
+DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
+    # Held this many seconds by one backend or prepared transaction, whatever its age in xids.
+    "PgqXminHorizonTooOld": {"seconds": 480},
+    # Dead rows a table must hold before their share counts, and the seconds since its
+    # last vacuum past which autovacuum is late for a queue table (it churns: every
+    # claim and completion leaves a dead row, and autovacuum should come every minute
+    # or few).
+    "PgqAutovacuumLagging": {"floor": 10_000, "cadence": 600},
+    # No ratio alert on fewer finished jobs than this in the window.
+    "PgqFailureRatioHigh": {"min_jobs": 20},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSetting:
+    threshold: float
+    for_: str
+    extras: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BundleConfig:
+    # Extra label matchers every query carries, e.g. 'cluster="eu1"'.
+    selector: str = ""
+    alerts: dict[str, AlertSetting] = field(
+        default_factory=lambda: {
+            k: AlertSetting(t, f, dict(DEFAULT_EXTRAS.get(k, {})))
+            for k, (t, f) in DEFAULT_ALERTS.items()
+        }
+    )
+    # The scrape job of the exporter, for the alert on its `up` series.
+    job: str = "pgq"
+    # How long a queue alert keeps firing once its series are gone: an exporter or a
+    # database that cannot be read does not resolve what was firing.
+    # Once read again, a state alert resolves this long after its fault is gone: about
+    # two scrapes, so that one scrape that misses does not resolve it.
+    keep_firing_for: str = "30s"
+    # While blind, a state alert holds on the values last seen within this long.
+    blind_memory: str = "1h"
+    # Alert name -> queue -> threshold, for queues that need their own.
+    queue_overrides: dict[str, dict[str, float]] = field(default_factory=dict)
+    runbook_base: str = "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md"
+
+    def setting(self, alert: str) -> AlertSetting:
+        return self.alerts[alert]
+
+
+def load_bundle_config(path: str | None) -> BundleConfig:
+    if path is None:
+        return BundleConfig()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the bundle config: {exc.strerror}") from None
+    return parse_bundle_config(load_located(text, path))
+
+
+def parse_bundle_config(doc: Located) -> BundleConfig:
+    top = doc.mapping(
+        (),
+        (
+            "selector",
+            "job",
+            "keep_firing_for",
+            "blind_memory",
+            "alerts",
+            "queue_overrides",
+            "runbook_base",
+        ),
+    )
+    config = BundleConfig()
+    if "selector" in top:
+        config = replace(config, selector=_string(doc, ("selector",), allow_empty=True))
+    if "job" in top:
+        config = replace(config, job=_string(doc, ("job",)))
+    if "keep_firing_for" in top:
+        config = replace(config, keep_firing_for=_duration(doc, ("keep_firing_for",)))
+    if "blind_memory" in top:
+        config = replace(config, blind_memory=_duration(doc, ("blind_memory",)))
+    if "runbook_base" in top:
+        config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
+    alerts = dict(config.alerts)
+    for name in doc.mapping(("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
+        extra_keys = tuple(DEFAULT_EXTRAS.get(name, {}))
+        entry = doc.mapping(("alerts", name), ("threshold", "for", *extra_keys))
+        current = alerts[name]
+        threshold = (
+            _number(doc, ("alerts", name, "threshold"))
+            if "threshold" in entry
+            else current.threshold
+        )
+        for_ = _duration(doc, ("alerts", name, "for")) if "for" in entry else current.for_
+        extras = dict(current.extras)
+        extras.update({k: _number(doc, ("alerts", name, k)) for k in extra_keys if k in entry})
+        alerts[name] = AlertSetting(threshold, for_, extras)
+    overrides: dict[str, dict[str, float]] = {}
+    if "queue_overrides" in top:
+        for name in doc.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):
+            queues = doc.mapping(("queue_overrides", name), None)
+            overrides[name] = {str(q): _number(doc, ("queue_overrides", name, q)) for q in queues}
+    return replace(config, alerts=alerts, queue_overrides=overrides)
+
+
+def _string(doc: Located, path: tuple[str, ...], allow_empty: bool = False) -> str:
+    value = doc.get(path)
+    if not isinstance(value, str) or (not value and not allow_empty):
+        raise doc.error(path, "expected a string")
+    return value
+
+
+def _number(doc: Located, path: tuple[str, ...]) -> float:
+    value = doc.get(path)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise doc.error(path, f"expected a number of at least 0, got {value!r}")
+    return float(value)
+
+
+def _duration(doc: Located, path: tuple[str, ...]) -> str:
+    from pgq_exporter.config import parse_duration  # noqa: PLC0415
+
+    value = doc.get(path)
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        parse_duration(value) if value != "0s" else None
+    except ValueError:
+        raise doc.error(path, f'expected a duration like "5m", got {value!r}') from None
+    return value

@@ -1,0 +1,175 @@
+"""/probe: the HTTP side of probing, in the style of blackbox_exporter.
+
+``/probe?target=NAME`` names a target under `targets:` or found by discovery;
+``/probe?target=HOST[:PORT]/DATABASE&auth_module=NAME`` names a database with an auth
+module's credentials. The first probe of a target starts it (registry, then the
+scheduler's first job) and waits, up to the smaller of ``probe.wait`` and the scrape's
+own deadline less half a second, for its first whole collection; until then, or
+while its database cannot be reached, it answers ``pgq_up 0`` and says why, by class
+of failure only, in ``X-Pgq-Probe-Reason``. Later probes serve its last snapshot. A
+probe touches only its own target: a slow or unreachable one delays no other.
+``&debug=true`` answers with what the target is doing instead of its metrics.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import dataclass, replace
+from http import HTTPStatus
+
+from psycopg.conninfo import make_conninfo
+
+from pgq_exporter.catalogue import metric
+from pgq_exporter.config import AuthModule, Config
+from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
+from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.redaction import scrub
+from pgq_exporter.runtime.layout import describe
+from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
+from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.samples import Sample
+
+# Prometheus needs this long to read an answer given at the scrape's own deadline.
+DEADLINE_MARGIN = 0.5
+SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
+REASON_HEADER = "X-Pgq-Probe-Reason"
+
+
+class ForbiddenTargetError(ValueError):
+    """The probe names, with an auth module, a host or port the module may not reach."""
+
+
+def module_target(module: AuthModule, target: str) -> TargetSpec:
+    """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
+    credentials and options. The target is read strictly (TargetSyntaxError) and its
+    host and port must be the module's (ForbiddenTargetError), before any connection."""
+    address = parse_target(target)
+    if not any(fnmatch.fnmatchcase(address.host, pattern) for pattern in module.hosts):
+        raise ForbiddenTargetError(f"auth module {module.name} may not reach host {address.host}")
+    if address.port not in module.ports:
+        raise ForbiddenTargetError(f"auth module {module.name} may not reach port {address.port}")
+    # Each part goes to libpq as a value of its own keyword, never pasted into a string.
+    dsn = make_conninfo(
+        module.template.dsn, host=address.host, port=str(address.port), dbname=address.database
+    )
+    database = replace(module.template, name=str(address), dsn=dsn)
+    return TargetSpec(database, Origin.MODULE, module.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: HTTPStatus
+    snapshot: Snapshot | None = None  # served in the form the scraper asks for
+    text: str = ""  # otherwise, a plain-text body
+    reason: str | None = None  # why the snapshot says pgq_up 0
+    target: Target | None = None  # the target probed, when it runs
+
+
+def scrape_seconds(scrape_timeout: str | None) -> float | None:
+    """The scrape's own deadline (X-Prometheus-Scrape-Timeout-Seconds), if it gives a
+    positive number of seconds."""
+    try:
+        scrape = float(scrape_timeout) if scrape_timeout else None
+    except ValueError:
+        return None
+    return scrape if scrape is not None and scrape > 0 else None
+
+
+def deadline(config: Config, scrape_timeout: str | None) -> float:
+    """How long a first probe may wait: probe.wait, within the scrape's own deadline."""
+    scrape = scrape_seconds(scrape_timeout)
+    if scrape is None:
+        return config.probe.wait
+    return min(config.probe.wait, max(scrape - DEADLINE_MARGIN, 0.0))
+
+
+def answer(
+    registry: Registry, config: Config, params: dict[str, list[str]], scrape_timeout: str | None
+) -> Answer:
+    """The answer to one /probe request."""
+    started = _start(registry, config, params)
+    if isinstance(started, Answer):
+        return started
+    wait = deadline(config, scrape_timeout)
+    collected = started.first_collection.wait(wait)
+    if params.get("debug", ["false"])[-1].lower() in ("1", "true"):
+        return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait))
+    if not collected:
+        return Answer(HTTPStatus.OK, _down(started.name), reason=f"no collection within {wait:g}s")
+    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason(), target=started)
+
+
+def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> Target | Answer:
+    """The target the request names, started if it was not; else the refusal."""
+    names = params.get("target", [])
+    if len(names) != 1 or not names[0]:
+        return Answer(HTTPStatus.BAD_REQUEST, text="give one target: /probe?target=NAME\n")
+    modules = params.get("auth_module", [])
+    if len(modules) > 1:
+        return Answer(HTTPStatus.BAD_REQUEST, text="give at most one auth_module\n")
+    try:
+        return registry.probe(_spec(registry, config, names[0], modules[0] if modules else None))
+    except (UnknownTargetError, TargetSyntaxError, ForbiddenTargetError,
+            TooManyTargetsError) as exc:  # fmt: skip
+        return _refusal(exc, config, by_module=bool(modules))
+
+
+def _refusal(exc: Exception, config: Config, *, by_module: bool) -> Answer:
+    if isinstance(exc, UnknownTargetError):
+        what = "auth module (see auth_modules:" if by_module else "target (see targets:"
+        return Answer(HTTPStatus.NOT_FOUND, text=f"unknown {what} in the config)\n")
+    if isinstance(exc, TargetSyntaxError):
+        return Answer(HTTPStatus.BAD_REQUEST, text=f"bad target: {exc}\n")
+    if isinstance(exc, ForbiddenTargetError):
+        return Answer(HTTPStatus.FORBIDDEN, text=f"{exc}\n")
+    return Answer(HTTPStatus.SERVICE_UNAVAILABLE,
+                  text=f"probe.max_targets ({config.probe.max_targets}) targets are running; "
+                       "try again when one has gone idle\n")  # fmt: skip
+
+
+def _spec(registry: Registry, config: Config, name: str, module: str | None) -> TargetSpec:
+    if module is None:
+        return registry.spec(name)
+    found = config.auth_modules.get(module)
+    if found is None:
+        raise UnknownTargetError(module)
+    return module_target(found, name)
+
+
+def _down(name: str) -> Snapshot:
+    return Snapshot(families(_SPECS, [(name, Sample("pgq_up", (), 0.0))]))
+
+
+_SPECS = {"pgq_up": metric("pgq_up")}
+
+
+def debug_text(target: Target, collected: bool, wait: float) -> str:
+    """What the target is doing: its layout, each collector's last run, and what it waits
+    on; secrets taken out (the errors are libpq's words)."""
+    now = time.time()
+    state = "up" if target.up else "not connected yet" if target.up is None else "down"
+    lines = [
+        f"target: {target.name} ({target.spec.origin.value}"
+        f"{', ' + target.spec.source if target.spec.source else ''})",
+        f"layout: {describe(target.layout or target.spec.database.layout)}",
+        f"database: {state}" + (f": {target.error}" if target.error else ""),
+        f"first collection: {'done' if collected else f'not within {wait:g}s'}",
+        f"probed: {time.monotonic() - target.last_probe:.1f}s ago",
+    ]
+    running = target.running()
+    lines.append(f"waiting on: {', '.join(sorted(running)) or 'nothing'}")
+    lines.append("collectors:")
+    for name, slot in sorted(target.slots.items()):
+        run = slot.state
+        if not run.ran:
+            lines.append(f"  {name}: not run yet, due in {slot.due - time.monotonic():.1f}s")
+            continue
+        outcome = "ok" if run.success else f"failed: {run.error}"
+        lines.append(
+            f"  {name}: {outcome}; last run {now - run.last_run:.1f}s ago, took "
+            f"{run.duration * 1000:.1f} ms after {run.connection_wait * 1000:.1f} ms for a "
+            f"connection; every {slot.plan.settings.interval:g}s, next in "
+            f"{max(slot.due - time.monotonic(), 0):.1f}s"
+        )
+    return scrub("\n".join(lines) + "\n")

@@ -1,0 +1,197 @@
+"""The Prometheus exporter-toolkit web config: TLS, client certificates, bcrypt basic auth.
+
+The file is read when the server starts (for TLS) and again, when it changed,
+on every request (for the users), as the toolkit does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import ssl
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bcrypt
+
+from pgq_exporter.config.yamlpos import ConfigError, Located, load_located, read_text
+
+_TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version")
+# exporter-toolkit keys this server does not implement: refused, never ignored.
+_UNSUPPORTED = {
+    ("tls_server_config", "max_version"): "the maximum TLS version",
+    ("tls_server_config", "cipher_suites"): "cipher suites",
+    ("tls_server_config", "curve_preferences"): "curve preferences",
+    ("tls_server_config", "prefer_server_cipher_suites"): "cipher suite preference",
+    ("http_server_config",): "HTTP server settings",
+}
+_CLIENT_AUTH = {
+    "NoClientCert": ssl.CERT_NONE,
+    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
+    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
+}
+# Python's ssl module verifies every client certificate it asks for: these two
+# modes, which accept any certificate unverified, cannot be served as specified.
+_UNVERIFIED_CLIENT_AUTH = ("RequestClientCert", "RequireAnyClientCert")
+_BCRYPT_HASH = re.compile(r"\$2[abxy]?\$\d\d\$[./A-Za-z0-9]{53}")
+# Verified (user, password digest, hash) triples, so that a client repeating its
+# credentials, right or wrong, costs one bcrypt, not one per request.
+_VERIFIED_MAX = 1024
+_TLS_VERSIONS = {
+    "TLS12": ssl.TLSVersion.TLSv1_2,
+    "TLS13": ssl.TLSVersion.TLSv1_3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WebConfig:
+    tls: dict[str, str] = field(default_factory=dict)
+    users: dict[str, bytes] = field(default_factory=dict)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = _TLS_VERSIONS[self.tls.get("min_version", "TLS12")]
+        context.load_cert_chain(self.tls["cert_file"], self.tls["key_file"])
+        context.verify_mode = _CLIENT_AUTH[self.tls.get("client_auth_type", "NoClientCert")]
+        if "client_ca_file" in self.tls:
+            context.load_verify_locations(self.tls["client_ca_file"])
+        return context
+
+    def authorised(self, header: str | None) -> bool:
+        if not self.users:
+            return True
+        if not header or not header.startswith("Basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        hashed = self.users.get(user)
+        if hashed is None:
+            # Spend the same time as for a known user, so names cannot be probed.
+            hashed = _DUMMY_HASH
+        return _verified(password.encode(), hashed) and user in self.users
+
+
+_verified_cache: OrderedDict[tuple[bytes, bytes], bool] = OrderedDict()
+_verified_lock = threading.Lock()
+
+
+def _verified(password: bytes, hashed: bytes) -> bool:
+    """bcrypt's answer, remembered for the last _VERIFIED_MAX (password, hash) pairs."""
+    key = (hashlib.sha256(password).digest(), hashed)
+    with _verified_lock:
+        if key in _verified_cache:
+            _verified_cache.move_to_end(key)
+            return _verified_cache[key]
+    answer = bcrypt.checkpw(password, hashed)
+    with _verified_lock:
+        _verified_cache[key] = answer
+        while len(_verified_cache) > _VERIFIED_MAX:
+            _verified_cache.popitem(last=False)
+    return answer
+
+
+_DUMMY_HASH = bcrypt.hashpw(b"dummy", bcrypt.gensalt(rounds=10))
+
+
+def parse_web_config(text: str, source: str) -> WebConfig:
+    doc = load_located(text, source)
+    top = doc.mapping((), ("tls_server_config", "basic_auth_users", "http_server_config"))
+    _refuse_unsupported(doc, top)
+    tls: dict[str, str] = {}
+    if top.get("tls_server_config"):
+        raw = doc.mapping(("tls_server_config",), _TLS_KEYS)
+        for key in ("cert_file", "key_file"):
+            if not raw.get(key):
+                raise doc.error(("tls_server_config",), f"missing required key {key!r}")
+        tls = {key: str(value) for key, value in raw.items() if value is not None}
+        if tls.get("client_auth_type") in _UNVERIFIED_CLIENT_AUTH:
+            raise doc.error(("tls_server_config", "client_auth_type"),
+                            f"{tls['client_auth_type']} (any certificate, unverified) is not "
+                            "supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert "
+                            "with client_ca_file")  # fmt: skip
+        if tls.get("client_auth_type", "NoClientCert") not in _CLIENT_AUTH:
+            raise doc.error(("tls_server_config", "client_auth_type"),
+                            f"expected one of {', '.join(_CLIENT_AUTH)}")  # fmt: skip
+        if tls.get("min_version", "TLS12") not in _TLS_VERSIONS:
+            raise doc.error(("tls_server_config", "min_version"), "expected TLS12 or TLS13")
+        for key in ("cert_file", "key_file", "client_ca_file"):
+            if key in tls and not Path(tls[key]).is_file():
+                raise doc.error(("tls_server_config", key), f"no such file: {tls[key]}")
+    users: dict[str, bytes] = {}
+    if top.get("basic_auth_users"):
+        for user, hashed in doc.mapping(("basic_auth_users",), None).items():
+            if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
+                raise doc.error(
+                    ("basic_auth_users", user),
+                    "expected a whole bcrypt hash",
+                )
+            users[str(user)] = hashed.encode()
+    return WebConfig(tls=tls, users=users)
+
+
+def _refuse_unsupported(doc: Located, top: dict[str, object]) -> None:
+    for path, what in _UNSUPPORTED.items():
+        section = top.get(path[0])
+        present = (
+            path[0] in top if len(path) == 1 else isinstance(section, dict) and path[1] in section
+        )
+        if present:
+            raise doc.error(path, f"{what} cannot be set here: pgq-exporter does not implement it")
+
+
+class WebConfigFile:
+    """The web config file, re-read when it changes."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._stamp: float | None = None
+        self._config = WebConfig()
+        self._context: tuple[tuple[int, ...], ssl.SSLContext] | None = None
+        self._version = 0  # counts the loads of the file
+        if path:
+            self.current()
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for a new connection: made again when the web config or the
+        certificate, key or CA files change, so that renewed certificates are served
+        without a restart. None when the config has no TLS."""
+        config = self.current()
+        if not config.tls:
+            return None
+        files = [
+            config.tls[k] for k in ("cert_file", "key_file", "client_ca_file") if k in config.tls
+        ]
+        try:
+            stamp = (id(config), *(Path(f).stat().st_mtime_ns for f in files))
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read a TLS file: {exc.strerror}") from None
+        with self._lock:
+            if self._context is None or self._context[0] != stamp:
+                context = config.ssl_context()
+                assert context is not None
+                self._context = (stamp, context)
+            return self._context[1]
+
+    def current(self) -> WebConfig:
+        if not self.path:
+            return self._config
+        try:
+            stamp = Path(self.path).stat().st_mtime
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot read the web config: {exc.strerror}") from None
+        with self._lock:
+            if stamp != self._stamp:
+                text = read_text(self.path, self.path, "web config")
+                self._config = parse_web_config(text, self.path)
+                self._stamp = stamp
+                self._version += 1
+            return self._config

@@ -1,0 +1,239 @@
+"""One target's collectors: their states, and a run of those due together.
+
+The collectors of a target are split into groups that run apart: those that read the
+queue's rows, in ``pool_size`` groups, and those that read only catalogs and
+statistics, in one group of their own, so that a lock on a queue table (the incident
+they report) never holds them up. A run of a group takes one connection and runs its
+due collectors in one read-only REPEATABLE READ transaction, each timed on its own; a
+collector whose SQL fails ends that transaction, and the others go on in a new one.
+A connection found dead (killed while idle, a restart) is replaced and the rest of
+the run tried once more.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psycopg
+
+from pgq_exporter.collectors import Planned
+from pgq_exporter.collectors.base import Collector, Context
+from pgq_exporter.errors import first_line
+from pgq_exporter.exposition import Lines
+from pgq_exporter.pg.connect import Conn
+from pgq_exporter.runtime.connections import (
+    CapReachedError,
+    Connections,
+    ConnectionUnavailableError,
+)
+from pgq_exporter.samples import AnySample
+from pgq_exporter.sql import query
+
+log = logging.getLogger("pgq_exporter.collection")
+
+# Collectors due within this much of each other run together.
+TOGETHER = 0.5
+
+
+@dataclass
+class CollectorState:
+    samples: list[AnySample] = field(default_factory=list)
+    success: bool = False
+    duration: float = 0.0  # the run's own work, after it had a connection
+    connection_wait: float = 0.0
+    last_success: float = 0.0  # 0: never succeeded
+    last_run: float = 0.0  # unix time the last run ended; 0: never
+    error: str = "not run yet"
+    ran: bool = False  # until the first run ends, nothing is known, not even failure
+
+
+@dataclass(eq=False)
+class Slot:
+    """A collector of the target, its settings, its state and when it is next due."""
+
+    plan: Planned
+    collector: Collector
+    state: CollectorState
+    due: float = 0.0  # time.monotonic()
+    first: bool = True  # its first run is still to come
+    lines: Lines | None = None  # its samples as exposition lines, made after each run
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+
+class Outcome:
+    """How a group's run went, for the target to count and report."""
+
+    RAN = "ran"
+    DROPPED = "dropped"  # a cap stayed full: the collectors keep their last samples
+
+
+def groups(slots: list[Slot], pool_size: int) -> list[tuple[Slot, ...]]:
+    """The catalog collectors in one group; the queue collectors in up to ``pool_size``."""
+    catalog = tuple(s for s in slots if not s.plan.reads_queue_tables)
+    queue = [s for s in slots if s.plan.reads_queue_tables]
+    parts = [tuple(queue[i::pool_size]) for i in range(min(pool_size, len(queue)))]
+    # The queue groups first: run in order (collect_now), they find the queues whose
+    # tables a catalog collector reads when a library keeps a table per queue.
+    return [group for group in (*parts, catalog) if group]
+
+
+def due_in(group: tuple[Slot, ...], now: float) -> list[Slot]:
+    return [slot for slot in group if slot.due <= now + TOGETHER]
+
+
+class GroupRun:
+    """One run of a group's due collectors on one connection of ``connections``."""
+
+    def __init__(self, ctx: Context, connections: Connections, slots: list[Slot]) -> None:
+        self.ctx = ctx
+        self.connections = connections
+        self.slots = slots
+        self.up: bool | None = None  # None: no connection was tried (a cap was full)
+        self.waited_for_server = False
+        self.started = time.monotonic()
+
+    @property
+    def _wait(self) -> float:
+        # A run may wait for a place on its server up to its shortest interval: a busy
+        # server delays it, but does not make it fail.
+        return min(slot.plan.settings.interval for slot in self.slots)
+
+    @property
+    def _timeout(self) -> float:
+        return max(slot.plan.settings.timeout for slot in self.slots)
+
+    def run(self) -> str:
+        pending = list(self.slots)
+        for attempt in (1, 2):
+            try:
+                with self._connection(fresh=attempt == 2) as (conn, waited):
+                    self.up = True
+                    self._in_transactions(conn, pending, waited)
+                return Outcome.RAN
+            except CapReachedError:
+                return Outcome.DROPPED
+            except ConnectionUnavailableError as exc:
+                self.up = False
+                self._fail(pending, _describe(exc), self.started)
+                return Outcome.RAN
+            except psycopg.OperationalError as exc:
+                if not lost_connection(exc):
+                    raise  # _in_transactions records every other failure itself
+                if attempt == 2:
+                    self.up = False
+                    self._fail(pending, _describe(exc), self.started)
+                    return Outcome.RAN
+                log.info(
+                    "connection lost; retrying once on a new one",
+                    extra={"database": self.ctx.database.name, "err": first_line(exc)},
+                )
+        return Outcome.RAN
+
+    @contextmanager
+    def _connection(self, *, fresh: bool) -> Iterator[tuple[Conn, float]]:
+        asked = time.monotonic()
+        dsn = self.ctx.database.dsn
+        checkout = self.connections.checkout(dsn, self._wait, self._timeout, fresh=fresh)
+        with checkout as (conn, waited):
+            self.waited_for_server = self.waited_for_server or waited
+            yield conn, time.monotonic() - asked
+
+    def _in_transactions(self, conn: Conn, pending: list[Slot], waited: float) -> None:
+        """Run ``pending`` in as few transactions as their failures allow; each slot
+        leaves ``pending`` once its outcome is recorded."""
+        while pending:
+            try:
+                with conn.transaction():
+                    set_transaction_settings(conn, pending[0].plan.settings.timeout)
+                    timeout = pending[0].plan.settings.timeout
+                    while pending:
+                        slot = pending[0]
+                        if slot.plan.settings.timeout != timeout:
+                            timeout = slot.plan.settings.timeout
+                            set_transaction_settings(conn, timeout)
+                        try:
+                            self._run_one(conn, slot, waited)
+                        except _SlotFailedError:
+                            pending.pop(0)
+                            raise
+                        pending.pop(0)
+            except _SlotFailedError:
+                continue
+
+    def _run_one(self, conn: Conn, slot: Slot, waited: float) -> None:
+        began = time.monotonic()
+        try:
+            samples = slot.collector.collect(conn, self.ctx)
+        except psycopg.OperationalError as exc:
+            if lost_connection(exc):
+                raise  # the run retries on a new connection
+            self._record_failure(slot, exc, began, waited)
+            raise _SlotFailedError from None
+        except psycopg.Error as exc:
+            self._record_failure(slot, exc, began, waited)
+            raise _SlotFailedError from None
+        except Exception as exc:  # a failing collector never stops the others
+            self._record_failure(slot, exc, began, waited)
+            if conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+                raise _SlotFailedError from None
+            return
+        state = slot.state
+        state.samples, state.success, state.error = samples, True, ""
+        state.last_success = state.last_run = time.time()
+        state.connection_wait, state.duration = waited, time.monotonic() - began
+        state.ran = True
+
+    def _record_failure(self, slot: Slot, exc: BaseException, began: float, waited: float) -> None:
+        state = slot.state
+        state.samples, state.success, state.error = [], False, _describe(exc)
+        state.last_run = time.time()
+        state.connection_wait, state.duration = waited, time.monotonic() - began
+        state.ran = True
+        log.warning(
+            "collector failed",
+            extra={"database": self.ctx.database.name, "collector": slot.name, "err": state.error},
+        )
+
+    def _fail(self, slots: list[Slot], error: str, began: float) -> None:
+        """Every slot of a run that found no connection: failed, its samples gone."""
+        log.warning(
+            "collector failed",
+            extra={"database": self.ctx.database.name,
+                   "collector": ", ".join(slot.name for slot in slots), "err": error},
+        )  # fmt: skip
+        for slot in slots:
+            state = slot.state
+            state.samples, state.success, state.error = [], False, error
+            state.last_run = time.time()
+            state.connection_wait, state.duration = time.monotonic() - began, 0.0
+            state.ran = True
+
+
+class _SlotFailedError(Exception):
+    """A collector's SQL failed and ended the transaction: the rest go on in a new one."""
+
+
+# Server states that end a session: admin, crash or startup shutdown.
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
+
+
+def lost_connection(exc: psycopg.OperationalError) -> bool:
+    """The connection is gone (no SQLSTATE: the socket closed), not the query."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _SESSION_ENDED
+
+
+def set_transaction_settings(conn: Conn, seconds: float) -> None:
+    """Bound every statement and lock wait of the current transaction; no JIT in it."""
+    conn.execute(query("session.sql", "transaction_settings"), {"ms": str(int(seconds * 1000))})
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {first_line(exc)}"

@@ -1,0 +1,202 @@
+"""`check-config --connect`, and the checks `serve` and a reload make before they run a
+config: each custom query, layout and discovery source against the real databases.
+The first problem is a ConfigError naming where the config sets what is wrong."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+
+from pgq_exporter.catalogue import columns_read
+from pgq_exporter.collectors import planned
+from pgq_exporter.collectors.base import render
+from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
+from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping, metric_specs
+from pgq_exporter.config.yamlpos import ConfigError
+from pgq_exporter.errors import PgqError, first_line
+from pgq_exporter.pg.connect import Conn
+from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.runtime.collection import set_transaction_settings
+from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
+from pgq_exporter.runtime.discovery import list_targets
+from pgq_exporter.runtime.layout import describe
+from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+
+log = logging.getLogger("pgq_exporter")
+
+
+@contextmanager
+def _checking(dsn: str, wait: float) -> Iterator[Conn]:
+    """One read-only transaction on a connection of its own, every wait bounded by ``wait``."""
+    connections = Connections(cap=1)
+    connections.attach(dsn)
+    try:
+        with connections.checkout(dsn, wait, wait) as (conn, _), conn.transaction():
+            set_transaction_settings(conn, wait)
+            yield conn
+    finally:
+        connections.detach(dsn)
+        connections.close()
+
+
+def check_custom_sql(config: Config, wait: float = 5.0) -> None:
+    """Each custom query, described on each reachable database: its columns must exist.
+
+    An unreachable database is not an error here, nor a lock or a slow server
+    that outlasts ``wait``: the collector reports them.
+    """
+    for custom in config.custom:
+        collector = CustomSQL(custom)
+        for db in config.databases:
+            if custom.databases and db.name not in custom.databases:
+                continue
+            try:
+                with _checking(db.dsn, wait) as conn:
+                    description = collector.description(conn)
+                    missing = collector.missing_columns([col.name for col in description])
+                    non_numeric = collector.non_numeric(conn, description)
+            except ConnectionUnavailableError:
+                continue
+            except (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled) as exc:
+                log.warning(
+                    "custom query not checked at start",
+                    extra={"collector": custom.name, "database": db.name, "err": first_line(exc)},
+                )
+                continue
+            except psycopg.Error as exc:
+                raise ConfigError(
+                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}.sql: "
+                    f"fails on database {db.name!r}: {first_line(exc)}"
+                ) from None
+            if missing:
+                raise ConfigError(
+                    f"{config.source}:{custom.line}: custom_collectors.{custom.name}: "
+                    f"the query returns no column {', '.join(missing)} on database {db.name!r}"
+                )
+            for where, problem in non_numeric:
+                raise ConfigError(f"{where}: {problem} on database {db.name!r}, not a number")
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A database as check-config --connect found it: its layout, in words."""
+
+    name: str
+    layout: str
+
+
+def check_connections(config: Config) -> list[Checked]:
+    """Connect to every database and run every collector once, as ``serve`` would, in
+    a read-only transaction; the first failure is a ConfigError naming it."""
+    check_custom_sql(config)
+    quiet = logging.getLogger("pgq_exporter.collection")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
+    connections = Connections(config.limits.server_connections)
+    specs = metric_specs(config)
+    targets = [
+        Target(TargetSpec(database, Origin.STATIC), config, lambda: specs, connections)
+        for database in config.databases
+    ]
+    try:
+        return [_check_target(target, config) for target in targets]
+    finally:
+        quiet.setLevel(level)
+        for target in targets:
+            target.stop()
+        connections.close()
+
+
+def _check_target(target: Target, config: Config) -> Checked:
+    name = target.name
+    target.collect_now()
+    if target.layout is None:
+        raise ConfigError(f"{config.source}: database {name!r}: {target.error}")
+    _check_layout(name, target.spec.database, target.layout, config)
+    for collector, slot in target.slots.items():
+        state = slot.state
+        if target.up is False:
+            raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
+        if not state.success:
+            raise ConfigError(
+                f"{config.source}: database {name!r}: collector {collector} fails: {state.error}"
+            )
+    return Checked(name, describe(target.layout))
+
+
+def check_discovery(config: Config) -> list[DatabaseConfig]:
+    """List every discover: source's databases once; a source that cannot be listed is a
+    ConfigError naming its entry."""
+    targets: list[DatabaseConfig] = []
+    for i, source in enumerate(config.discover):
+        try:
+            targets.extend(list_targets(source))
+        except (PgqError, psycopg.Error) as exc:
+            raise ConfigError(
+                f"{config.source}: discover[{i}] ({source.name}): cannot list the databases: "
+                f"{first_line(exc)}"
+            ) from None
+    return targets
+
+
+def _check_layout(
+    name: str, database: DatabaseConfig, layout: Layout, config: Config, wait: float = 5.0
+) -> None:
+    """The mapped table, and each column the scheduled collectors read, must exist;
+    the error names where the config sets them. An unreachable database is left to
+    the collectors' run, which reports it."""
+    if isinstance(layout, LibraryLayout):
+        _check_library(name, database, layout, wait)
+        return
+    runs = [p.name for p in planned(config, name, layout)]
+    wanted = sorted({key for c in runs for key in columns_read(c, layout.columns)})
+    if not wanted:
+        return
+    try:
+        with _checking(database.dsn, wait) as conn:
+            have = {row[0] for row in conn.execute(render("mapped_table_columns", layout))}
+    except ConnectionUnavailableError:
+        return
+    _check_columns(name, layout, wanted, have, config)
+
+
+def _check_columns(
+    name: str, mapping: SchemaMapping, wanted: list[str], have: set[str], config: Config
+) -> None:
+    table = f"{mapping.schema}.{mapping.table}"
+    fallback = f"{config.source}: database {name!r}"
+    if not have:
+        where = mapping.place("table") or fallback
+        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}")
+    for key in wanted:
+        column = mapping.columns.get(key)
+        if column is not None and column not in have:
+            where = mapping.place(f"columns.{key}") or fallback
+            raise ConfigError(
+                f"{where}: column {column!r} does not exist in {table} on database {name!r}"
+            )
+
+
+def _check_library(
+    name: str, database: DatabaseConfig, library: LibraryLayout, wait: float
+) -> None:
+    """Plan every block of the library preset: a table, column or type that the
+    database lacks fails with the line of `preset:`."""
+    try:
+        with _checking(database.dsn, wait) as conn:
+            for block in (b for b in COLLECTED_BLOCKS if b in library.preset.blocks):
+                try:
+                    with conn.transaction():  # a savepoint: the next block still runs
+                        plan_block(conn, library, block)
+                except psycopg.Error as exc:
+                    raise ConfigError(
+                        f"{library.where}: preset {library.preset.name} does not match database "
+                        f"{name!r} (schema {library.schema}): {block}: {first_line(exc)}"
+                    ) from None
+    except ConnectionUnavailableError:
+        return

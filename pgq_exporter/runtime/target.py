@@ -1,0 +1,489 @@
+"""A target, the unit the exporter runs: one database, its collectors and its snapshot.
+
+A target is one database as the config names it: its layout (resolved once, by its
+first job), its collectors and their states, and its snapshot, rendered after each of
+its runs. Where it comes from decides only how long it is kept:
+
+- under `databases:`, always, and its series are served on /metrics;
+- under `targets:` or through an auth module, while Prometheus probes it;
+- through discovery, while probed and while its source lists it.
+
+The registry (registry.py) holds them all.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.collectors import planned
+from pgq_exporter.collectors.base import Context, KnownQueues
+from pgq_exporter.collectors.custom import CustomSQL
+from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
+from pgq_exporter.errors import first_line
+from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
+from pgq_exporter.runtime.collection import CollectorState, GroupRun, Outcome, Slot, due_in, groups
+from pgq_exporter.runtime.connections import (
+    SERVER_CONNECTIONS,
+    Connections,
+    ConnectionUnavailableError,
+)
+from pgq_exporter.runtime.layout import needs_catalog, resolve
+from pgq_exporter.runtime.scheduler import Scheduler
+from pgq_exporter.samples import AnySample, Sample
+
+log = logging.getLogger("pgq_exporter.targets")
+
+COLLECTIONS = "collections"
+DELAYED, DROPPED = "delayed", "dropped"
+# A run that starts this much after it was due waited for a free worker: delayed.
+LATE = 0.1
+# A target whose layout cannot be found yet tries again this often, at most; finding
+# it waits this long, at most, for its connection and the catalog.
+RETRY_RESOLVE = 15.0
+RESOLVE_TIMEOUT = 5.0
+# A target that cannot be reached tries again at most this far apart (see _backoff).
+BACKOFF_CAP = 30.0
+# A group that ends while another of its target runs renders at most this much later.
+RENDER_WAIT = 0.2
+
+
+class Origin(StrEnum):
+    """Where a target comes from, which decides how long it is kept."""
+
+    STATIC = "databases"  # always
+    LISTED = "targets"  # while probed
+    MODULE = "auth_modules"  # while probed
+    DISCOVERED = "discover"  # while probed and while its source lists it
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    database: DatabaseConfig
+    origin: Origin
+    source: str = ""  # the discover: source, or the auth module
+
+    @property
+    def name(self) -> str:
+        return self.database.name
+
+    @property
+    def always(self) -> bool:
+        return self.origin is Origin.STATIC
+
+
+def plan_key(config: Config, spec: TargetSpec) -> tuple[object, ...]:
+    """What a target's running depends on: equal keys, and a reload leaves it alone."""
+    customs = tuple(c for c in config.custom if not c.databases or spec.name in c.databases)
+    return (spec, tuple(sorted(config.collectors.items())), customs, config.window,
+            config.exact_count_limit, config.max_queues, config.queue_memory)  # fmt: skip
+
+
+class Target:
+    """One database being collected."""
+
+    def __init__(
+        self,
+        spec: TargetSpec,
+        config: Config,
+        specs: Callable[[], dict[str, MetricSpec]],
+        connections: Connections,
+        *,
+        previous: Target | None = None,
+        on_render: Callable[[Target], None] | None = None,
+        cap_log: CapLog | None = None,
+    ) -> None:
+        self.spec = spec
+        self._cap_log = cap_log or CapLog()
+        self._on_render = on_render
+        self.config = config
+        self._specs = specs
+        self._connections = connections
+        same_database = previous is not None and previous.spec.database == spec.database
+        kept = previous if same_database else None
+        self.queues: KnownQueues = kept.queues if kept else KnownQueues()
+        self.queues.configured = spec.database.queues
+        self.queues.memory = config.queue_memory
+        self.queues.limit = config.max_queues
+        # Finished jobs already observed stay observed across a reload.
+        self.feed: FinishedFeed = kept.feed if kept else FinishedFeed()
+        self.layout: Layout | None = None
+        choice = spec.database.layout
+        if not isinstance(choice, AutoLayout) and not needs_catalog(choice):
+            self.layout = choice
+        elif kept is not None:
+            self.layout = kept.layout
+        self.up: bool | None = kept.up if kept else None  # None: not tried yet
+        self.error = ""  # why its layout is not known, when it is not
+        self.slots: dict[str, Slot] = {}
+        self._groups: list[tuple[Slot, ...]] = []
+        self._jobs: list[_GroupJob] = []  # each group's job on the scheduler
+        self._carried = kept
+        self.counts: Counter[tuple[str, str]] = kept.counts if kept else Counter()
+        self.last_probe = time.monotonic()
+        self.stopped = False
+        self.first_collection = threading.Event()  # whole, or failed to connect
+        self.snapshot = Snapshot([])
+        # The forms scrapers asked for: every snapshot is rendered in them up front.
+        self.forms: frozenset[Form] = kept.forms if kept else frozenset()
+        self._lock = threading.Lock()
+        self._render_lock = threading.Lock()
+        self._running: set[str] = set()  # slots whose run is in progress
+        self._render_due = False  # a render job is waiting (see _render_soon)
+        self._scheduler: Scheduler | None = None
+        self._connect_failures = 0  # in a row
+        self._attached = False  # uses its connection string in the shared pool
+        self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
+        if self.layout is not None and kept is not None:
+            # A restart (a reload): the collectors and their samples are there at once,
+            # so the snapshots rendered until they run again still show them.
+            self._plan(self.layout)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- lifecycle ----------------------------------------------------------------
+    def start(self, scheduler: Scheduler) -> None:
+        """Schedule its first job: finding its layout, then its collectors."""
+        self._scheduler = scheduler
+        self._connections.attach(self.spec.database.dsn)
+        self._attached = True
+        scheduler.now(_Setup(self))
+
+    def stop(self) -> None:
+        """Its jobs end when they next come due; its connections close once unused."""
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+        if self._attached:
+            self._connections.detach(self.spec.database.dsn)
+
+    def touch(self) -> None:
+        self.last_probe = time.monotonic()
+
+    def idle_for(self, now: float) -> float:
+        return now - self.last_probe
+
+    # -- jobs ---------------------------------------------------------------------
+    def setup(self) -> float | None:
+        """Find the layout (a connection for `auto`), then schedule every group of
+        collectors; until the layout is known, try again on the shortest interval."""
+        if not self._prepare():
+            return time.monotonic() + self._retry_every()
+        assert self._scheduler is not None
+        self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
+        for job in self._jobs:
+            self._scheduler.now(job)
+        if not self._groups:
+            self._render()
+        return None
+
+    def collect_now(self) -> None:
+        """Every collector once, in this thread (check-config, tests, benchmarks)."""
+        if self.slots or self._prepare():
+            for group in self._groups:
+                self._run(list(group))
+
+    def _prepare(self) -> bool:
+        """Find the layout and plan the collectors; False when the layout cannot be read."""
+        if self.layout is None:
+            try:
+                self.layout = self._resolve()
+            except ConnectionUnavailableError as exc:
+                self._unreachable(str(exc))
+                return False
+            except Exception as exc:  # a catalog it cannot read, say
+                self._unreachable(f"{type(exc).__name__}: {first_line(exc)}")
+                return False
+        self.error = ""
+        if not self.slots:
+            self._plan(self.layout)
+        return True
+
+    def _resolve(self) -> Layout:
+        timeout = min([RESOLVE_TIMEOUT, *(s.timeout for s in self.config.collectors.values())])
+        with self._connections.checkout(self.spec.database.dsn, timeout, timeout) as (conn, _):
+            self.up = True
+            return resolve(self.spec.database.layout, conn, self.name).layout
+
+    def _unreachable(self, error: str) -> None:
+        self.up, self.error = False, error
+        log.warning("target not reachable", extra={"database": self.name, "err": error})
+        self._render()
+
+    def _retry_every(self) -> float:
+        return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
+
+    def _plan(self, layout: Layout) -> None:
+        previous = self._carried.slots if self._carried else {}
+        busy = self._carried.running() if self._carried else set()
+        now = time.monotonic()
+        for plan in planned(self.config, self.name, layout):
+            old = previous.get(plan.name)
+            # One collector object is never run by two threads: one still running in
+            # the previous target is replaced, its state copied.
+            reuse = old is not None and type(old.collector) is plan.make and plan.name not in busy
+            collector = old.collector if reuse and old else plan.make()
+            state = replace(old.state) if old else CollectorState()
+            self.slots[plan.name] = Slot(plan, collector, state, now)
+        self._carried = None
+        self._groups = groups(list(self.slots.values()), self.spec.database.pool_size)
+
+    def run_group(self, index: int, now: float, late: float) -> float | None:
+        """Run the group's due collectors; when it is next due."""
+        group = self._groups[index]
+        due = due_in(group, now)
+        if due:
+            shortest = min(slot.plan.settings.interval for slot in due)
+            if late > shortest:  # a worker came free too late: this run is dropped
+                self._note(COLLECTIONS, DROPPED)
+            else:
+                if late > LATE:
+                    self._note(COLLECTIONS, DELAYED)
+                self._run(due)
+            backoff = self._backoff(shortest)
+            for slot in due:
+                slot.due = max(self._next_due(slot, now), now + backoff)
+        return min(slot.due for slot in group)
+
+    def _next_due(self, slot: Slot, now: float) -> float:
+        """The slot's next run, on its own interval; a late run skips, never bunches up.
+        After its first run, a slot moves to its target's own phase of the interval
+        (from a hash of the name, as Prometheus spreads its scrapes): targets started
+        together (the first probes of a fleet) then spread their runs evenly instead of
+        running in bursts that contend for the workers and the database's cores."""
+        interval = slot.plan.settings.interval
+        if slot.first:
+            slot.first = False
+            return now + interval * (1 + self._phase)
+        due = slot.due + interval
+        return due if due > now else now + interval
+
+    def _backoff(self, interval: float) -> float:
+        """How long a target that cannot be reached waits before it tries again: its
+        interval, doubled with each failure in a row, up to BACKOFF_CAP. A server that
+        accepts and never answers holds a worker for its connect timeout; this keeps
+        many such targets from holding all of them, and notices a recovery soon."""
+        if self._connect_failures <= 1:
+            return 0.0
+        doubled: float = interval * 2.0 ** (self._connect_failures - 1)
+        return min(doubled, max(interval, BACKOFF_CAP))
+
+    def _run(self, due: list[Slot]) -> None:
+        assert self.layout is not None
+        ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed)
+        with self._lock:
+            if self.stopped:  # a restarted target may have taken these collectors
+                return
+            self._running.update(slot.name for slot in due)
+        try:
+            run = GroupRun(ctx, self._connections, due)
+            outcome = run.run()
+        finally:
+            for slot in due:
+                slot.lines = None  # made again from the new samples by the next render
+            with self._lock:
+                self._running.difference_update(slot.name for slot in due)
+                last = not self._running
+        if outcome == Outcome.DROPPED:
+            self._note(SERVER_CONNECTIONS, DROPPED)
+        elif run.waited_for_server:
+            self._note(SERVER_CONNECTIONS, DELAYED)
+        if run.up is not None:
+            if run.up and self._connect_failures > 0:
+                self._run_backed_off_groups(due)
+            self.up = run.up
+            self._connect_failures = 0 if run.up else self._connect_failures + 1
+        self._render_soon(last)
+
+    def _render_soon(self, last: bool) -> None:
+        """Render now when no other group of the target runs; else within RENDER_WAIT,
+        by then once for both when the other ends first (groups due together often end
+        within milliseconds of each other, and each render writes the whole target)."""
+        if last or self._scheduler is None:
+            self._render()
+            return
+        with self._lock:
+            if self._render_due:
+                return
+            self._render_due = True
+        self._scheduler.at(time.monotonic() + RENDER_WAIT, _RenderJob(self))
+
+    def render_if_due(self) -> None:
+        """The render _render_soon put off, unless one came since."""
+        if self._render_due:
+            self._render()
+
+    def _run_backed_off_groups(self, ran: list[Slot]) -> None:
+        """The database answers again (to ``ran``): the other groups, if not running,
+        wait no longer for the retry their failures put off (up to BACKOFF_CAP). Each
+        gets a job due now, and the job it had is dropped when it comes due."""
+        if self._scheduler is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            resumed = []
+            for index, group in enumerate(self._groups):
+                busy = any(s.name in self._running or s in ran for s in group)
+                if index >= len(self._jobs) or busy:
+                    continue
+                for slot in group:
+                    slot.due = min(slot.due, now)
+                self._jobs[index].replaced = True
+                self._jobs[index] = _GroupJob(self, index)
+                resumed.append(self._jobs[index])
+        for job in resumed:
+            self._scheduler.now(job)
+
+    def _note(self, limit: str, outcome: str) -> None:
+        with self._lock:
+            self.counts[(limit, outcome)] += 1
+        self._cap_log.note(self.name, limit, outcome)
+
+    # -- what it serves -------------------------------------------------------------
+    def want(self, form: Form) -> None:
+        """A scraper asks for ``form``: every later snapshot has it made when rendered."""
+        if form not in self.forms:
+            self.forms = self.forms | {form}
+
+    def running(self) -> set[str]:
+        with self._lock:
+            return set(self._running)
+
+    def reason(self) -> str | None:
+        """Why it serves pgq_up 0, when it does: its first error."""
+        if self.up is not False:
+            return None
+        errors = [s.state.error for s in self.slots.values() if s.state.ran and not s.state.success]
+        return self.error or (errors[0] if errors else "cannot connect")
+
+    def own_samples(self) -> Iterator[AnySample]:
+        """The samples of the target itself, beside its collectors'."""
+        if self.up is not None:
+            yield Sample("pgq_up", (), 1.0 if self.up else 0.0)
+        yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
+        with self._lock:
+            counts = dict(self.counts)
+        for limit in (COLLECTIONS, SERVER_CONNECTIONS):
+            delayed = float(counts.get((limit, DELAYED), 0))
+            yield Sample("pgq_limit_delayed_total", (limit,), delayed)
+            dropped = float(counts.get((limit, DROPPED), 0))
+            yield Sample("pgq_limit_dropped_total", (limit,), dropped)
+
+    def lines(self) -> list[Lines]:
+        """Every sample of the target as exposition lines: its own, then each collector's,
+        each made once after the collector's run rather than at every render."""
+        specs = self._specs()
+        parts = [sample_lines(specs, self.name, self.own_samples())]
+        for slot in list(self.slots.values()):
+            if slot.lines is None:
+                slot.lines = sample_lines(specs, self.name, _slot_samples(slot))
+            parts.append(slot.lines)
+        return parts
+
+    def _render(self) -> None:
+        """A new snapshot from every collector's last samples (the lines of those that ran
+        since are made again). Renders take turns, and the first collection is whole
+        (every collector has run once) only in a snapshot that shows it."""
+        with self._render_lock:
+            self._render_due = False
+            self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
+            if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
+                self.first_collection.set()
+        if self._on_render is not None:
+            self._on_render(self)
+
+
+def _slot_samples(slot: Slot) -> Iterator[AnySample]:
+    if isinstance(slot.collector, CustomSQL):
+        yield Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
+    yield from slot.state.samples
+    yield from run_samples(slot.name, slot.state)
+
+
+class CapLog:
+    """One log line per cap and outcome at most once a minute, with the runs since the
+    last one; one per exporter, shared by its targets. A delay is the caps doing their
+    work; only a dropped run is news."""
+
+    EVERY = 60.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._since: Counter[tuple[str, str]] = Counter()
+        self._logged: dict[tuple[str, str], float] = {}
+
+    def note(self, database: str, limit: str, outcome: str) -> None:
+        now = time.monotonic()
+        key = (limit, outcome)
+        with self._lock:
+            self._since[key] += 1
+            if now - self._logged.get(key, -self.EVERY) < self.EVERY:
+                return
+            self._logged[key] = now
+            runs = self._since.pop(key)
+        level = logging.WARNING if outcome == DROPPED else logging.DEBUG
+        log.log(level, f"collector runs {outcome} by a cap",
+                extra={"limit": limit, "runs": runs, "database": database})  # fmt: skip
+
+
+def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
+    """How the collector's runs went; nothing before its first run has ended, so that
+    a starting target reads as not yet known rather than as failing."""
+    if not state.ran:
+        return
+    labels = (collector,)
+    yield Sample("pgq_collector_duration_seconds", labels, state.duration)
+    yield Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait)
+    yield Sample("pgq_collector_success", labels, float(state.success))
+    if state.last_success:
+        yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)
+
+
+@dataclass(eq=False)
+class _Setup:
+    target: Target
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped
+
+    def run(self, now: float, late: float) -> float | None:
+        return self.target.setup()
+
+
+@dataclass(eq=False)
+class _RenderJob:
+    target: Target
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped
+
+    def run(self, now: float, late: float) -> float | None:
+        self.target.render_if_due()
+        return None
+
+
+@dataclass(eq=False)
+class _GroupJob:
+    target: Target
+    index: int
+    replaced: bool = False  # by a job due sooner
+
+    @property
+    def cancelled(self) -> bool:
+        return self.target.stopped or self.replaced
+
+    def run(self, now: float, late: float) -> float | None:
+        return self.target.run_group(self.index, now, late)
