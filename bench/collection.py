@@ -222,7 +222,7 @@ def _nothing() -> Iterator[None]:
 
 def explain(dsn: str, name: str) -> list[str]:
     """EXPLAIN ANALYZE of one collector query, over the queues the dataset has."""
-    from pgq_exporter.collectors.base import render  # noqa: PLC0415
+    from pgq_exporter.collectors.rendering import render  # noqa: PLC0415
     from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
 
     with psycopg.connect(dsn) as conn:

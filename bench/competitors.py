@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from bench.draining import drain
 from bench.server import fresh_database
-from bench.throughput import drain
 
 PGQUEUER_LEFT = "SELECT count(*) FROM pgqueuer"
 PROCRASTINATE_LEFT = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"

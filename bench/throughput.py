@@ -6,7 +6,6 @@ same server in the same run; every ratio is against it.
 
 from __future__ import annotations
 
-import multiprocessing
 import signal
 import statistics
 import time
@@ -17,6 +16,8 @@ from typing import Any
 
 import psycopg
 
+from bench.competitors import run_competitors
+from bench.draining import drain
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.queue.worker import Worker, WorkerSettings
@@ -75,34 +76,6 @@ def _fill(dsn: str, jobs: int, batch: int = 1000) -> float:
 
 
 LEFT = "SELECT count(*) FROM pgq.jobs WHERE status <> 'done'"
-
-
-def wait_until_zero(dsn: str, statement: str, poll: float = 0.05) -> None:
-    """Poll ``statement`` (a count) until it reads 0."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while (row := conn.execute(statement.encode()).fetchone()) and row[0] > 0:
-            time.sleep(poll)
-
-
-def drain(dsn: str, workers: int, jobs: int, left: str,
-          target: Callable[..., None], *extra: Any) -> float:  # fmt: skip
-    """Start ``workers`` processes of ``target``, wait until ``left`` counts no job;
-    returns jobs per second."""
-    context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=target, args=(dsn, *extra)) for _ in range(workers)]
-    started = time.perf_counter()
-    for process in processes:
-        process.start()
-    try:
-        wait_until_zero(dsn, left)
-        return jobs / (time.perf_counter() - started)
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join(10)
-            if process.is_alive():
-                process.kill()
 
 
 def _drain(dsn: str, workers: int, jobs: int, target: Callable[..., None], *extra: Any) -> float:
@@ -187,8 +160,6 @@ def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
         rows.append({"variant": f"reference worker ({CONCURRENCY} threads each)",
                      "batch": batch, "jobs_per_s": rate, "workers": workers})  # fmt: skip
     if competitors:
-        from bench.competitors import run_competitors  # noqa: PLC0415
-
         rows.extend(run_competitors(dsn, jobs=jobs, workers=workers, concurrency=CONCURRENCY))
     rows.extend(_overhead(dsn, jobs, workers, rounds))
     pgqueuer = next((r["jobs_per_s"] for r in rows if r["variant"].startswith("PgQueuer")), None)

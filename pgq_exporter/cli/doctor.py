@@ -30,9 +30,11 @@ from pgq_exporter.catalogue import (
     window_from_updates,
 )
 from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Conn, Context, KnownQueues, mapping_parts
+from pgq_exporter.collectors.base import Conn, Context
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.collectors.library_queues import queue_names
+from pgq_exporter.collectors.queues import KnownQueues
+from pgq_exporter.collectors.rendering import mapping_parts
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings

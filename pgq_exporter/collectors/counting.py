@@ -22,9 +22,8 @@ import psycopg
 from pgq_exporter.collectors.base import Conn, Context, Row, fetch
 from pgq_exporter.sql import query
 
-# Pages a sample reads from the queue's table or partition at most. Measured on a
-# 46k-page partition with 383k pending rows clustered at its end: 10k pages
-# missed by up to 5%, 20k pages by at most 2.8% (6 runs each), in 0.55 s.
+# Pages a sample reads from the queue's table or partition at most: half as many
+# missed by twice as much (docs/benchmarks.md, "Exact counts").
 SAMPLE_PAGES = 20_000
 SAMPLED = ("pending", "delayed", "processing", "done", "failed", "stuck", "exhausted")
 

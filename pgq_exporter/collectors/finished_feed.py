@@ -37,7 +37,9 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from pgq_exporter.catalogue import DURATION_BUCKETS
-from pgq_exporter.collectors.base import Conn, Context, fetch
+from pgq_exporter.collectors.queues import KnownQueues
+from pgq_exporter.collectors.rendering import Conn, Row, render, table_list
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 
@@ -115,7 +117,7 @@ class _Window:
     """The jobs of one queue finished within the window: their counts, and their
     processing times kept in order as they come and go, so that a percentile is a
     lookup. Sorting the whole window on every read held the interpreter for one long
-    call (66 ms for 300,000 jobs), and every scrape waited behind it. The entries hold
+    call, and every scrape waited behind it. The entries hold
     only numbers, so that the garbage collector stops tracking them: a full collection
     that walked every job of a busy window was another such pause."""
 
@@ -167,25 +169,37 @@ class FinishedFeed:
         self._windows: dict[str, _Window] = {}
         self._lock = threading.Lock()
 
-    def read(self, conn: Conn, ctx: Context) -> None:
-        """Observe the jobs finished since the last read."""
+    def read(
+        self,
+        conn: Conn,
+        mapping: SchemaMapping,
+        tables: tuple[str, ...],
+        queues: KnownQueues,
+        window: float,
+    ) -> None:
+        """Observe the jobs finished since the last read, in ``mapping``'s table."""
+
+        def rows(name: str, params: dict[str, Any] | None = None) -> list[Row]:
+            statement = render(name, mapping, tables=table_list(tables))
+            return conn.execute(statement, params).fetchall()
+
         with self._lock:
-            horizon_text, now = fetch(conn, "snapshot_horizon", ctx)[0]
+            horizon_text, now = rows("snapshot_horizon")[0]
             horizon = int(horizon_text)
             first = self.horizon is None
             since = horizon if self.horizon is None else self.horizon
-            rows = fetch(conn, "finished_since", ctx, {"since": str(since)})
+            found = rows("finished_since", {"since": str(since)})
             if first:
-                queues = ctx.queues.discover(conn, ctx.mapping)
-                window = {"since": str(since), "window": ctx.config.window, "queues": queues}
-                rows += fetch(conn, "finished_in_window", ctx, window)
-            for row in rows:
+                known = queues.discover(conn, mapping)
+                found += rows("finished_in_window",
+                              {"since": str(since), "window": window, "queues": known})  # fmt: skip
+            for row in found:
                 self._take(row, horizon, count=not first)
             self.horizon = max(horizon, since)
             self.observed = {key: None for key in self.observed if key[1] >= self.horizon}
             self.now = max(self.now, float(now))
-            self._forget_before(self.now - ctx.config.window)
-        ctx.queues.saw({row[1] for row in rows})
+            self._forget_before(self.now - window)
+        queues.saw({row[1] for row in found})
 
     def _take(self, row: tuple[Any, ...], horizon: int, *, count: bool) -> None:
         job_id, queue, done, xid, processing, wait, finished = row

@@ -16,7 +16,7 @@ class JobHistograms(Collector):
     name = JOB_HISTOGRAMS
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        ctx.feed.read(conn, ctx)
+        ctx.read_feed(conn)
         queues = sorted(set(ctx.queues.known()) | set(ctx.feed.stats))
         return [
             sample

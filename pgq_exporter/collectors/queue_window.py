@@ -21,7 +21,7 @@ class QueueWindow(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window
         queues = ctx.queues.discover(conn, ctx.mapping)
-        ctx.feed.read(conn, ctx)
+        ctx.read_feed(conn)
         samples: list[AnySample] = []
         for queue in queues:
             figures = ctx.feed.window(queue, tuple(q for _, q in PERCENTILES))

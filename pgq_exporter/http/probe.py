@@ -13,48 +13,25 @@ probe touches only its own target: a slow or unreachable one delays no other.
 
 from __future__ import annotations
 
-import fnmatch
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from http import HTTPStatus
 
-from psycopg.conninfo import make_conninfo
-
 from pgq_exporter.catalogue import metric
-from pgq_exporter.config import AuthModule, Config
-from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
+from pgq_exporter.config import Config
+from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.redaction import scrub
 from pgq_exporter.runtime.layout import describe
+from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
-from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.runtime.target import Target, TargetSpec
 from pgq_exporter.samples import Sample
 
 # Prometheus needs this long to read an answer given at the scrape's own deadline.
 DEADLINE_MARGIN = 0.5
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 REASON_HEADER = "X-Pgq-Probe-Reason"
-
-
-class ForbiddenTargetError(ValueError):
-    """The probe names, with an auth module, a host or port the module may not reach."""
-
-
-def module_target(module: AuthModule, target: str) -> TargetSpec:
-    """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
-    credentials and options. The target is read strictly (TargetSyntaxError) and its
-    host and port must be the module's (ForbiddenTargetError), before any connection."""
-    address = parse_target(target)
-    if not any(fnmatch.fnmatchcase(address.host, pattern) for pattern in module.hosts):
-        raise ForbiddenTargetError(f"auth module {module.name} may not reach host {address.host}")
-    if address.port not in module.ports:
-        raise ForbiddenTargetError(f"auth module {module.name} may not reach port {address.port}")
-    # Each part goes to libpq as a value of its own keyword, never pasted into a string.
-    dsn = make_conninfo(
-        module.template.dsn, host=address.host, port=str(address.port), dbname=address.database
-    )
-    database = replace(module.template, name=str(address), dsn=dsn)
-    return TargetSpec(database, Origin.MODULE, module.name)
 
 
 @dataclass(frozen=True, slots=True)

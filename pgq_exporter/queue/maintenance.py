@@ -84,10 +84,7 @@ class Maintenance:
         return report
 
     def _finished_queues(self, conn: Conn) -> list[str]:
-        from pgq_exporter.collectors.base import distinct_queues  # noqa: PLC0415
-        from pgq_exporter.config import SchemaMapping  # noqa: PLC0415
-
-        statement = distinct_queues(SchemaMapping(schema=self.schema), ("done", "failed"))
+        statement = _statement("finished_queues", self.schema)
         return [row[0] for row in conn.execute(statement).fetchall()]
 
     def ensure_partitions(self, conn: Conn, queues: list[str]) -> list[str]:

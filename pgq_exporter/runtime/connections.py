@@ -6,10 +6,9 @@ address the name resolves to) holds at most ``limits.server_connections`` open, 
 its databases. When that is full, the connection idle longest on that server is
 closed to make room; with none idle, a checkout waits, up to its caller's bound.
 
-Why not psycopg_pool: a ``ConnectionPool`` runs three worker threads and a scheduler
-thread of its own (measured: 4 threads per pool opened, ConnectionPool or
-NullConnectionPool alike, psycopg_pool 3.3.3), so a pool per target would bring back
-the threads per target this process does without.
+Why not psycopg_pool: a ``ConnectionPool`` runs worker threads and a scheduler thread
+of its own for every pool opened, so a pool per target would bring back the threads
+per target this process does without.
 Here a connection is opened by the job that needs it, on one of the scheduler's
 workers, and kept idle for the next one.
 """

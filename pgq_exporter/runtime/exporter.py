@@ -28,10 +28,10 @@ from pgq_exporter.config import (
 from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Form, Snapshot, merge, sample_lines
-from pgq_exporter.http.probe import module_target
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
 from pgq_exporter.runtime.preflight import check_custom_sql
+from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec

@@ -12,10 +12,8 @@ The pool grows only when it must: one worker to start, and one more (up to the c
 whenever a job is late while every worker is busy; a watch looks for that every
 GROW_AFTER, so that workers held by a server that never answers cannot leave the due
 jobs waiting. A worker with nothing to do for a while ends. Fewer workers at once
-take turns at the interpreter with the HTTP threads less often: measured at 1,000
-probe targets on the 2-core machine, a cached probe's p99 was 6.9 ms with 8 workers
-always running, 4.1 ms with 3, and 3.3 ms with this pool, 8 at most; growing
-whenever the last idle worker took a job, the pool soon ran 8 again (9.7 ms).
+take turns at the interpreter with the HTTP threads less often, which keeps a probe's
+tail latency down (docs/benchmarks.md, "Figures behind the design").
 """
 
 from __future__ import annotations

@@ -24,9 +24,10 @@ from enum import StrEnum
 
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Context, KnownQueues
+from pgq_exporter.collectors.base import Context
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines

@@ -2,8 +2,7 @@
 -- identifiers. pg_monitor lets it see other sessions' transactions and
 -- replication state; SELECT on the parent table covers every partition. No
 -- JIT in its sessions: compiling plans costs these short, frequent queries
--- more than it saves (postgres_exporter's scrape of queries.yaml took about
--- 730 ms with JIT and 100 ms without, at 22k jobs on PostgreSQL 15).
+-- more than it saves (docs/benchmarks.md, "postgres_exporter and JIT").
 
 -- name: monitoring_role
 GRANT pg_monitor TO {role};

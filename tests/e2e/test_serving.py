@@ -52,11 +52,13 @@ def test_http_answers_from_snapshots_while_collection_is_held_and_health_says_so
         exporter.wait_until(lambda samples: value(samples, "pgq_up", database="main") == 1)
         with _queue_table_locked(db):
             # The only worker now waits on the lock in a queue collector.
-            status, _ = wait_for(lambda: exporter.get("/healthz"), "/healthz to fail",
-                                 until=lambda got: got[0] == 503)  # fmt: skip
+            wait_for(lambda: exporter.get("/healthz"), "/healthz to fail",
+                     until=lambda got: got[0] == 503)  # fmt: skip
             metrics = _timed_get(exporter, "/metrics")
             probed = _timed_get(exporter, "/probe?target=a")
-        wait_for(lambda: exporter.get("/healthz")[0], "/healthz to recover", until=lambda s: s == 200)
+        wait_for(
+            lambda: exporter.get("/healthz")[0], "/healthz to recover", until=lambda s: s == 200
+        )
     assert metrics[0] == 200 and b'pgq_up{database="main"} 1.0' in metrics[1]
     assert probed[0] == 200 and b'pgq_up{database="a"} 1.0' in probed[1]
     # Answered from the last snapshots, not after the held collection.
@@ -67,8 +69,8 @@ def test_health_fails_with_a_reason_once_a_due_job_waits_three_intervals(db: Dat
     with ExporterProcess(_config(db)) as exporter:
         exporter.wait_until(lambda samples: value(samples, "pgq_up", database="main") == 1)
         with _queue_table_locked(db):
-            status, body = wait_for(lambda: exporter.get("/healthz"), "/healthz to fail",
-                                    until=lambda got: got[0] == 503)  # fmt: skip
+            _, body = wait_for(lambda: exporter.get("/healthz"), "/healthz to fail",
+                               until=lambda got: got[0] == 503)  # fmt: skip
             # Not before three intervals (1 s each) of waiting for a worker.
             assert b"collection stalled: a job has waited" in body
             waited = float(body.split(b"waited ")[1].split(b"s")[0])

@@ -304,8 +304,9 @@ def _depth_runs(
     statements and samples."""
     from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
     from pgq_exporter.collectors import planned  # noqa: PLC0415
-    from pgq_exporter.collectors.base import Context, KnownQueues  # noqa: PLC0415
+    from pgq_exporter.collectors.base import Context  # noqa: PLC0415
     from pgq_exporter.collectors.finished_feed import FinishedFeed  # noqa: PLC0415
+    from pgq_exporter.collectors.queues import KnownQueues  # noqa: PLC0415
     from pgq_exporter.runtime.layout import resolve  # noqa: PLC0415
     from pgq_exporter.samples import Sample  # noqa: PLC0415
 

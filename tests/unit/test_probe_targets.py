@@ -9,8 +9,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.config import AuthModule, parse_config
 from pgq_exporter.config.addresses import TargetSyntaxError
-from pgq_exporter.http.probe import ForbiddenTargetError, module_target
 from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 
 CONFIG = """
 auth_modules:

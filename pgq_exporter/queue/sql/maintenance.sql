@@ -19,6 +19,19 @@ JOIN pg_class c ON c.oid = i.inhrelid
 WHERE i.inhparent = to_regclass(quote_ident(%(schema)s) || '.jobs_archive')
 ORDER BY c.relname;
 
+-- name: finished_queues
+-- The queues that have finished jobs, by skipping through the finished index one
+-- queue at a time: the cost follows the queues, not the jobs.
+WITH RECURSIVE q(queue) AS (
+    (SELECT queue FROM {jobs} WHERE status IN ('done', 'failed') ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {jobs} j
+            WHERE j.status IN ('done', 'failed') AND j.queue > q.queue
+            ORDER BY j.queue LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM q WHERE queue IS NOT NULL;
+
 -- name: oldest_finished
 -- The oldest finished job of each queue, from the finished index.
 SELECT min(finished_at) FROM {jobs}

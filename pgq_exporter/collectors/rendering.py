@@ -1,0 +1,53 @@
+"""The reference collectors' SQL (sql/collectors.sql), with a table mapping's identifiers
+and literals quoted in: the one place their SQL is rendered."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pgq_exporter.config import SchemaMapping
+from pgq_exporter.sql import query
+
+Row = tuple[Any, ...]
+Conn = psycopg.Connection[Any]
+# The reference schema's table of exact counts (schema version 3 on).
+COUNTS_TABLE = "queue_counts"
+
+
+# The placeholders of a library preset's catalog queries, which name no mapped table.
+NO_TABLE = SchemaMapping()
+
+
+def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
+    """The placeholders every built-in query may use, quoted from the mapping."""
+    parts: dict[str, sql.Composable] = {
+        "jobs": sql.Identifier(mapping.schema, mapping.table),
+        "jobs_name": sql.Literal(sql.Identifier(mapping.schema, mapping.table).as_string()),
+        "counts": sql.Identifier(mapping.schema, COUNTS_TABLE),
+        "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
+        "tables": table_list([sql.Identifier(mapping.schema, mapping.table).as_string()]),
+    }
+    parts.update(
+        {f"c_{key}": sql.Identifier(col) for key, col in mapping.columns.items() if col is not None}
+    )
+    parts.update({f"s_{key}": sql.Literal(value) for key, value in mapping.statuses.items()})
+    return parts
+
+
+def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Composed:
+    """A named query of collectors.sql with the mapping's identifiers and literals quoted in."""
+    return sql.SQL(query("collectors.sql", name)).format(**{**mapping_parts(mapping), **extra})
+
+
+def table_list(tables: Iterable[str]) -> sql.Composable:
+    """{tables}: the qualified names of the queue's tables, as a text[] literal."""
+    return sql.SQL("ARRAY[{}]::text[]").format(sql.SQL(", ").join(map(sql.Literal, tables)))
+
+
+def distinct_queues(mapping: SchemaMapping, statuses: tuple[str, ...]) -> sql.Composed:
+    values = sql.SQL(", ").join(sql.Literal(mapping.statuses[s]) for s in statuses)
+    return render("distinct_queues", mapping, statuses=values)
