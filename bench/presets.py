@@ -24,11 +24,8 @@ from psycopg import sql
 
 from bench.collection import exporter_cycle_seconds
 from bench.server import fresh_database
-from pgq_exporter.collectors.library_queues import (
-    queue_names,
-    recount_finished,
-    recount_unfinished,
-)
+from pgq_exporter.collectors.library_queues import recount_finished, recount_unfinished
+from pgq_exporter.collectors.library_sql import queue_names
 from pgq_exporter.config import PRESET_LAYOUTS, DatabaseConfig
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.sql import parse_named_blocks

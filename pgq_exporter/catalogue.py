@@ -220,6 +220,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "1 when the last connection attempt to the database succeeded, else 0; absent "
                "before the first attempt.",
                DB, EXPORTER),
+    MetricSpec("pgq_layout_info", G,
+               "The queue layout found for the database: a library preset's name, pgq (the "
+               "reference queue), seed, or mapping; and the schema it is in. Always 1; "
+               "absent until the layout is known.", (*DB, "layout", "schema"), EXPORTER),
+    MetricSpec("pgq_metric_served", G,
+               "1 when the exporter serves the queue metric for the database, 0 when the "
+               "database's queue layout does not record what it needs, or its collector is "
+               "disabled (docs/presets.md says what each preset records). Dashboards read it "
+               "to say why a panel is empty.", (*DB, "metric"), EXPORTER),
     MetricSpec("pgq_collector_duration_seconds", G,
                "Duration of the collector's last run: its own queries and work, not the wait "
                "for a connection.", (*DB, "collector"), EXPORTER, "seconds"),

@@ -21,6 +21,14 @@ T = 'job="pgq", instance="exporter:9188", database="main"'
 Q = T + ', queue="email"'
 LAST_SUCCESS = f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}'
 PENDING = 'status="pending"'
+PROCESSING = 'status="processing"'
+DONE = 'status="done"'
+FAILED = 'status="failed"'
+DONE_IN_WINDOW = 'pgq_queue_window_finished_jobs{status="done"}'
+STALLED_40 = (
+    "Queue email (database main) has 40 ready jobs, and none of its jobs finished, or "
+    "started, during the last window."
+)
 STUCK_3 = (
     "3 jobs in queue email (database main) are processing past their lease and have not "
     "been reaped."
@@ -33,6 +41,18 @@ class Scenario:
     eval_time: str = "10m"
     labels: dict[str, str] = field(default_factory=dict)  # fired alert's labels
     description: str = ""
+    drop: tuple[str, ...] = ()  # labels of its first series the fired alert has not
+
+
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way an alert's expression can hold: the metrics it reads, so that it works
+    for a layout that serves them all (docs/presets.md's table of alerts by preset),
+    and a scenario, written in those metrics only, where it fires."""
+
+    name: str  # how the docs' table says it
+    metrics: frozenset[str]
+    fire: Scenario
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +74,9 @@ class Alert:
     keep_firing: bool = True
     also_quiet: tuple[Scenario, ...] = ()  # more cases where it must not fire
     also_fires: tuple[Scenario, ...] = ()  # more cases where it must fire
+    # The ways it can hold, first preferred, for an alert on queue metrics that not
+    # every layout serves; none: it reads only what every layout serves.
+    ways: tuple[Way, ...] = ()
 
     @property
     def anchor(self) -> str:
@@ -78,16 +101,26 @@ class Series:
         found = _m(name, config, *matchers)
         return f"last_over_time({found}[{self.recall}])" if self.recall else found
 
-    def over(self, function: str, name: str, config: BundleConfig, span: str) -> str:
+    def over(
+        self, function: str, name: str, config: BundleConfig, span: str, *matchers: str
+    ) -> str:
         """``function`` over ``span`` of the metric; recalled, its last value."""
         if self.recall:
-            return self.m(name, config)
+            return self.m(name, config, *matchers)
         self.names.append(name)
-        return f"{function}({_m(name, config)}[{span}])"
+        return f"{function}({_m(name, config, *matchers)}[{span}])"
 
 
 def _extra(config: BundleConfig, alert: str, key: str) -> str:
     return number(config.setting(alert).extras[key])
+
+
+def _stalled_idle(config: BundleConfig) -> str:
+    return _extra(config, "PgqQueueStalled", "idle")
+
+
+def _stalled_span(config: BundleConfig) -> str:
+    return f"{_stalled_idle(config)}s"
 
 
 def _up(config: BundleConfig) -> str:
@@ -257,20 +290,29 @@ ALERTS: tuple[Alert, ...] = (
         name="PgqFailureRatioHigh",
         severity="warning",
         summary="Many jobs of a queue fail.",
-        description="{{ $value | humanizePercentage }} of the jobs finished in queue "
-        "{{ $labels.queue }} (database {{ $labels.database }}) during the last window failed.",
+        description="{{ if $labels.window }}{{ $value | humanizePercentage }} of the jobs "
+        "finished in queue {{ $labels.queue }} (database {{ $labels.database }}) during the "
+        "last window failed.{{ else }}{{ $value | humanize }} jobs of queue {{ $labels.queue }} "
+        "(database {{ $labels.database }}) failed for good during the last window; its library "
+        "keeps no record of the jobs that succeeded.{{ end }}",
         expr=lambda c, t, s: _queue_threshold(
             "PgqFailureRatioHigh",
             c,
             lambda q, v: (
-                f"{s.m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
-                f"and on ({', '.join(QUEUE_KEY)})\n"
-                f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c, q)})"
-                f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}"
+                f"(\n  {s.m('pgq_queue_window_failure_ratio', c, q)} > {v}\n"
+                f"  and on ({', '.join(QUEUE_KEY)})\n"
+                f"    sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c, q)})"
+                f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}\n)\nor\n(\n"
+                f"  sum {by(*QUEUE_KEY)} ("
+                f"{s.m('pgq_queue_window_finished_jobs', c, q, FAILED)})"
+                f" >= {_extra(c, 'PgqFailureRatioHigh', 'min_jobs')}\n"
+                f"  unless on ({', '.join(QUEUE_KEY)})\n"
+                f"    {s.m('pgq_queue_window_finished_jobs', c, q, DONE)}\n)"
             ),
         ),
         meaning="Jobs exhaust their attempts and end failed: a broken handler, a bad "
-        "payload, or a dependency that is down.",
+        "payload, or a dependency that is down. For a library that keeps no record of its "
+        "done jobs (it deletes them), it fires on the number of failures in the window.",
         confirm_sql="SELECT last_error, count(*) FROM pgq.jobs\n"
         "WHERE queue = 'QUEUE' AND status = 'failed' AND finished_at > now() - interval '1 hour'\n"
         "GROUP BY 1 ORDER BY 2 DESC LIMIT 10;",
@@ -307,21 +349,82 @@ ALERTS: tuple[Alert, ...] = (
                 ),
                 eval_time="15m",
             ),
+            Scenario(  # only failures known: too few to say
+                (
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                        "19x15",
+                    ),
+                ),
+                eval_time="15m",
+            ),
+        ),
+        ways=(
+            Way(
+                "failure ratio",
+                frozenset({"pgq_queue_window_failure_ratio", "pgq_queue_window_finished_jobs"}),
+                Scenario(
+                    (
+                        (f'pgq_queue_window_failure_ratio{{{Q}, window="300"}}', "0.25x15"),
+                        (
+                            f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
+                            "30x15",
+                        ),
+                        (
+                            f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                            "10x15",
+                        ),
+                    ),
+                    eval_time="15m",
+                    labels={"window": "300"},
+                    description="25% of the jobs finished in queue email (database main) "
+                    "during the last window failed.",
+                ),
+            ),
+            Way(
+                "failures in the window (done jobs leave no trace)",
+                frozenset({'pgq_queue_window_finished_jobs{status="failed"}'}),
+                Scenario(
+                    (
+                        (
+                            f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                            "25x15",
+                        ),
+                    ),
+                    eval_time="15m",
+                    drop=("status", "window"),
+                    description="25 jobs of queue email (database main) failed for good during "
+                    "the last window; its library keeps no record of the jobs that succeeded.",
+                ),
+            ),
         ),
     ),
     Alert(
         name="PgqQueueStalled",
         severity="critical",
-        summary="A queue has ready jobs and finishes none.",
+        summary="A queue has ready jobs and none starts or finishes.",
         description="Queue {{ $labels.queue }} (database {{ $labels.database }}) has "
-        "{{ $value | humanize }} ready jobs and finished none during the last window.",
+        "{{ $value | humanize }} ready jobs, and none of its jobs finished, or started, "
+        "during the last window.",
         expr=lambda c, t, s: (
-            f"{s.m('pgq_queue_ready_jobs', c)} > {t}\n"
-            f"and on ({', '.join(QUEUE_KEY)})\n"
-            f"  sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c)}) == 0"
+            f"(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c)}) == 0\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    {s.m('pgq_queue_window_finished_jobs', c, DONE)}\n)\n"
+            f"or\n(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    {s.m('pgq_queue_oldest_ready_age_seconds', c)} > {_stalled_idle(c)}\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    {s.over('max_over_time', 'pgq_queue_jobs', c, _stalled_span(c), PROCESSING)}"
+            f" == 0\n"
+            f"  unless on ({', '.join(QUEUE_KEY)})\n"
+            f"    {s.m('pgq_queue_window_finished_jobs', c, DONE)}\n)"
         ),
         meaning="Nothing is being processed: no worker runs for this queue, or every "
-        "worker is blocked.",
+        "worker is blocked. Where the library records its done jobs, no job finished "
+        "during the exporter's window; where it keeps none (it deletes them), no job was "
+        "running at any scrape for as long, while the oldest ready one waited longer.",
         confirm_sql="SELECT status, count(*), max(finished_at) FROM pgq.jobs\n"
         "WHERE queue = 'QUEUE' GROUP BY 1;",
         action="Start or restart the workers for this queue. If they run, look for lock "
@@ -333,8 +436,7 @@ ALERTS: tuple[Alert, ...] = (
                 (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "0x15"),
             ),
             eval_time="15m",
-            description="Queue email (database main) has 40 ready jobs and finished "
-            "none during the last window.",
+            description=STALLED_40,
         ),
         near_miss=Scenario(
             (
@@ -343,6 +445,72 @@ ALERTS: tuple[Alert, ...] = (
                 (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "2x15"),
             ),
             eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # jobs finish, while a low-priority one waits and none is seen running
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                    (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0+60x15"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x15"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
+                        "30x15",
+                    ),
+                ),
+                eval_time="15m",
+            ),
+            Scenario(  # only failures known, none lately, while jobs run: not stalled
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}',
+                        "0x15",
+                    ),
+                    (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "30x15"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "2x15"),
+                ),
+                eval_time="15m",
+            ),
+            Scenario(  # no finished jobs known, and a job was running 3 minutes ago
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                    (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0+60x15"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x12 1 0 0"),
+                ),
+                eval_time="15m",
+            ),
+        ),
+        ways=(
+            Way(
+                "no job finished during the window",
+                frozenset({"pgq_queue_ready_jobs", DONE_IN_WINDOW}),
+                Scenario(
+                    (
+                        (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                        (
+                            f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
+                            "0x15",
+                        ),
+                    ),
+                    eval_time="15m",
+                    description=STALLED_40,
+                ),
+            ),
+            Way(
+                "no job running while the oldest ready one waited (finished jobs leave no trace)",
+                frozenset(
+                    {"pgq_queue_ready_jobs", "pgq_queue_oldest_ready_age_seconds", "pgq_queue_jobs"}
+                ),
+                Scenario(
+                    (
+                        (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                        (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0+60x15"),
+                        (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x15"),
+                    ),
+                    eval_time="15m",
+                    description=STALLED_40,
+                ),
+            ),
         ),
     ),
     Alert(
@@ -875,39 +1043,109 @@ def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
         cases += [(quiet, False) for quiet in alert.also_quiet]
         cases += [(fires, True) for fires in alert.also_fires]
         for n, (scenario, fires) in enumerate(cases):
-            series = [{"series": s, "values": v} for s, v in scenario.series]
-            expected: list[dict[str, Any]] = []
-            if fires:
-                labels = _labels_of(scenario.series[0][0])
-                labels.update(scenario.labels)
-                labels["severity"] = alert.severity
-                expected.append(
-                    {
-                        "exp_labels": labels,
-                        "exp_annotations": {
-                            "summary": alert.summary,
-                            "description": scenario.description,
-                            "runbook_url": f"{config.runbook_base}#{alert.anchor}",
-                        },
-                    }
-                )
+            name = f"{alert.name} {'fires' if fires else 'near miss'}" + (
+                f" {n - 1}" if n > 1 else ""
+            )
+            tests.append(_alert_test(alert, config, scenario, fires, name))
+        for way in alert.ways:
             tests.append(
-                {
-                    "name": f"{alert.name} {'fires' if fires else 'near miss'}"
-                    + (f" {n - 1}" if n > 1 else ""),
-                    "interval": "1m",
-                    "input_series": series,
-                    "alert_rule_test": [
-                        {
-                            "eval_time": scenario.eval_time,
-                            "alertname": alert.name,
-                            "exp_alerts": expected,
-                        }
-                    ],
-                }
+                _alert_test(alert, config, way.fire, True, f"{alert.name} fires: {way.name}")
             )
     tests += recording_tests()
     return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def ways_of(alert: Alert, config: BundleConfig) -> tuple[Way, ...]:
+    """The ways an alert can hold: its own, or, for one that reads only what every layout
+    serves or cannot, the one way its expression reads."""
+    if alert.ways:
+        return alert.ways
+    reads = Series()
+    alert.expr(config, number(config.setting(alert.name).threshold), reads)
+    return (Way("yes", frozenset(reads.names), alert.fire),)
+
+
+def way_for(alert: Alert, config: BundleConfig, served: dict[str, bool]) -> Way | None:
+    """The first way of ``alert`` a layout that serves ``served`` supports; None: none."""
+    for way in ways_of(alert, config):
+        if all(served.get(name, True) for name in way.metrics):
+            return way
+    return None
+
+
+def preset_rule_tests(
+    config: BundleConfig, rules_file: str, layouts: dict[str, dict[str, bool]]
+) -> dict[str, Any]:
+    """promtool unit tests per layout (preset name -> the metrics it serves): each alert
+    that works for it fires on a scenario written in the metrics it serves, labelled as
+    its database; one that cannot work is checked to be one the docs say so of."""
+    tests = []
+    for preset, served in layouts.items():
+        for alert in ALERTS:
+            way = way_for(alert, config, served)
+            if way is None:
+                continue
+            missing = [name for name in _scenario_metrics(way.fire) if not served.get(name, True)]
+            if missing:
+                raise RuntimeError(f"{alert.name}'s way {way.name!r} reads {missing}")
+            scenario = _relabelled(way.fire, preset)
+            tests.append(_alert_test(alert, config, scenario, True,
+                                     f"{alert.name} fires for {preset} ({way.name})"))  # fmt: skip
+    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+
+
+def _scenario_metrics(scenario: Scenario) -> set[str]:
+    return {series.split("{")[0].removesuffix("_bucket") for series, _ in scenario.series}
+
+
+def _needs(way: Way) -> set[str]:
+    """The plain metric names a way reads (a status-qualified one by its name)."""
+    return {name.split("{")[0] for name in way.metrics}
+
+
+def _relabelled(scenario: Scenario, database: str) -> Scenario:
+    """The scenario for a database named ``database`` (its series and description)."""
+    swap = f'database="{database}"'
+    return Scenario(
+        tuple((series.replace('database="main"', swap), values)
+              for series, values in scenario.series),
+        scenario.eval_time,
+        scenario.labels,
+        scenario.description.replace("(database main)", f"(database {database})")
+        .replace("database main", f"database {database}"),
+        scenario.drop,
+    )  # fmt: skip
+
+
+def _alert_test(
+    alert: Alert, config: BundleConfig, scenario: Scenario, fires: bool, name: str
+) -> dict[str, Any]:
+    series = [{"series": s, "values": v} for s, v in scenario.series]
+    expected: list[dict[str, Any]] = []
+    if fires:
+        labels = _labels_of(scenario.series[0][0])
+        labels.update(scenario.labels)
+        for label in scenario.drop:
+            labels.pop(label, None)
+        labels["severity"] = alert.severity
+        expected.append(
+            {
+                "exp_labels": labels,
+                "exp_annotations": {
+                    "summary": alert.summary,
+                    "description": scenario.description,
+                    "runbook_url": f"{config.runbook_base}#{alert.anchor}",
+                },
+            }
+        )
+    return {
+        "name": name,
+        "interval": "1m",
+        "input_series": series,
+        "alert_rule_test": [
+            {"eval_time": scenario.eval_time, "alertname": alert.name, "exp_alerts": expected}
+        ],
+    }
 
 
 def _labels_of(series: str) -> dict[str, str]:

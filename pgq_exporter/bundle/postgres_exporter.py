@@ -7,7 +7,8 @@ from typing import Any
 from psycopg import sql
 
 from pgq_exporter.catalogue import MetricSpec, metric
-from pgq_exporter.collectors.library_queues import FINISHED_STATUSES, render_block
+from pgq_exporter.collectors.library_queues import FINISHED_STATUSES
+from pgq_exporter.collectors.library_sql import render_block
 from pgq_exporter.collectors.rendering import mapping_parts, table_list
 from pgq_exporter.config import DEFAULT_WINDOW, SchemaMapping
 from pgq_exporter.presets.library import CAPPED, LibraryLayout, LibraryPreset

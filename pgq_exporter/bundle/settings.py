@@ -18,7 +18,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqOldestReadyJobTooOld": (300, "5m"),
     "PgqStuckJobs": (0, "10m"),
     "PgqFailureRatioHigh": (0.1, "10m"),
-    "PgqQueueStalled": (0, "10m"),
+    "PgqQueueStalled": (0, "4m"),
     "PgqExhaustedJobsPiling": (0, "15m"),
     "PgqXminHorizonHeld": (180, "1m"),
     "PgqXminHorizonTooOld": (1_000_000, "1m"),
@@ -46,6 +46,9 @@ DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
     "PgqAutovacuumLagging": {"floor": 10_000, "cadence": 600},
     # No ratio alert on fewer finished jobs than this in the window.
     "PgqFailureRatioHigh": {"min_jobs": 20},
+    # Where finished jobs leave no trace: the seconds no job may be seen running, while
+    # the oldest ready one waited longer, for the queue to count as stalled.
+    "PgqQueueStalled": {"idle": 300},
 }
 
 

@@ -30,9 +30,8 @@ from pgq_exporter.catalogue import (
     window_from_updates,
 )
 from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Conn, Context
-from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.collectors.library_queues import queue_names
+from pgq_exporter.collectors.base import Conn, Context, feed_for
+from pgq_exporter.collectors.library_sql import queue_names
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import mapping_parts
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
@@ -92,7 +91,7 @@ def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
         if plan.name not in QUEUE_COLLECTORS:
             continue
         collector = plan.make()
-        ctx = Context(config, database, layout, KnownQueues(), FinishedFeed())
+        ctx = Context(config, database, layout, KnownQueues(), feed_for(layout))
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)
         try:

@@ -14,12 +14,7 @@ from pgq_exporter.collectors.activity import Activity
 from pgq_exporter.collectors.base import Collector
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.job_histograms import JobHistograms
-from pgq_exporter.collectors.library_queues import (
-    LibraryDepth,
-    LibraryHistograms,
-    LibraryLatency,
-    LibraryStuck,
-)
+from pgq_exporter.collectors.library_queues import LibraryDepth, LibraryLatency, LibraryStuck
 from pgq_exporter.collectors.queue_depth import QueueDepth
 from pgq_exporter.collectors.queue_latency import QueueLatency
 from pgq_exporter.collectors.queue_leases import QueueLeases
@@ -41,8 +36,7 @@ BUILTIN: dict[str, type[Collector]] = {
 
 # What stands in for a queue collector on a database with a library preset.
 LIBRARY: dict[str, type[Collector]] = {
-    factory.name: factory
-    for factory in (LibraryDepth, LibraryLatency, LibraryStuck, LibraryHistograms)
+    factory.name: factory for factory in (LibraryDepth, LibraryLatency, LibraryStuck)
 }
 
 if tuple(BUILTIN) != BUILTIN_COLLECTORS:

@@ -9,7 +9,11 @@ from typing import Any
 
 from psycopg import sql
 
+from pgq_exporter.collectors.capabilities import outcomes
+from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.finished_feed import FinishedFeed
+from pgq_exporter.collectors.library_feed import LibraryFeed
+from pgq_exporter.collectors.library_sql import queue_names
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render, table_list
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
@@ -20,16 +24,25 @@ from pgq_exporter.samples import AnySample
 __all__ = ["Conn", "Context", "Row"]  # Conn and Row: every collector's types
 
 
+Feed = FinishedFeed | LibraryFeed
+
+
+def feed_for(layout: Layout) -> Feed:
+    """The feed of finished jobs a layout's collectors read."""
+    return LibraryFeed() if isinstance(layout, LibraryLayout) else FinishedFeed()
+
+
 @dataclass
 class Context:
     """What a collector run reads besides its connection: the target's config, its
-    queue's layout (resolved: see layout.py), its known queues and its feed."""
+    queue's layout (resolved: see layout.py), its known queues and its feed of
+    finished jobs (``feed_for`` the layout)."""
 
     config: Config
     database: DatabaseConfig
     layout: Layout
     queues: KnownQueues
-    feed: FinishedFeed
+    feed: Feed
 
     @property
     def mapping(self) -> SchemaMapping:
@@ -50,9 +63,34 @@ class Context:
             return self.layout.qualified_tables(self.queues.known())
         return (sql.Identifier(self.layout.schema, self.layout.table).as_string(),)
 
+    @property
+    def outcomes(self) -> Outcomes:
+        return outcomes(self.layout)
+
+    def known_queues(self, conn: Conn) -> list[str]:
+        """The queues known now, after a look for new ones (at most every few seconds)."""
+        if isinstance(self.layout, LibraryLayout):
+            layout = self.layout
+            return self.queues.refresh(lambda: queue_names(conn, layout))
+        return self.queues.discover(conn, self.layout)
+
+    def prepare_feed(self, conn: Conn) -> None:
+        """What the feed reads before the snapshot of the transaction it reads in."""
+        self.feed.prepare(conn)
+
     def read_feed(self, conn: Conn) -> None:
-        """Observe the jobs finished since the feed's last read (finished_feed.py)."""
-        self.feed.read(conn, self.mapping, self.tables, self.queues, self.config.window)
+        """Observe the jobs finished since the feed's last read (finished_feed.py,
+        library_feed.py)."""
+        window = self.config.window
+        if isinstance(self.feed, LibraryFeed):
+            self.feed.read(conn, self._library(), self.queues, window)
+        else:
+            self.feed.read(conn, self.mapping, self.tables, self.queues, window)
+
+    def _library(self) -> LibraryLayout:
+        if not isinstance(self.layout, LibraryLayout):
+            raise TypeError("a library's feed reads a library preset")
+        return self.layout
 
 
 class Collector(ABC):
@@ -63,8 +101,17 @@ class Collector(ABC):
     # connection of their own, so a lock on a queue table never holds them up.
     reads_queue_tables: bool = True
 
+    # Collectors that read the feed of finished jobs: it reads a bound before their
+    # transaction's snapshot (see prepare).
+    reads_feed: bool = False
+
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
+
+    def prepare(self, conn: Conn, ctx: Context) -> None:
+        """Before the transaction ``collect`` runs in, in one of its own."""
+        if self.reads_feed:
+            ctx.prepare_feed(conn)
 
 
 def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:

@@ -11,12 +11,8 @@ apart: the first are few and change fast, the second many and slowly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from psycopg import sql
-
-from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
-from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch, require_all_stats
+from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.collectors.base import Collector, Conn, Context
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -26,89 +22,16 @@ from pgq_exporter.collectors.counting import (
     only,
     table_changes,
 )
-from pgq_exporter.collectors.finished_feed import QueueStats, stats_samples
+from pgq_exporter.collectors.library_sql import Caps, queue_names, run_block
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
 from pgq_exporter.samples import AnySample, Sample
 
 UNFINISHED_STATUSES = ("ready", "delayed", "processing")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 DEPTH_COLUMNS = CAPPED  # after the queue: UNFINISHED_STATUSES, then FINISHED_STATUSES
-Caps = Mapping[str, int | None]  # state -> its LIMIT in the depth block (0: none given)
 # The blocks the collectors run, in the order check-config plans them.
 COLLECTED_BLOCKS = ("queues", "depth", "unfinished", "totals", "oldest_ready", "stuck",
                     "finished")  # fmt: skip
-
-
-# {queues} as the exporter runs a block: the known queues, bound as a parameter.
-BOUND_QUEUES = sql.SQL("%(queues)s::text[]")
-
-
-def render_block(
-    layout: LibraryLayout,
-    block: str,
-    for_queue: str | None = None,
-    *,
-    caps: Caps | None = None,
-    queues: sql.Composable = BOUND_QUEUES,
-    **extra: sql.Composable,
-) -> sql.Composed:
-    """A named block of the preset's SQL file: its schema, parameters and caps quoted in
-    as literals, and, for a library with a table per queue, the tables and name of
-    ``for_queue``."""
-    text = layout.preset.blocks[block]
-    parts: dict[str, sql.Composable] = {
-        "schema": sql.Identifier(layout.schema),
-        "queues": queues,
-        **{f"{state}_cap": sql.Literal((caps or {}).get(state, 0)) for state in CAPPED},
-        **{name: sql.Literal(value) for name, value in layout.params.items()},
-    }
-    if for_queue is not None:
-        parts.update(layout.queue_tables(for_queue), queue=sql.Literal(for_queue))
-    return sql.SQL(text).format(**{**parts, **extra})
-
-
-def run_block(
-    conn: Conn,
-    layout: LibraryLayout,
-    block: str,
-    queues: list[str] | None,
-    *,
-    caps: Caps | None = None,
-    **extra: sql.Composable,
-) -> list[Row]:
-    """The block's rows for ``queues`` (None: every queue the library has): one
-    statement, or, with a table per queue, one per queue that the library has."""
-
-    def rendered(queue: str | None) -> sql.Composed:
-        return render_block(layout, block, queue, caps=caps, **extra)
-
-    if not layout.preset.per_queue or block == "queues":
-        return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
-    present = queue_names(conn, layout)
-    rows: list[Row] = []
-    for queue in present if queues is None else queues:
-        if queue in present:
-            rows += conn.execute(rendered(queue)).fetchall()
-    return rows
-
-
-def queue_names(conn: Conn, layout: LibraryLayout) -> list[str]:
-    """The queues the library has (its queues block)."""
-    return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
-
-
-def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
-    """Plan one block without running it: an error says the database does not match.
-    With a table per queue, the blocks are planned on the first queue, if any."""
-    queue: str | None = None
-    if layout.preset.per_queue and block != "queues":
-        queues = queue_names(conn, layout)
-        if not queues:
-            return
-        queue = queues[0]
-    statement = render_block(layout, block, queue, caps=dict.fromkeys(CAPPED, 1),
-                             since=sql.Literal(0.0))  # fmt: skip
-    conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
 
 
 def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
@@ -227,61 +150,3 @@ class LibraryStuck(Collector):
                     Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), 0.0),
                 ]
         return samples
-
-
-class LibraryHistograms(Collector):
-    """Processing and wait histograms and the completed and failed totals, from the
-    library's trace of finished jobs (its ``finished`` block), each job counted once.
-
-    The library stamps a finished job with its transaction's now(). A read takes the
-    jobs stamped at or after its start point; the next one starts at the earlier of
-    this read's now() and the start of the oldest transaction open during it (see
-    finishing_bound), so a job whose transaction commits late is still read, and the
-    jobs seen at or after that point are remembered so none is counted twice. Like
-    the reference queue's, the totals start from nothing when the exporter starts.
-    """
-
-    name = JOB_HISTOGRAMS
-
-    def __init__(self) -> None:
-        self._since: float | None = None
-        self._seen: dict[tuple[str, int], float] = {}
-        self._stats: dict[str, QueueStats] = {}
-
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        layout = library_of(ctx)
-        require_all_stats(conn, ctx)
-        [(now, oldest)] = fetch(conn, "finishing_bound", ctx)
-        queues = known_queues(conn, ctx)
-        if self._since is not None:
-            # Every queue the library has, known yet or not: a job finished in a new
-            # queue must not be passed over.
-            since = sql.Literal(self._since)
-            for row in run_block(conn, layout, "finished", None, since=since):
-                self._take(row, layout.preset.knows_wait)
-            ctx.queues.saw(self._stats)
-        self._since = max(self._since or 0.0, min(float(now), float(oldest)))
-        self._seen = {key: at for key, at in self._seen.items() if at >= self._since}
-        return self._samples(sorted(set(queues) | set(self._stats)), layout)
-
-    def _take(self, row: Row, knows_wait: bool) -> None:
-        job_id, queue, done, processing, wait, finished = row
-        key = (str(queue), int(job_id))
-        if key in self._seen:
-            return
-        self._seen[key] = float(finished)
-        stats = self._stats.setdefault(str(queue), QueueStats())
-        stats.count(bool(done), processing, wait if knows_wait else None)
-
-    def _samples(self, queues: list[str], layout: LibraryLayout) -> list[AnySample]:
-        preset = layout.preset
-        return [
-            sample
-            for queue in queues
-            for sample in stats_samples(
-                queue,
-                self._stats.get(queue, QueueStats()),
-                wait=preset.knows_wait,
-                failed="failed" in preset.statuses,
-            )
-        ]

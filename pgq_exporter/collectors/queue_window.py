@@ -1,15 +1,17 @@
 """Finished counts, failure ratio and processing-time percentiles over a trailing window.
 
-From the feed of finished jobs (see finished_feed.py), kept per queue in
-memory for the window's length: a run reads only the jobs finished since the
-last read, never the whole window again.
+From the feed of finished jobs (finished_feed.py for the reference queue,
+library_feed.py for a library preset), kept per queue in memory for the window's
+length: a run reads only the jobs finished since the last read, never the whole
+window again. What the feed cannot know is not served: a library that deletes its
+done jobs has no ratio, one that records no start no percentiles.
 """
 
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.finished_feed import WindowFigures
+from pgq_exporter.collectors.finished import Outcomes, WindowFigures
 from pgq_exporter.samples import AnySample, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
@@ -18,14 +20,16 @@ PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 class QueueWindow(Collector):
     name = QUEUE_WINDOW
 
+    reads_feed = True
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window
-        queues = ctx.queues.discover(conn, ctx.mapping)
+        queues = ctx.known_queues(conn)
         ctx.read_feed(conn)
         samples: list[AnySample] = []
         for queue in queues:
-            figures = ctx.feed.window(queue, tuple(q for _, q in PERCENTILES))
-            samples += window_samples(queue, window, figures)
+            figures = ctx.feed.jobs.window(queue, tuple(q for _, q in PERCENTILES))
+            samples += window_samples(queue, window, figures, ctx.outcomes)
         return samples
 
 
@@ -43,21 +47,29 @@ class UpdatedWindow(Collector):
         samples: list[AnySample] = []
         for queue, done, failed, percentiles in fetch(conn, "updated_window", ctx, params):
             values = tuple(float(p) for p in percentiles) if percentiles else (0.0,) * 3
-            samples += window_samples(queue, window, WindowFigures(done, failed, values))
+            figures = WindowFigures(done, failed, values)
+            samples += window_samples(queue, window, figures, Outcomes())
         return samples
 
 
-def window_samples(queue: str, window: float, figures: WindowFigures) -> list[AnySample]:
+def window_samples(
+    queue: str, window: float, figures: WindowFigures, outcomes: Outcomes
+) -> list[AnySample]:
+    """The window's figures of what the feed knows."""
     label = f"{window:g}"
-    finished = figures.done + figures.failed
+    counts = {"done": figures.done, "failed": figures.failed}
     samples: list[AnySample] = [
-        Sample("pgq_queue_window_finished_jobs", (queue, "done", label), float(figures.done)),
-        Sample("pgq_queue_window_finished_jobs", (queue, "failed", label), float(figures.failed)),
-        Sample("pgq_queue_window_failure_ratio", (queue, label),
-               figures.failed / finished if finished else 0.0),
-    ]  # fmt: skip
-    samples += [
-        Sample("pgq_queue_window_processing_seconds", (queue, name, label), value)
-        for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
+        Sample("pgq_queue_window_finished_jobs", (queue, status, label), float(counts[status]))
+        for status in ("done", "failed")
+        if status in outcomes.finishes
     ]
+    if set(counts) <= set(outcomes.finishes):
+        finished = figures.done + figures.failed
+        ratio = figures.failed / finished if finished else 0.0
+        samples.append(Sample("pgq_queue_window_failure_ratio", (queue, label), ratio))
+    if outcomes.processing:
+        samples += [
+            Sample("pgq_queue_window_processing_seconds", (queue, name, label), value)
+            for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
+        ]
     return samples

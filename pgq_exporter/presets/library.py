@@ -48,7 +48,13 @@ from importlib.resources import files
 
 from psycopg import sql
 
-from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.catalogue import (
+    JOB_HISTOGRAMS,
+    QUEUE_DEPTH,
+    QUEUE_LATENCY,
+    QUEUE_LEASES,
+    QUEUE_WINDOW,
+)
 from pgq_exporter.sql import parse_named_blocks
 
 # The block that feeds each queue collector.
@@ -116,8 +122,17 @@ class LibraryPreset:
     params: Mapping[str, Param] = field(default_factory=dict)
     # Whether its stuck block knows which stuck jobs have no attempt left (exhausted).
     knows_exhausted: bool = False
-    # Whether its finished block knows when each job became due (the wait histogram).
+    # Whether its finished block knows when each job became due (the wait histogram),
+    # and when it started (the processing histogram and window percentiles).
     knows_wait: bool = False
+    knows_processing: bool = True
+    # The outcomes its finished block reads: a library that deletes a job when it is
+    # done leaves only its failures.
+    finishes: tuple[str, ...] = ("done", "failed")
+    # A library that stamps a finished job with its client's clock, not its
+    # transaction's now(), may stamp it this many seconds before its transaction
+    # began (library_feed.py).
+    stamp_lag: float = 0.0
     # A library with a table per queue: placeholder -> the prefix of each queue's
     # table (the queue's name, lower-cased, follows). Its blocks then run per queue.
     per_queue: Mapping[str, str] = field(default_factory=dict)
@@ -133,8 +148,9 @@ class LibraryPreset:
 
     @property
     def collectors(self) -> frozenset[str]:
-        """The queue collectors its blocks feed."""
-        return frozenset(collector for block, collector in FEEDS.items() if block in self.blocks)
+        """The queue collectors its blocks feed: its finished jobs feed the window too."""
+        fed = {collector for block, collector in FEEDS.items() if block in self.blocks}
+        return frozenset(fed | ({QUEUE_WINDOW} if "finished" in self.blocks else set()))
 
     def indexes_for(self, collector: str) -> list[str]:
         """The index blocks that serve ``collector``'s reads."""
@@ -168,7 +184,7 @@ class LibraryPreset:
         index_blocks = {b for b in self.blocks if b.startswith("index_")}
         unknown += sorted(index_blocks ^ set(self.indexes))  # undeclared, or no such block
         unknown += sorted({c for served in self.indexes.values() for c in served}
-                          - set(FEEDS.values()))  # fmt: skip
+                          - {*FEEDS.values(), QUEUE_WINDOW})  # fmt: skip
         unknown += [b for b in sorted(index_blocks) if not self.index_name(b)]  # names none
         wrong = [s for s in self.statuses if s not in CANONICAL_STATUSES]
         allowed = _PLACEHOLDERS | set(self.params) | set(self.per_queue)

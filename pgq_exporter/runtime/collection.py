@@ -147,7 +147,9 @@ class GroupRun:
 
     def _in_transactions(self, conn: Conn, pending: list[Slot], waited: float) -> None:
         """Run ``pending`` in as few transactions as their failures allow; each slot
-        leaves ``pending`` once its outcome is recorded."""
+        leaves ``pending`` once its outcome is recorded. What a collector reads before
+        the snapshot is read first, in a transaction of its own."""
+        self._prepare(conn, pending, waited)
         while pending:
             try:
                 with conn.transaction():
@@ -166,6 +168,24 @@ class GroupRun:
                         pending.pop(0)
             except _SlotFailedError:
                 continue
+
+    def _prepare(self, conn: Conn, pending: list[Slot], waited: float) -> None:
+        """Each slot's reads before its transaction; a slot whose read fails is failed."""
+        for slot in list(pending):
+            began = time.monotonic()
+            try:
+                # A transaction of its own, whose snapshot ends before the collector's.
+                with conn.transaction():
+                    set_transaction_settings(conn, slot.plan.settings.timeout)
+                    slot.collector.prepare(conn, self.ctx)
+            except psycopg.OperationalError as exc:
+                if lost_connection(exc):
+                    raise  # the run retries on a new connection
+                self._record_failure(slot, exc, began, waited)
+                pending.remove(slot)
+            except psycopg.Error as exc:
+                self._record_failure(slot, exc, began, waited)
+                pending.remove(slot)
 
     def _run_one(self, conn: Conn, slot: Slot, waited: float) -> None:
         began = time.monotonic()

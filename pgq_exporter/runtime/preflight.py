@@ -14,7 +14,8 @@ import psycopg
 from pgq_exporter.catalogue import columns_read
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS, plan_block
+from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS
+from pgq_exporter.collectors.library_sql import plan_block
 from pgq_exporter.collectors.rendering import render
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping, metric_specs
 from pgq_exporter.config.yamlpos import ConfigError

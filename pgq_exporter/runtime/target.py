@@ -18,15 +18,15 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Context
+from pgq_exporter.collectors.base import Context, Feed, feed_for
+from pgq_exporter.collectors.capabilities import layout_name, served
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
 from pgq_exporter.errors import first_line
@@ -114,8 +114,9 @@ class Target:
         self.queues.configured = spec.database.queues
         self.queues.memory = config.queue_memory
         self.queues.limit = config.max_queues
-        # Finished jobs already observed stay observed across a reload.
-        self.feed: FinishedFeed = kept.feed if kept else FinishedFeed()
+        # Finished jobs already observed stay observed across a reload; the feed suits
+        # the layout, made once it is known (_plan).
+        self.feed: Feed | None = kept.feed if kept else None
         self.layout: Layout | None = None
         choice = spec.database.layout
         if not isinstance(choice, AutoLayout) and not needs_catalog(choice):
@@ -125,6 +126,7 @@ class Target:
         self.up: bool | None = kept.up if kept else None  # None: not tried yet
         self.error = ""  # why its layout is not known, when it is not
         self.slots: dict[str, Slot] = {}
+        self._layout_samples: list[Sample] = []  # what the layout serves: see _plan
         self._groups: list[tuple[Slot, ...]] = []
         self._jobs: list[_GroupJob] = []  # each group's job on the scheduler
         self._carried = kept
@@ -226,6 +228,8 @@ class Target:
         return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
 
     def _plan(self, layout: Layout) -> None:
+        if self.feed is None or type(self.feed) is not type(feed_for(layout)):
+            self.feed = feed_for(layout)
         previous = self._carried.slots if self._carried else {}
         busy = self._carried.running() if self._carried else set()
         now = time.monotonic()
@@ -239,6 +243,7 @@ class Target:
             self.slots[plan.name] = Slot(plan, collector, state, now)
         self._carried = None
         self._groups = groups(list(self.slots.values()), self.spec.database.pool_size)
+        self._layout_samples = layout_samples(layout, self.slots.values())
 
     def run_group(self, index: int, now: float, late: float) -> float | None:
         """Run the group's due collectors; when it is next due."""
@@ -282,6 +287,7 @@ class Target:
 
     def _run(self, due: list[Slot]) -> None:
         assert self.layout is not None
+        assert self.feed is not None  # made with the plan
         ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed)
         with self._lock:
             if self.stopped:  # a restarted target may have taken these collectors
@@ -372,6 +378,7 @@ class Target:
         """The samples of the target itself, beside its collectors'."""
         if self.up is not None:
             yield Sample("pgq_up", (), 1.0 if self.up else 0.0)
+        yield from self._layout_samples
         yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
         with self._lock:
             counts = dict(self.counts)
@@ -403,6 +410,27 @@ class Target:
                 self.first_collection.set()
         if self._on_render is not None:
             self._on_render(self)
+
+
+def layout_samples(layout: Layout, slots: Iterable[Slot]) -> list[Sample]:
+    """pgq_layout_info, and pgq_metric_served for each queue metric: served when the
+    layout records what it needs and its collector is planned, or a custom collector
+    feeds it."""
+    names = [slot.name for slot in slots]
+    fed = {
+        metric.name
+        for slot in slots
+        if isinstance(slot.collector, CustomSQL)
+        for metric in slot.collector.spec.metrics
+        if metric.catalogue
+    }
+    served_now = served(layout, frozenset(names))
+    samples = [Sample("pgq_layout_info", (layout_name(layout), layout.schema), 1.0)]
+    samples += [
+        Sample("pgq_metric_served", (metric,), float(ok or metric in fed))
+        for metric, ok in served_now.items()
+    ]
+    return samples
 
 
 def _slot_samples(slot: Slot) -> Iterator[AnySample]:

@@ -278,14 +278,17 @@ WHERE a.attrelid = to_regclass({jobs_name}) AND a.attnum > 0 AND NOT a.attisdrop
 
 -- name: finishing_bound
 -- For a library preset's feed of finished jobs, which stamps each with its
--- transaction's now(): this read's now(), and the start of the oldest
--- transaction open in the database (this one included). A job finished by a
--- transaction that commits after this read's snapshot was stamped at or after
--- the earlier of the two, so the next read starts there.
+-- transaction's now(): now(), and the start of the oldest transaction open in
+-- the database (this one included). Read before a read's snapshot, a job
+-- finished by a transaction that commits after that snapshot was stamped at or
+-- after the earlier of the two, so the next read starts there.
 SELECT extract(epoch FROM now())::float8,
        extract(epoch FROM coalesce(min(a.xact_start), now()))::float8
 FROM pg_stat_activity a
 WHERE a.datname = current_database() AND a.xact_start IS NOT NULL;
+
+-- name: database_now
+SELECT extract(epoch FROM now())::float8;
 
 -- name: updated_window
 -- For a table that records no start or end (the seed article's): per queue, the

@@ -16,96 +16,18 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import yaml
 
-from pgq_exporter.bundle import INHIBIT_FILE, RULES_FILE, write_bundle
+from pgq_exporter.bundle import INHIBIT_FILE, write_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.pg.embedded import EmbeddedPostgres
+from tests.alert_support import BUNDLE, QUIET_FOR, watched
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
-from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import require_tool, wait_for
-
-BUNDLE = """
-keep_firing_for: 2s
-alerts:
-  PgqBacklogTooLarge: {threshold: 20, for: 0s}
-  PgqStuckJobs: {for: 0s}
-  PgqExhaustedJobsPiling: {for: 0s}
-  PgqFailureRatioHigh: {for: 0s, min_jobs: 5}
-  PgqXminHorizonHeld: {for: 0s, threshold: 2}
-  PgqXminHorizonTooOld: {for: 0s, seconds: 3}
-  PgqAutovacuumLagging: {for: 0s, floor: 100}
-  PgqAutovacuumDisabled: {for: 0s}
-  PgqDatabaseDown: {for: 0s}
-  # Once the database is back, a collector serves its failed run until it runs again.
-  PgqCollectorFailing: {for: 5s}
-  PgqCollectorStale: {threshold: 3, for: 0s}
-  PgqExporterDown: {for: 0s}
-"""
-# How many rule evaluations (1 s apart) a test watches for alerts that must not fire.
-QUIET_FOR = 8
-
-
-class Watch:
-    """Prometheus over one exporter, with the generated rules; remembers what fired."""
-
-    def __init__(self, api: Prometheus, exporter: ExporterProcess) -> None:
-        self.api = api
-        self.exporter = exporter
-        self.fired: set[str] = set()
-
-    def until_firing(self, wanted: set[str], timeout: float = 60) -> None:
-        self.fired |= self.api.wait_firing(wanted, timeout)
-
-    def watch(self, evaluations: int = QUIET_FOR) -> set[str]:
-        """What fires over the next ``evaluations`` rule evaluations; also remembered.
-
-        Counted by Prometheus's own evaluation timestamps, not by the clock, so a loaded
-        machine that evaluates late is watched as long as one that does not.
-        """
-        seen: set[str] = set()
-        stamps: set[str] = {self.api.last_evaluation()}
-
-        def evaluated() -> int:
-            seen.update(self.api.firing())
-            stamps.add(self.api.last_evaluation())
-            return len(stamps) - 1
-
-        wait_for(evaluated, f"{evaluations} rule evaluations", 30 + 5 * evaluations,
-                 until=lambda n: n >= evaluations, interval=0.25)  # fmt: skip
-        self.fired |= seen
-        return seen
-
-
-@contextmanager
-def watched(dsn: str, extra: str = "", alertmanager: str | None = None) -> Iterator[Watch]:
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        ExporterProcess(basic_config(dsn, extra=extra)) as exporter,
-    ):
-        root = Path(tmp)
-        write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
-        config: dict[str, Any] = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(root / RULES_FILE)],
-            "scrape_configs": [
-                {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}
-            ],
-        }
-        if alertmanager:
-            config["alerting"] = {
-                "alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]
-            }
-        with running_prometheus(root, config) as api:
-            api.wait('pgq_up{job="pgq"} == 1')
-            api.wait('pgq_collector_success{job="pgq", collector="activity"} == 1')
-            yield Watch(api, exporter)
 
 
 def test_an_idle_writer_holding_its_xid_raises_the_xmin_alert(db: Database) -> None:

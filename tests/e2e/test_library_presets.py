@@ -28,15 +28,16 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgq_exporter.collectors.capabilities import served
 from pgq_exporter.config import AutoLayout, parse_config
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.presets.detect import detect
-from pgq_exporter.presets.library import LIBRARY_PRESETS
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.runtime.layout import resolve
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
-from tests.libraries import node_url
+from tests.libraries import PGBOSS, node_url, pgboss
 from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
 
 Samples = dict[str, dict[Labels, float]]
@@ -89,6 +90,11 @@ def assert_mix(
         if "exhausted" in want:
             got["exhausted"] = value(samples, "pgq_queue_exhausted_jobs", **labels)
         assert got == want, queue
+        # The jobs finished just now are in the window, read through the library's
+        # own trace of finished jobs (its finished block).
+        for status, jobs in samples.get("pgq_queue_window_finished_jobs", {}).items():
+            if ("queue", queue) in status:
+                assert jobs == want[dict(status)["status"]], (queue, dict(status))
         pending = value(samples, "pgq_queue_jobs", status="pending", **labels)
         assert pending == want["ready"] + want["delayed"], queue
         approximate = {
@@ -101,14 +107,20 @@ def assert_mix(
         assert statuses == counted - {"ready", "delayed"}, queue
     age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue=oldest_in)
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
-    exhausted = any("exhausted" in want for want in expected.values())
-    absent = {"pgq_queue_exhausted_jobs", "pgq_job_processing_seconds_count",
-              "pgq_queue_window_finished_jobs"}  # fmt: skip
-    absent -= {"pgq_queue_exhausted_jobs"} if exhausted else set()
-    absent -= {"pgq_job_processing_seconds_count"} if histograms else set()
-    for name in absent:
-        assert name not in samples, name
+    assert_served_as_declared(samples)
     assert set(samples["pgq_collector_success"].values()) == {1.0}
+
+
+def assert_served_as_declared(samples: Samples) -> None:
+    """pgq_metric_served says what the preset's declaration says it can serve, and the
+    metrics it serves are there, the others absent."""
+    [labels] = samples["pgq_layout_info"]
+    layout = LibraryLayout(LIBRARY_PRESETS[dict(labels)["layout"]], dict(labels)["schema"])
+    said = {dict(k)["metric"]: v == 1 for k, v in samples["pgq_metric_served"].items()}
+    assert said == served(layout)
+    for metric, ok in said.items():
+        names = {metric, f"{metric}_count"}
+        assert bool(names & set(samples)) == ok, metric
 
 
 def assert_counted_once(
@@ -783,19 +795,6 @@ def test_laravel_preset_reads_every_state(empty_db: Database) -> None:
 # of the killed has no retry left (exhausted). pg-boss is the referee: its own state
 # counts, and its own expiry run afterwards, which fails the exhausted job and puts
 # the stuck one back to retry.
-PGBOSS = Path(__file__).parents[1] / "libraries/node/pgboss.js"
-
-
-def pgboss(dsn: str, *args: str) -> Any:
-    node = require_tool("node")
-    if not (PGBOSS.parent / "node_modules/pg-boss").exists():
-        message = "pg-boss is not installed (scripts/node-libs, run by make test)"
-        pytest.fail(message) if IN_CI else pytest.skip(message)
-    result = subprocess.run([node, str(PGBOSS), args[0], dsn, *args[1:]],
-                            check=True, capture_output=True, text=True, timeout=60)  # fmt: skip
-    return json.loads(result.stdout) if result.stdout.strip() else None
-
-
 def test_pgboss_preset_reads_every_state(empty_db: Database) -> None:
     dsn = empty_db.dsn
     url = node_url(dsn)

@@ -304,8 +304,7 @@ def _depth_runs(
     statements and samples."""
     from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
     from pgq_exporter.collectors import planned  # noqa: PLC0415
-    from pgq_exporter.collectors.base import Context  # noqa: PLC0415
-    from pgq_exporter.collectors.finished_feed import FinishedFeed  # noqa: PLC0415
+    from pgq_exporter.collectors.base import Context, feed_for  # noqa: PLC0415
     from pgq_exporter.collectors.queues import KnownQueues  # noqa: PLC0415
     from pgq_exporter.runtime.layout import resolve  # noqa: PLC0415
     from pgq_exporter.samples import Sample  # noqa: PLC0415
@@ -317,7 +316,7 @@ def _depth_runs(
         layout = resolve(database.layout, conn, database.name).layout
         [plan] = [p for p in planned(config, database.name, layout) if p.name == QUEUE_DEPTH]
         collector = plan.make()
-        ctx = Context(config, database, layout, KnownQueues(), FinishedFeed())
+        ctx = Context(config, database, layout, KnownQueues(), feed_for(layout))
         for run in range(runs):
             recorded = _Recorded(conn)
             with conn.transaction():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from pgq_exporter.collectors.finished_feed import Finished, _percentile, _Window
+from pgq_exporter.collectors.finished import Finished, _percentile, _Window
 
 QUANTILES = (0.5, 0.95, 0.99)
 

@@ -1,7 +1,7 @@
 """django-tasks-db, Django's database task backend: one row per task result, with no
 heartbeat or lease, so nothing tells a running task from an abandoned one."""
 
-from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_WINDOW
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -11,5 +11,10 @@ PRESET = LibraryPreset(
     tables=("django_tasks_database_dbtaskresult",),
     detection=Detection("django_tasks_database_dbtaskresult"),
     statuses=("pending", "processing", "done", "failed"),
-    indexes={"index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY)},
+    knows_wait=True,
+    stamp_lag=60.0,  # finished_at comes from Python's clock
+    indexes={
+        "index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY),
+        "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
 )

@@ -86,9 +86,30 @@ SELECT q.queue, coalesce(extract(epoch FROM now() - o.since)::float8, 0) AS age
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN oldest o ON o.queue = q.queue;
 
+-- name: finished
+-- Tasks that succeeded or failed at or after {since} (seconds since the epoch),
+-- through doctor's index of finished tasks by finished_at, which the worker
+-- stamps from Python's clock (stamp_lag). Processing runs from started_at; wait
+-- from when the task became due (its enqueueing, or its run_after if later) to
+-- then.
+SELECT r.id::text, r.queue_name, r.status = 'SUCCESSFUL' AS done,
+       extract(epoch FROM r.finished_at - r.started_at)::float8 AS processing,
+       extract(epoch FROM r.started_at - greatest(
+           r.enqueued_at,
+           CASE WHEN r.run_after < '9999-01-01' THEN r.run_after END))::float8 AS wait,
+       extract(epoch FROM r.finished_at)::float8 AS finished
+FROM {schema}.django_tasks_database_dbtaskresult r
+WHERE r.status IN ('SUCCESSFUL', 'FAILED') AND r.finished_at >= to_timestamp({since});
+
 -- name: index_unfinished
 -- Unfinished tasks per queue and status without reading the finished ones:
 -- counts from the index alone, the oldest ready task from its entries.
 CREATE INDEX CONCURRENTLY django_tasks_db_unfinished_idx
     ON {schema}.django_tasks_database_dbtaskresult (queue_name, status, run_after, enqueued_at)
     WHERE status IN ('READY', 'RUNNING');
+
+-- name: index_finished
+-- The finished tasks by finished_at, for the feed of finished jobs.
+CREATE INDEX CONCURRENTLY django_tasks_db_finished_idx
+    ON {schema}.django_tasks_database_dbtaskresult (finished_at)
+    WHERE status IN ('SUCCESSFUL', 'FAILED');

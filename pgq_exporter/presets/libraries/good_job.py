@@ -12,5 +12,7 @@ PRESET = LibraryPreset(
         "good_jobs", columns=("queue_name", "scheduled_at", "performed_at", "finished_at", "error")
     ),
     statuses=("pending", "processing", "done", "failed"),
+    knows_wait=True,
+    stamp_lag=60.0,  # finished_at comes from Ruby's clock
     indexes={"index_lock_key": (QUEUE_DEPTH,), "index_performed": (QUEUE_LEASES,)},
 )

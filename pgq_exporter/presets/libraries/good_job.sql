@@ -171,6 +171,20 @@ SELECT q.queue,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
 
+-- name: finished
+-- Jobs finished at or after {since} (seconds since the epoch), done without an
+-- error and failed (discarded) with one, through good_job's index on finished_at.
+-- good_job stamps finished_at from Ruby's clock (stamp_lag). Processing runs
+-- from performed_at; wait from when it became due (scheduled_at, or its
+-- creation) to then.
+SELECT j.id::text, j.queue_name, j.error IS NULL AS done,
+       extract(epoch FROM j.finished_at - j.performed_at)::float8 AS processing,
+       extract(epoch FROM j.performed_at - coalesce(j.scheduled_at, j.created_at))::float8
+           AS wait,
+       extract(epoch FROM j.finished_at)::float8 AS finished
+FROM {schema}.good_jobs j
+WHERE j.finished_at >= to_timestamp({since});
+
 -- name: index_lock_key
 -- The unfinished job an advisory lock holds, found from the lock's key (the md5 of
 -- the job's id) instead of hashing every unfinished job of the queue.

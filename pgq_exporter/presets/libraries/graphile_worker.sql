@@ -158,5 +158,29 @@ GROUP BY q.queue;
 CREATE INDEX CONCURRENTLY graphile_jobs_locked_at_idx
     ON {schema}._private_jobs (locked_at) WHERE locked_at IS NOT NULL;
 
+-- name: finished
+-- Jobs that failed for good at or after {since} (seconds since the epoch): a
+-- completed job is deleted and leaves no trace, so only the failures are known.
+-- A failure sets run_at to its transaction's now() plus exp(least(attempts, 10))
+-- seconds, so a job out of attempts failed for good at run_at less that: the jobs
+-- whose run_at is at or after {since} hold them (through doctor's index), and
+-- those failed since are kept.
+SELECT j.id, coalesce(q.queue_name, t.identifier), false AS done,
+       NULL::float8 AS processing, NULL::float8 AS wait,
+       extract(epoch FROM f.at)::float8 AS finished
+FROM {schema}._private_jobs j
+JOIN {schema}._private_tasks t ON t.id = j.task_id
+LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id
+CROSS JOIN LATERAL (
+    SELECT j.run_at - exp(least(j.attempts, 10)) * interval '1 second' AS at
+) AS f
+WHERE j.attempts >= j.max_attempts AND j.locked_at IS NULL
+  AND j.run_at >= to_timestamp({since}) AND f.at >= to_timestamp({since});
+
+-- name: index_failed
+-- The jobs out of attempts by run_at, for the feed of finished jobs.
+CREATE INDEX CONCURRENTLY graphile_jobs_failed_run_at_idx
+    ON {schema}._private_jobs (run_at) WHERE attempts >= max_attempts AND locked_at IS NULL;
+
 -- name: version
 SELECT max(id)::text FROM {schema}.migrations;

@@ -1,6 +1,6 @@
 """Laravel's database queue driver: jobs until they finish, failed ones in failed_jobs."""
 
-from pgq_exporter.catalogue import QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_LATENCY, QUEUE_LEASES, QUEUE_WINDOW
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -14,5 +14,13 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "failed"),
     # A reservation this old is taken again (the connection's retry_after; default 90 s).
     params={"retry_after": Param(90.0, 1.0, WEEK, "the queue connection's `retry_after`")},
-    indexes={"index_ready": (QUEUE_LATENCY,), "index_reserved": (QUEUE_LEASES,)},
+    # A done job is deleted: only failures are known, stamped from PHP's clock.
+    finishes=("failed",),
+    knows_processing=False,
+    stamp_lag=60.0,
+    indexes={
+        "index_ready": (QUEUE_LATENCY,),
+        "index_reserved": (QUEUE_LEASES,),
+        "index_failed": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
 )

@@ -84,6 +84,16 @@ SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN stale s ON s.queue = q.queue;
 
+-- name: finished
+-- Jobs that failed for good at or after {since} (seconds since the epoch): a done
+-- job is deleted and leaves no trace, so only the failures are known, from
+-- failed_jobs (failed_at, from PHP's clock in whole seconds, the application's
+-- time zone taken as UTC: stamp_lag), through doctor's index.
+SELECT f.id, f.queue, false AS done, NULL::float8 AS processing, NULL::float8 AS wait,
+       extract(epoch FROM f.failed_at AT TIME ZONE 'UTC')::float8 AS finished
+FROM {schema}.failed_jobs f
+WHERE f.failed_at >= timezone('UTC', to_timestamp({since}));
+
 -- name: index_ready
 -- The oldest ready job of a queue from the first entry.
 CREATE INDEX CONCURRENTLY jobs_ready_available_at_index
@@ -93,3 +103,7 @@ CREATE INDEX CONCURRENTLY jobs_ready_available_at_index
 -- The stuck rule without reading the jobs not reserved.
 CREATE INDEX CONCURRENTLY jobs_reserved_at_index
     ON {schema}.jobs (reserved_at) INCLUDE (queue) WHERE reserved_at IS NOT NULL;
+
+-- name: index_failed
+-- The failed jobs by failed_at, for the feed of finished jobs.
+CREATE INDEX CONCURRENTLY failed_jobs_failed_at_index ON {schema}.failed_jobs (failed_at);

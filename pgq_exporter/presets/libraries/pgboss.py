@@ -1,7 +1,7 @@
 """pg-boss 10: job partitioned by queue (hashed partition names; pgboss.queue names
 them), finished jobs moved to archive."""
 
-from pgq_exporter.catalogue import QUEUE_LEASES
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_LEASES, QUEUE_WINDOW
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -15,5 +15,6 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed", "cancelled"),
     knows_exhausted=True,
     version_from="version",
-    indexes={"index_active": (QUEUE_LEASES,)},
+    knows_wait=True,
+    indexes={"index_active": (QUEUE_LEASES,), "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
 )

@@ -70,6 +70,19 @@ LEFT JOIN {schema}.job j
       AND timezone('UTC', j.started_on) + j.expire_in < timezone('UTC', now())
 GROUP BY q.queue;
 
+-- name: finished
+-- Jobs completed, or failed for good, at or after {since} (seconds since the
+-- epoch): pg-boss stamps completed_on with the finishing transaction's now() (a
+-- job that fails with a retry left has none), read through doctor's index of
+-- finished jobs by completed_on. Processing runs from its last start; wait from
+-- start_after (when it became due, a retry's delay included) to that start.
+SELECT j.id::text, j.name, j.state = 'completed' AS done,
+       extract(epoch FROM j.completed_on - j.started_on)::float8 AS processing,
+       extract(epoch FROM j.started_on - j.start_after)::float8 AS wait,
+       extract(epoch FROM j.completed_on)::float8 AS finished
+FROM {schema}.job j
+WHERE j.state IN ('completed', 'failed') AND j.completed_on >= to_timestamp({since});
+
 -- name: index_active
 -- The active jobs by queue and expiry (in UTC, see stuck), with what the
 -- retry rule reads: the expired ones are read from the index alone, instead of
@@ -80,6 +93,12 @@ CREATE INDEX pgboss_job_active_expiry_idx
     ON {schema}.job (name, (timezone('UTC', started_on) + expire_in))
     INCLUDE (retry_count, retry_limit)
     WHERE state = 'active';
+
+-- name: index_finished
+-- The finished jobs by completed_on, for the feed of finished jobs; like
+-- index_active, built on the partitioned table without CONCURRENTLY.
+CREATE INDEX pgboss_job_finished_idx
+    ON {schema}.job (completed_on) WHERE state IN ('completed', 'failed');
 
 -- name: table_labels
 -- Each queue's partition is labelled with the queue's name, not its hashed one.

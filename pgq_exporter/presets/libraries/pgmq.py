@@ -11,5 +11,6 @@ PRESET = LibraryPreset(
     detection=Detection("meta", columns=("queue_name", "is_partitioned", "is_unlogged")),
     statuses=("pending", "processing", "done"),
     per_queue={"q": "q_", "a": "a_"},
+    finishes=("done",),  # a message is archived (done) or deleted without a trace
     indexes={"index_read": (QUEUE_DEPTH, QUEUE_LEASES)},
 )

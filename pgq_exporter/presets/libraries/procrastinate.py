@@ -1,7 +1,13 @@
 """Procrastinate 3.x: jobs stay in procrastinate_jobs when they finish; a worker's
 heartbeat in procrastinate_workers tells a running job from an abandoned one."""
 
-from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
+from pgq_exporter.catalogue import (
+    JOB_HISTOGRAMS,
+    QUEUE_DEPTH,
+    QUEUE_LATENCY,
+    QUEUE_LEASES,
+    QUEUE_WINDOW,
+)
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -18,5 +24,9 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed", "cancelled"),
     # A worker whose heartbeat is older than this is gone (Procrastinate's default: 30 s).
     params={"stalled_worker_timeout": Param(30.0, 0.1, WEEK, "workers' `stalled_worker_timeout`")},
-    indexes={"index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES)},
+    knows_wait=True,
+    indexes={
+        "index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES),
+        "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
 )

@@ -103,6 +103,30 @@ SELECT q.queue,
        NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue);
 
+-- name: finished
+-- Jobs that succeeded, or failed for good, at or after {since} (seconds since the
+-- epoch), from their finishing events, which the status trigger stamps with the
+-- finishing transaction's now(), through doctor's index of those events by time.
+-- One row per event (its id), so a failed job retried by hand that then succeeds
+-- counts twice, as it finished twice. Processing runs from the job's last start
+-- before it; wait from when the job became due (its scheduled_at, or its
+-- deferral) to that start.
+SELECT e.id, j.queue_name::text, e.type = 'succeeded' AS done,
+       extract(epoch FROM e.at - s.at)::float8 AS processing,
+       extract(epoch FROM s.at - coalesce(j.scheduled_at, d.at))::float8 AS wait,
+       extract(epoch FROM e.at)::float8 AS finished
+FROM {schema}.procrastinate_events e
+JOIN {schema}.procrastinate_jobs j ON j.id = e.job_id
+LEFT JOIN LATERAL (
+    SELECT max(x.at) AS at FROM {schema}.procrastinate_events x
+    WHERE x.job_id = e.job_id AND x.type = 'started' AND x.at <= e.at
+) AS s ON true
+LEFT JOIN LATERAL (
+    SELECT min(x.at) AS at FROM {schema}.procrastinate_events x
+    WHERE x.job_id = e.job_id AND x.type = 'deferred'
+) AS d ON true
+WHERE e.type IN ('succeeded', 'failed') AND e.at >= to_timestamp({since});
+
 -- name: index_unfinished
 -- Every read of todo and doing jobs by queue, without the finished ones:
 -- counts and the stuck rule from the index alone, the oldest ready job from
@@ -110,3 +134,9 @@ FROM unnest({queues}) AS q(queue);
 CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx
     ON {schema}.procrastinate_jobs (queue_name, status, scheduled_at, id) INCLUDE (worker_id)
     WHERE status IN ('todo', 'doing');
+
+-- name: index_finished
+-- The finishing events by time: the feed of finished jobs reads the recent ones
+-- instead of every event.
+CREATE INDEX CONCURRENTLY procrastinate_events_finished_idx
+    ON {schema}.procrastinate_events (at) WHERE type IN ('succeeded', 'failed');

@@ -160,3 +160,20 @@ SELECT q.queue,
            ) AS f
            WHERE v.version IS NOT NULL AND f.run_at <= now()))::float8, 0) AS age
 FROM unnest({queues}) AS q(queue);
+
+-- name: finished
+-- Jobs finished or expired (out of retries) at or after {since} (seconds since
+-- the epoch): Que stamps both with its transaction's now(), read through
+-- doctor's index of the finished and expired jobs by that stamp. Que records no
+-- start, so neither processing nor wait is known.
+SELECT j.id, j.queue, j.finished_at IS NOT NULL AS done,
+       NULL::float8 AS processing, NULL::float8 AS wait,
+       extract(epoch FROM coalesce(j.finished_at, j.expired_at))::float8 AS finished
+FROM {schema}.que_jobs j
+WHERE coalesce(j.finished_at, j.expired_at) >= to_timestamp({since});
+
+-- name: index_finished
+-- The finished and expired jobs by when they ended, for the feed of finished jobs.
+CREATE INDEX CONCURRENTLY que_jobs_ended_idx
+    ON {schema}.que_jobs ((coalesce(finished_at, expired_at)))
+    WHERE finished_at IS NOT NULL OR expired_at IS NOT NULL;

@@ -14,5 +14,8 @@ PRESET = LibraryPreset(
     params={"rescue_stuck_jobs_after": Param(3600.0, 0.1, WEEK, "`RescueStuckJobsAfter`")},
     knows_exhausted=True,
     version_from="river_migration",
+    knows_wait=True,
+    # River's completer stamps finalized_at from its client's clock, in batches.
+    stamp_lag=60.0,
     indexes={"index_ready": (QUEUE_LATENCY,), "index_running": (QUEUE_LEASES,)},
 )

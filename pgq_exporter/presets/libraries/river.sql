@@ -103,6 +103,20 @@ CROSS JOIN LATERAL (
       AND j.attempted_at < now() - make_interval(secs => {rescue_stuck_jobs_after})
 ) AS s;
 
+-- name: finished
+-- Jobs completed or discarded at or after {since} (seconds since the epoch),
+-- through river_job_state_and_finalized_at_index. River's completer stamps
+-- finalized_at from its client's clock and writes it in batches, so the stamp may
+-- precede the transaction that records it (stamp_lag). Processing runs from the
+-- last attempt to the end; wait from scheduled_at (when it became due, a retry's
+-- backoff included) to that attempt.
+SELECT j.id, j.queue, j.state = 'completed' AS done,
+       extract(epoch FROM j.finalized_at - j.attempted_at)::float8 AS processing,
+       extract(epoch FROM j.attempted_at - j.scheduled_at)::float8 AS wait,
+       extract(epoch FROM j.finalized_at)::float8 AS finished
+FROM {schema}.river_job j
+WHERE j.state IN ('completed', 'discarded') AND j.finalized_at >= to_timestamp({since});
+
 -- name: version
 -- River records the migrations it ran per line; "main" is the job table's.
 SELECT max(version)::text FROM {schema}.river_migration WHERE line = 'main';

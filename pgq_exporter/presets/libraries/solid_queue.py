@@ -1,6 +1,6 @@
 """Solid Queue 1.x: solid_queue_jobs, with a table of executions per state."""
 
-from pgq_exporter.catalogue import QUEUE_LATENCY
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_LATENCY, QUEUE_WINDOW
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -20,5 +20,10 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed"),
     # A process silent this long is dead (Solid Queue's process_alive_threshold).
     params={"process_alive_threshold": Param(300.0, 0.1, WEEK, "`process_alive_threshold`")},
-    indexes={"index_ready_created": (QUEUE_LATENCY,)},
+    knows_processing=False,  # the claimed execution, which held the start, is gone
+    stamp_lag=60.0,  # Rails stamps from its clock
+    indexes={
+        "index_ready_created": (QUEUE_LATENCY,),
+        "index_failed_created": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
 )

@@ -126,8 +126,33 @@ SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN stuck s ON s.queue_name = q.queue;
 
+-- name: finished
+-- Jobs finished at or after {since} (seconds since the epoch, the times UTC
+-- without a time zone), through index_solid_queue_jobs_on_finished_at (kept
+-- while preserve_finished_jobs is on), and failed executions created since,
+-- through doctor's index. Rails stamps both from its clock (stamp_lag). The
+-- claimed execution, which held the start, is gone with the job's end, so neither
+-- processing nor wait is known.
+SELECT 'job-' || j.id, j.queue_name, true AS done,
+       NULL::float8 AS processing, NULL::float8 AS wait,
+       extract(epoch FROM j.finished_at AT TIME ZONE 'UTC')::float8 AS finished
+FROM {schema}.solid_queue_jobs j
+WHERE j.finished_at >= timezone('UTC', to_timestamp({since}))
+UNION ALL
+SELECT 'failed-' || f.id, j.queue_name, false AS done,
+       NULL::float8, NULL::float8,
+       extract(epoch FROM f.created_at AT TIME ZONE 'UTC')::float8
+FROM {schema}.solid_queue_failed_executions f
+JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
+WHERE f.created_at >= timezone('UTC', to_timestamp({since}));
+
 -- name: index_ready_created
 -- The oldest ready execution of a queue from the first entry, not every ready
 -- execution read.
 CREATE INDEX CONCURRENTLY solid_queue_ready_executions_created_idx
     ON {schema}.solid_queue_ready_executions (queue_name, created_at);
+
+-- name: index_failed_created
+-- The failed executions by creation, for the feed of finished jobs.
+CREATE INDEX CONCURRENTLY solid_queue_failed_executions_created_idx
+    ON {schema}.solid_queue_failed_executions (created_at);

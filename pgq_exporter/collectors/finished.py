@@ -1,0 +1,202 @@
+"""Finished jobs, each observed once by a feed: per queue, the histograms of processing
+and wait time and the completed and failed totals, and the trailing window of the
+jobs finished within it. The reference queue's feed (finished_feed.py) and a library
+preset's (library_feed.py) fill it; job_histograms and queue_window read it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from pgq_exporter.catalogue import DURATION_BUCKETS
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
+
+
+@dataclass
+class Histogram:
+    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(DURATION_BUCKETS, value)] += 1
+        self.total += value
+
+    def cumulative(self) -> tuple[tuple[str, float], ...]:
+        running = 0
+        result = []
+        for bound, count in zip([*map(_le, DURATION_BUCKETS), "+Inf"], self.counts, strict=True):
+            running += count
+            result.append((bound, float(running)))
+        return tuple(result)
+
+
+@dataclass
+class QueueStats:
+    processing: Histogram = field(default_factory=Histogram)
+    wait: Histogram = field(default_factory=Histogram)
+    completed: int = 0
+    failed: int = 0
+
+    def count(self, done: bool, processing: float | None, wait: float | None) -> None:
+        if done:
+            self.completed += 1
+        else:
+            self.failed += 1
+        if processing is not None:
+            self.processing.observe(max(processing, 0.0))
+        if wait is not None:
+            self.wait.observe(max(wait, 0.0))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcomes:
+    """What a layout's feed of finished jobs knows of each job."""
+
+    finishes: tuple[str, ...] = ("done", "failed")  # the outcomes it sees
+    processing: bool = True  # when each started
+    wait: bool = True  # when each became due
+
+
+def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[AnySample]:
+    """A queue's histograms and totals, of what its feed knows."""
+    samples: list[AnySample] = []
+    for name, histogram, known in (
+        ("pgq_job_processing_seconds", stats.processing, outcomes.processing),
+        ("pgq_job_wait_seconds", stats.wait, outcomes.wait),
+    ):
+        if known:
+            samples.append(HistogramSample(name, (queue,), histogram.cumulative(), histogram.total))
+    if "done" in outcomes.finishes:
+        samples.append(Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)))
+    if "failed" in outcomes.finishes:
+        samples.append(Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)))
+    return samples
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One job's finishing, as the window keeps it."""
+
+    at: float  # finished_at, seconds since the epoch
+    done: bool
+    processing: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFigures:
+    done: int
+    failed: int
+    percentiles: tuple[float, ...]
+
+
+class _Window:
+    """The jobs of one queue finished within the window: their counts, and their
+    processing times kept in order as they come and go, so that a percentile is a
+    lookup. Sorting the whole window on every read held the interpreter for one long
+    call, and every scrape waited behind it. The entries hold
+    only numbers, so that the garbage collector stops tracking them: a full collection
+    that walked every job of a busy window was another such pause."""
+
+    def __init__(self) -> None:
+        # (finished at, arrival, done, processing), by finishing time: a late commit
+        # arrives after jobs that finished later.
+        self._by_time: list[tuple[float, int, bool, float | None]] = []
+        self._arrivals = itertools.count()
+        self._durations = SortedList()
+        self.done = 0
+        self.failed = 0
+
+    def add(self, finished: Finished) -> None:
+        entry = (finished.at, next(self._arrivals), finished.done, finished.processing)
+        heapq.heappush(self._by_time, entry)
+        self._tally(finished.done, finished.processing, 1)
+
+    def forget_up_to(self, cutoff: float) -> None:
+        while self._by_time and self._by_time[0][0] <= cutoff:
+            _, _, done, processing = heapq.heappop(self._by_time)
+            self._tally(done, processing, -1)
+
+    def figures(self, quantiles: tuple[float, ...]) -> WindowFigures:
+        return WindowFigures(
+            self.done, self.failed, tuple(_percentile(self._durations, q) for q in quantiles)
+        )
+
+    def _tally(self, done: bool, processing: float | None, step: int) -> None:
+        if done:
+            self.done += step
+        else:
+            self.failed += step
+        if processing is None:
+            return
+        if step > 0:
+            self._durations.add(processing)
+        else:
+            self._durations.remove(processing)
+
+
+class FinishedJobs:
+    """Every job a feed observed: counted in its queue's histograms and totals (unless
+    it came with the window's first fill), and kept in its queue's window until it
+    leaves it. Shared by the collectors of one database; each change is serialised."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, QueueStats] = {}
+        self.now = 0.0  # the database's now() at the last read
+        self._windows: dict[str, _Window] = {}
+        self.lock = threading.Lock()
+
+    def take(
+        self,
+        queue: str,
+        done: bool,
+        times: tuple[float | None, float | None, float | None],
+        *,
+        count: bool,
+    ) -> None:
+        """One job's finishing (lock held): ``times`` are its processing and wait time and
+        when it finished, each None where unknown; ``count``: into the histograms and
+        totals too, else only into the window."""
+        processing, wait, finished = times
+        stats = self.stats.setdefault(queue, QueueStats())
+        if count:
+            stats.count(done, processing, wait)
+        if finished is not None:
+            window = self._windows.setdefault(queue, _Window())
+            window.add(Finished(finished, done, processing))
+
+    def advance(self, now: float, window: float) -> None:
+        """The database's clock at a read (lock held): the jobs that finished more than
+        ``window`` seconds before it leave the window."""
+        self.now = max(self.now, now)
+        cutoff = self.now - window
+        for queue_window in self._windows.values():
+            queue_window.forget_up_to(cutoff)
+
+    def window(self, queue: str, quantiles: tuple[float, ...]) -> WindowFigures:
+        """The jobs of ``queue`` finished in the window before the last read."""
+        with self.lock:
+            found = self._windows.get(queue)
+            if found is None:
+                return WindowFigures(0, 0, (0.0,) * len(quantiles))
+            return found.figures(quantiles)
+
+
+def _percentile(ordered: Sequence[float], fraction: float) -> float:
+    """Linear interpolation between the closest ranks, as percentile_cont does; 0 if empty."""
+    if not ordered:
+        return 0.0
+    position = fraction * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def _le(bound: float) -> str:
+    return f"{bound:g}" if bound != int(bound) else f"{bound:.1f}"

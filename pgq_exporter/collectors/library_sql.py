@@ -1,0 +1,84 @@
+"""A library preset's named SQL blocks, rendered and run: the one place they are."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from psycopg import sql
+
+from pgq_exporter.collectors.rendering import Conn, Row
+from pgq_exporter.presets.library import CAPPED, LibraryLayout
+
+Caps = Mapping[str, int | None]  # state -> its LIMIT in the depth block (0: none given)
+
+
+# {queues} as the exporter runs a block: the known queues, bound as a parameter.
+BOUND_QUEUES = sql.SQL("%(queues)s::text[]")
+
+
+def render_block(
+    layout: LibraryLayout,
+    block: str,
+    for_queue: str | None = None,
+    *,
+    caps: Caps | None = None,
+    queues: sql.Composable = BOUND_QUEUES,
+    **extra: sql.Composable,
+) -> sql.Composed:
+    """A named block of the preset's SQL file: its schema, parameters and caps quoted in
+    as literals, and, for a library with a table per queue, the tables and name of
+    ``for_queue``."""
+    text = layout.preset.blocks[block]
+    parts: dict[str, sql.Composable] = {
+        "schema": sql.Identifier(layout.schema),
+        "queues": queues,
+        **{f"{state}_cap": sql.Literal((caps or {}).get(state, 0)) for state in CAPPED},
+        **{name: sql.Literal(value) for name, value in layout.params.items()},
+    }
+    if for_queue is not None:
+        parts.update(layout.queue_tables(for_queue), queue=sql.Literal(for_queue))
+    return sql.SQL(text).format(**{**parts, **extra})
+
+
+def run_block(
+    conn: Conn,
+    layout: LibraryLayout,
+    block: str,
+    queues: list[str] | None,
+    *,
+    caps: Caps | None = None,
+    **extra: sql.Composable,
+) -> list[Row]:
+    """The block's rows for ``queues`` (None: every queue the library has): one
+    statement, or, with a table per queue, one per queue that the library has."""
+
+    def rendered(queue: str | None) -> sql.Composed:
+        return render_block(layout, block, queue, caps=caps, **extra)
+
+    if not layout.preset.per_queue or block == "queues":
+        return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
+    present = queue_names(conn, layout)
+    rows: list[Row] = []
+    for queue in present if queues is None else queues:
+        if queue in present:
+            rows += conn.execute(rendered(queue)).fetchall()
+    return rows
+
+
+def queue_names(conn: Conn, layout: LibraryLayout) -> list[str]:
+    """The queues the library has (its queues block)."""
+    return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+
+
+def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:
+    """Plan one block without running it: an error says the database does not match.
+    With a table per queue, the blocks are planned on the first queue, if any."""
+    queue: str | None = None
+    if layout.preset.per_queue and block != "queues":
+        queues = queue_names(conn, layout)
+        if not queues:
+            return
+        queue = queues[0]
+    statement = render_block(layout, block, queue, caps=dict.fromkeys(CAPPED, 1),
+                             since=sql.Literal(0.0))  # fmt: skip
+    conn.execute(sql.SQL("EXPLAIN {}").format(statement), {"queues": []})
