@@ -446,6 +446,28 @@ ALERTS: tuple[Alert, ...] = (
             ),
             eval_time="15m",
         ),
+        also_fires=(
+            Scenario(  # the last job finished at 3m: the window empties at 8m, it pages by 13m
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x20"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
+                        "5 5 5 5 4 3 2 1 0x12",
+                    ),
+                ),
+                eval_time="12m",
+                description=STALLED_40,
+            ),
+            Scenario(  # no worker ever: the oldest ready job waits 5m, it pages by 10m
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x20"),
+                    (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0+60x20"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x20"),
+                ),
+                eval_time="10m",
+                description=STALLED_40,
+            ),
+        ),
         also_quiet=(
             Scenario(  # jobs finish, while a low-priority one waits and none is seen running
                 (

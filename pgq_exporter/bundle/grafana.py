@@ -16,6 +16,7 @@ from pgq_exporter.bundle.postgres_exporter import SUPPORTED
 from pgq_exporter.bundle.promql import selector
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.catalogue import metric
+from pgq_exporter.collectors.capabilities import NOT_ALWAYS_SERVED
 
 SCHEMA_VERSION = 41
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -29,7 +30,17 @@ BUCKETS = "pgq_job_processing_seconds_bucket"
 # scrapes, so that its windows tile the time range without overlapping.
 HEATMAP_STEP = "1m"
 EXPORTER_ONLY_NOTE = (
-    " Needs pgq-exporter: postgres_exporter's queries.yaml cannot provide {metrics}."
+    " Through postgres_exporter's queries.yaml instead of pgq-exporter, it stays empty: "
+    "the queries file cannot provide {metrics}."
+)
+# A panel whose metrics a queue library may not record says so when it has no data.
+NOT_SERVED_NOTE = (
+    " Not every queue library records what it needs: pgq_metric_served says which "
+    'databases serve {metrics} (the panel "What each database serves").'
+)
+NOT_SERVED_TEXT = (
+    "Not served for the selected databases: their queue library does not record it "
+    '(see "What each database serves")'
 )
 _METRIC = re.compile(r"\b(pgq_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
 
@@ -46,7 +57,7 @@ class Panel:
     description: str
     unit: str
     targets: tuple[Target, ...]
-    kind: str = "timeseries"
+    kind: str = "timeseries"  # or "table", of instant queries
     threshold: float | None = None
     threshold_series: str = ""  # a regex on series names: only they carry the threshold line
     width: int = 12
@@ -61,6 +72,10 @@ class Panel:
 
     def needs_exporter(self) -> set[str]:
         return self.metrics() - SUPPORTED
+
+    def not_always_served(self) -> set[str]:
+        """Its metrics that some preset does not serve."""
+        return self.metrics() & NOT_ALWAYS_SERVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +111,28 @@ def overview(config: BundleConfig) -> Dashboard:
         title="pgq / Queues",
         description="Backlog, latency, throughput and failures of PostgreSQL job queues.",
         panels=(
+            Panel(
+                "What each database serves",
+                "Each database's queue layout (its library preset, or pgq for the reference "
+                "queue) and the queue metrics it does not serve, because its library does "
+                "not record what they need (docs/presets.md says why, per preset). A panel "
+                "below that reads only those stays empty for it.",
+                "short",
+                (
+                    Target(
+                        f"max by (database, layout, schema) "
+                        f"({_q('pgq_layout_info', config, TARGET_SEL)})",
+                        "{{database}}: {{layout}} in {{schema}}",
+                    ),
+                    Target(
+                        f"max by (database, metric) "
+                        f"({_q('pgq_metric_served', config, TARGET_SEL)}) == 0",
+                        "{{database}} does not serve {{metric}}",
+                    ),
+                ),
+                kind="table",
+                width=24,
+            ),
             Panel(
                 "Queue depth by status",
                 "Jobs in each queue by status (the largest value any exporter reports). The "
@@ -488,10 +525,16 @@ def _templating(config: BundleConfig, with_queue: bool) -> list[dict[str, Any]]:
 
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     description = panel.description
+    defaults: dict[str, Any] = {"unit": panel.unit}
+    not_always = panel.not_always_served()
+    if not_always:
+        description += NOT_SERVED_NOTE.format(metrics=", ".join(sorted(not_always)))
+        defaults["noValue"] = NOT_SERVED_TEXT
     missing = panel.needs_exporter()
     if missing:
         description += EXPORTER_ONLY_NOTE.format(metrics=", ".join(sorted(missing)))
-    defaults: dict[str, Any] = {"unit": panel.unit}
+    if panel.kind == "table":
+        return _table_json(panel, panel_id, x, y, description)
     targets = [
         {
             "datasource": DATASOURCE,
@@ -559,6 +602,34 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         "fieldConfig": {"defaults": defaults, "overrides": overrides},
         "options": options,
         "targets": targets,
+    }
+
+
+def _table_json(panel: Panel, panel_id: int, x: int, y: int, description: str) -> dict[str, Any]:
+    """A table of instant queries, one row per series, its labels as columns."""
+    return {
+        "id": panel_id,
+        "type": "table",
+        "title": panel.title,
+        "description": description,
+        "datasource": DATASOURCE,
+        "gridPos": {"h": 6, "w": panel.width, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
+        "options": {"showHeader": True, "cellHeight": "sm"},
+        "transformations": [{"id": "merge", "options": {}}],
+        "targets": [
+            {
+                "datasource": DATASOURCE,
+                "expr": target.expr,
+                "legendFormat": target.legend,
+                "refId": chr(ord("A") + i),
+                "instant": True,
+                "range": False,
+                "format": "table",
+                "editorMode": "code",
+            }
+            for i, target in enumerate(panel.targets)
+        ],
     }
 
 

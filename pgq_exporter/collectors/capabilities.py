@@ -15,12 +15,19 @@ from pgq_exporter.catalogue import (
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.config import PRESET_LAYOUTS, Layout, SchemaMapping, builtin_runs
 from pgq_exporter.config.model import CollectorSettings
-from pgq_exporter.presets.library import LibraryLayout
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 
 # The metrics whose serving depends on the layout: those of the queue collectors.
 LAYOUT_METRICS: tuple[str, ...] = tuple(
     spec.name for spec in CATALOGUE if spec.collector in QUEUE_COLLECTORS
 )
+
+
+def _not_always_served() -> frozenset[str]:
+    """The layout metrics some preset does not serve (a dashboard panel says so)."""
+    layouts: list[Layout] = [*PRESET_LAYOUTS.values()]
+    layouts += [LibraryLayout(preset, preset.schema) for preset in LIBRARY_PRESETS.values()]
+    return frozenset(m for m in LAYOUT_METRICS if not all(can_serve(lay, m) for lay in layouts))
 
 
 def outcomes(layout: Layout) -> Outcomes:
@@ -82,3 +89,6 @@ def _same_table(layout: SchemaMapping, preset: SchemaMapping) -> bool:
         and layout.statuses == preset.statuses
         and (layout.table == preset.table)
     )
+
+
+NOT_ALWAYS_SERVED = _not_always_served()

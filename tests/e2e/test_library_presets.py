@@ -38,6 +38,7 @@ from pgq_exporter.runtime.layout import resolve
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.libraries import PGBOSS, node_url, pgboss
+from tests.panel_support import PanelCheck, panel_check
 from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
 
 Samples = dict[str, dict[Labels, float]]
@@ -63,6 +64,19 @@ def preset_config(dsn: str, preset: str, params: str) -> str:
         f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n"
         f"    preset_params: {{{params}}}\n    queues: [gamma]\n"
     )
+
+
+_PANELS: list[PanelCheck] = []  # the session's, set by the fixture below
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _panels() -> Iterator[None]:
+    with panel_check() as check:
+        _PANELS.append(check)
+        try:
+            yield
+        finally:
+            _PANELS.clear()
 
 
 def assert_mix(
@@ -109,6 +123,8 @@ def assert_mix(
     assert OLDEST_AGE <= age < OLDEST_AGE + 120
     assert_served_as_declared(samples)
     assert set(samples["pgq_collector_success"].values()) == {1.0}
+    [layout] = samples["pgq_layout_info"]
+    _PANELS[0].check(dict(layout)["layout"], samples)
 
 
 def assert_served_as_declared(samples: Samples) -> None:

@@ -1,0 +1,130 @@
+"""Every dashboard panel against a preset's live series: the samples an exporter collected
+from a real library's database are served to a real Prometheus, and each panel must
+show data (one of its queries returns some), or read a metric the database's
+pgq_metric_served says it does not serve (then the panel says so:
+grafana.NOT_SERVED_TEXT)."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json, health, overview
+from pgq_exporter.bundle.settings import BundleConfig
+from tests.exporter_support import Labels
+from tests.prometheus_support import Prometheus, running_prometheus
+from tests.support import wait_for
+
+Samples = dict[str, dict[Labels, float]]
+_METRIC = re.compile(r"\b(pgq_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
+# The dashboards whose panels depend on the database's queue layout.
+BY_DATABASE = (overview, health)
+VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$job": ".+", "$instance": ".+",
+             "$queue": ".+"}  # fmt: skip
+
+
+class _Samples:
+    """What the server serves: each database's samples, as untyped lines."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lines: dict[str, list[str]] = {}
+
+    def set(self, database: str, samples: Samples) -> None:
+        lines = []
+        for name, series in samples.items():
+            for labels, value in series.items():
+                renamed = {k: (database if k == "database" else v) for k, v in labels}
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(renamed.items()))
+                lines.append(f"{name}{{{text}}} {value!r}\n")
+        with self.lock:
+            self.lines[database] = lines
+
+    def body(self) -> bytes:
+        with self.lock:
+            return "".join(line for lines in self.lines.values() for line in lines).encode()
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class PanelCheck:
+    def __init__(self, api: Prometheus, served: _Samples) -> None:
+        self.api = api
+        self._served = served
+
+    def check(self, database: str, samples: Samples) -> None:
+        """Serve ``samples`` as database ``database``; then every panel of the dashboards
+        by database has data for it, or reads only metrics it does not serve."""
+        self._served.set(database, samples)
+        # Three scrapes at least, so that a rate over them has two points.
+        wait_for(lambda: self.api.query(
+            f'count_over_time(pgq_layout_info{{database="{database}"}}[1m]) >= 3'),
+            f"{database}'s samples in Prometheus", 60, interval=0.5)  # fmt: skip
+        unserved = {
+            result["metric"]["metric"]
+            for result in self.api.query(f'pgq_metric_served{{database="{database}"}} == 0')
+        }
+        empty = []
+        for uid, title, exprs in _panels(database):
+            if any(self.api.query(expr) for expr in exprs):
+                continue
+            if not {m for expr in exprs for m in _METRIC.findall(expr)} & unserved:
+                empty.append((uid, title, exprs))
+        assert empty == [], f"panels without data for {database}, whose metrics it serves: {empty}"
+
+
+def _panels(database: str) -> Iterator[tuple[str, str, list[str]]]:
+    """Each panel of the dashboards by database: its queries, for ``database``."""
+    config = BundleConfig()
+    for build in BY_DATABASE:
+        dashboard = build(config)
+        for data in dashboard_json(dashboard, config)["panels"]:
+            exprs = []
+            for target in data["targets"]:
+                expr = target["expr"].replace("$database", database)
+                for variable, value in VARIABLES.items():
+                    expr = expr.replace(variable, value)
+                exprs.append(expr)
+            yield dashboard.uid, data["title"], exprs
+
+
+@contextmanager
+def panel_check() -> Iterator[PanelCheck]:
+    served = _Samples()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = served.body()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [{"job_name": "pgq-exporter",
+                            "static_configs": [{"targets": [f"127.0.0.1:{server.server_port}"]}]}],
+    }  # fmt: skip
+    try:
+        with tempfile.TemporaryDirectory() as tmp, running_prometheus(Path(tmp), config) as api:
+            yield PanelCheck(api, served)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+__all__ = ["DASHBOARDS", "PanelCheck", "panel_check"]
