@@ -96,14 +96,17 @@ def test_panels_name_only_catalogued_metrics_and_say_which_backend_they_need() -
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             assert base in names(), name
     heatmap = next(p for d in DASHBOARDS.values() for p in d["panels"] if p["type"] == "heatmap")
-    assert "Needs pgq-exporter" in heatmap["description"]
+    assert "the queries file cannot provide" in heatmap["description"]
+    assert heatmap["fieldConfig"]["defaults"]["noValue"].startswith("Not served")
     assert heatmap["targets"][0]["format"] == "heatmap"
-    depth = DASHBOARDS["dashboards/pgq-overview.json"]["panels"][0]
+    depth = next(p for p in DASHBOARDS["dashboards/pgq-overview.json"]["panels"]
+                 if p["title"] == "Queue depth by status")  # fmt: skip
     [line] = depth["fieldConfig"]["overrides"]  # the backlog line, on pending series only
     assert line["matcher"]["options"] == ".* pending$"
     assert line["properties"][1]["value"]["steps"][1]["value"] == 1000
     assert "thresholds" not in depth["fieldConfig"]["defaults"]
-    assert "Needs pgq-exporter" not in depth["description"]
+    assert "the queries file cannot provide" not in depth["description"]
+    assert "noValue" not in depth["fieldConfig"]["defaults"]  # every preset serves it
 
 
 def test_dashboards_round_trip_through_the_grafana_schema() -> None:
@@ -203,7 +206,7 @@ def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
         "last_over_time(pgq_xmin_horizon_age_seconds[3h]) > 120"
         in rules["PgqXminHorizonTooOld"]["expr"]
     )  # while blind, over blind_memory
-    assert " >= 50\nor\n" in rules["PgqFailureRatioHigh"]["expr"]
+    assert " >= 50\n)\nor\n" in rules["PgqFailureRatioHigh"]["expr"]
     assert rules["PgqExporterDown"]["expr"] == 'up{job="queues"} == 0\nor\nabsent(up{job="queues"})'
     assert rules["PgqStuckJobs"]["keep_firing_for"] == "7m"
     assert "keep_firing_for" not in rules["PgqDatabaseDown"]  # the exporter's own health
