@@ -79,15 +79,20 @@ def cmd_schema_print(args: argparse.Namespace) -> int:
 
 
 def cmd_schema_grant(args: argparse.Namespace) -> int:
-    from pgq_exporter.queue.schema import monitoring_grants  # noqa: PLC0415
+    from pgq_exporter.cli.grants import monitoring_grants  # noqa: PLC0415
+    from pgq_exporter.runtime.layout import describe, resolve  # noqa: PLC0415
 
-    grants = monitoring_grants(check_schema_name(args.schema), args.role)
-    if args.print:
-        print(grants.as_string())
-        return 0
-    with connection(_dsn(args)) as conn, conn.transaction():
-        conn.execute(grants)
-    print(f"granted read-only monitoring access on schema {args.schema!r} to {args.role!r}")
+    choice = _doctor_layout(args)
+    with connection(_dsn(args)) as conn:
+        layout = resolve(choice, conn, "grant-monitor").layout
+        grants = monitoring_grants(conn, layout, args.role)
+        if args.print:
+            print("\n".join(grant.as_string(conn) for grant in grants))
+            return 0
+        with conn.transaction():
+            for grant in grants:
+                conn.execute(grant)
+    print(f"granted {args.role!r} read-only monitoring of {describe(layout)}")
     return 0
 
 
@@ -175,7 +180,8 @@ def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
 
     if args.preset is None:
         if args.schema or args.preset_param:
-            raise UsageError("--schema and --preset-param go with --preset")
+            raise UsageError("--schema and --preset-param go with --preset (--preset pgq: "
+                             "the reference queue)")  # fmt: skip
         return AutoLayout()
     entry = f"databases:\n  - name: doctor\n    dsn: 'dbname=doctor'\n    preset: {args.preset!r}\n"
     if args.schema:
@@ -394,13 +400,26 @@ def _add_schema_commands(commands: Commands) -> None:
     show.set_defaults(handler=cmd_schema_print)
 
     grant = schema_commands.add_parser(
-        "grant-monitor", help="grant a role the read-only access the exporter needs"
+        "grant-monitor",
+        help="grant a role the read-only access the exporter needs: pg_monitor, and SELECT "
+        "on exactly the tables it reads of the database's queue",
+        description="Grant ROLE pg_monitor, and SELECT on exactly the tables the exporter "
+        "reads of the database's queue: the preset's (--preset, or the one `preset: auto` "
+        "finds) in its schema (--schema). No default privileges: the role cannot read the "
+        "application's tables beside them, nor a table made later.",
     )
     grant.add_argument("role", help="an existing role, e.g. pgq_exporter")
     grant.add_argument("--print", action="store_true", help="print the SQL instead of running it")
     _add_dsn(grant)
-    _add_schema(grant)
+    _add_preset_flags(grant)
     grant.set_defaults(handler=cmd_schema_grant)
+
+
+def _add_preset_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", help="the queue's preset (default: what `auto` finds)")
+    parser.add_argument("--schema", help="where the preset's tables live (with --preset)")
+    parser.add_argument("--preset-param", action="append", default=[], metavar="KEY=DURATION",
+                        help="a preset_params value (with --preset; repeatable)")  # fmt: skip
 
 
 def _add_queue_commands(commands: Commands) -> None:
@@ -428,10 +447,7 @@ def _add_exporter_commands(commands: Commands) -> None:
         "doctor", help="time and plan each queue collector's queries; flag slow scans"
     )
     _add_dsn(doctor)
-    doctor.add_argument("--preset", help="the preset to look at (default: what auto finds)")
-    doctor.add_argument("--schema", help="where the preset's tables live (with --preset)")
-    doctor.add_argument("--preset-param", action="append", default=[], metavar="KEY=DURATION",
-                        help="a preset_params value (with --preset; repeatable)")  # fmt: skip
+    _add_preset_flags(doctor)
     doctor.add_argument("--slow", default="50ms", metavar="DURATION",
                         help="look at collectors this slow or slower (default: 50ms)")  # fmt: skip
     doctor.set_defaults(handler=cmd_doctor)

@@ -11,7 +11,6 @@ from psycopg import sql
 from pgq_exporter.errors import SchemaTooNewError
 from pgq_exporter.pg.connect import set_search_path
 from pgq_exporter.queue.sql import Migration, migrations, query
-from pgq_exporter.sql import query as exporter_query
 
 _FILE = "schema.sql"
 
@@ -97,12 +96,6 @@ def render_schema(schema: str) -> str:
         )
     parts.append("COMMIT;")
     return "\n".join(parts) + "\n"
-
-
-def monitoring_grants(schema: str, role: str) -> sql.Composed:
-    """The grants that make ``role`` enough for every built-in collector (read-only)."""
-    text = exporter_query("roles.sql", "monitoring_role")
-    return sql.SQL(text).format(role=sql.Identifier(role), schema=sql.Identifier(schema))
 
 
 def _refuse_newer(schema: str, version: int) -> None:

@@ -37,3 +37,8 @@ ORDER BY 1, 2;
 
 -- name: reference_version
 SELECT max(version)::text FROM {schema}.schema_version;
+
+-- name: existing_tables
+-- Of %(names)s, the tables (plain, partitioned, views) in schema %(schema)s.
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relname = ANY (%(names)s) AND c.relkind IN ('r', 'p', 'v', 'm');

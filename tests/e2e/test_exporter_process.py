@@ -204,6 +204,7 @@ def test_mutual_tls_requires_a_client_certificate_signed_by_the_ca(
 def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:
     with psycopg.connect(db.dsn, autocommit=True) as conn:
         conn.execute("CREATE ROLE pgq_reader LOGIN")
+        conn.execute("CREATE TABLE pgq.application_secrets (secret text)")
     result = run_cli("schema", "grant-monitor", "pgq_reader", "--dsn", db.dsn)
     assert result.returncode == 0, result.stderr
     reader = make_conninfo(db.dsn, user="pgq_reader")
@@ -211,6 +212,16 @@ def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:
         assert conn.execute("SHOW jit").fetchone() == ("off",)  # set on the role
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO pgq.jobs (queue) VALUES ('nope')")
+        # SELECT on what the exporter reads, and on nothing beside it.
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM pgq.application_secrets")
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE pgq.made_later (secret text)")  # no default privileges
+    with (
+        psycopg.connect(reader, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SELECT * FROM pgq.made_later")
     with ExporterProcess(basic_config(reader)) as exporter:
         samples = exporter.wait_until(_all_collectors_ok)
     assert _up(samples) == 1

@@ -39,7 +39,14 @@ from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.libraries import PGBOSS, node_url, pgboss
 from tests.panel_support import PanelCheck, panel_check
-from tests.support import IN_CI, assert_clean_failure, require_tool, run_cli, wait_for
+from tests.support import (
+    IN_CI,
+    assert_clean_failure,
+    require_tool,
+    run_cli,
+    unique_name,
+    wait_for,
+)
 
 Samples = dict[str, dict[Labels, float]]
 
@@ -67,6 +74,15 @@ def preset_config(dsn: str, preset: str, params: str) -> str:
 
 
 _PANELS: list[PanelCheck] = []  # the session's, set by the fixture below
+# The config the last mix was collected with (collect_mix), for assert_mix's checks of
+# what a monitoring role reads with it.
+_LAST_CONFIG: list[str] = []
+
+
+def collect_mix(config: str) -> Samples:
+    """collect_once, remembering ``config`` for assert_mix."""
+    _LAST_CONFIG[:] = [config]
+    return collect_once(config)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -125,6 +141,40 @@ def assert_mix(
     assert set(samples["pgq_collector_success"].values()) == {1.0}
     [layout] = samples["pgq_layout_info"]
     _PANELS[0].check(dict(layout)["layout"], samples)
+    if _LAST_CONFIG:
+        assert_monitoring_role_reads_the_queue_alone(_LAST_CONFIG[0], dict(layout)["schema"])
+
+
+def assert_monitoring_role_reads_the_queue_alone(config: str, schema: str) -> None:
+    """A role made by `schema grant-monitor` (the preset found by `auto`) collects all
+    the config's collectors do, and cannot read an application table beside the
+    library's in its schema."""
+    dsn = str(parse_config(config, "test.yaml", {}).databases[0].dsn)
+    role = unique_name("monitor")
+    # pgmq's own install grants pg_monitor SELECT on every table of its schema, today's
+    # and later ones (docs/presets.md): its application tables live elsewhere.
+    schema = "public" if schema == "pgmq" else schema
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("CREATE TABLE {} (secret text)").format(
+            sql.Identifier(schema, "application_secrets")))  # fmt: skip
+    try:
+        assert run_cli("schema", "grant-monitor", role, "--dsn", dsn).returncode == 0
+        as_role = make_conninfo(dsn, user=role)
+        samples = collect_once(config.replace(repr(dsn), repr(as_role)))
+        failed = {
+            dict(k)["collector"] for k, v in samples["pgq_collector_success"].items() if v != 1
+        }
+        assert not failed, f"the monitoring role cannot run {failed}"
+        with psycopg.connect(as_role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.SQL("SELECT * FROM {}").format(
+                sql.Identifier(schema, "application_secrets")))  # fmt: skip
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP TABLE {}").format(
+                sql.Identifier(schema, "application_secrets")))  # fmt: skip
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def assert_served_as_declared(samples: Samples) -> None:
@@ -260,9 +310,9 @@ def test_procrastinate_preset_reads_every_state(empty_db: Database) -> None:
                     (OLDEST_AGE, oldest),
                 )
             config = preset_config(dsn, "procrastinate", f"stalled_worker_timeout: {STALE}s")
-            assert_mix(collect_once(config))
+            assert_mix(collect_mix(config))
             # preset: auto finds Procrastinate and reads the same queues.
-            auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
+            auto = collect_mix(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
             for queue, want in EXPECTED.items():
                 if queue != "gamma":
                     got = value(auto, "pgq_queue_ready_jobs", database="main", queue=queue)
@@ -335,7 +385,7 @@ def test_pgqueuer_preset_reads_every_state(empty_db: Database) -> None:
             conn.execute("UPDATE pgqueuer SET heartbeat = heartbeat - interval '1 hour' "
                          "WHERE entrypoint = 'beta' AND status = 'picked'")  # fmt: skip
         config = preset_config(dsn, "pgqueuer", f"heartbeat_timeout: {STALE}s")
-        samples = collect_once(config)
+        samples = collect_mix(config)
         assert_mix(samples, histograms=True)
 
     def finish() -> None:
@@ -402,10 +452,10 @@ def test_pgmq_preset_reads_every_state(empty_db: Database) -> None:
         conn.execute("UPDATE pgmq.q_beta SET vt = now() - interval '1 second' WHERE msg_id = %s",
                      (lost.msg_id,))  # fmt: skip
     config = preset_config(dsn, "pgmq", "")
-    samples = collect_once(config)
+    samples = collect_mix(config)
     assert_mix(samples, PGMQ_EXPECTED, histograms=True)
     _create_what_doctor_suggests(dsn, "pgmq", ["q_alpha_read_idx", "q_beta_read_idx"])
-    assert_mix(collect_once(config), PGMQ_EXPECTED, histograms=True)  # through doctor's indexes
+    assert_mix(collect_mix(config), PGMQ_EXPECTED, histograms=True)  # through doctor's indexes
 
     def finish() -> None:
         queue = PGMQueue(conn_string=dsn, init_extension=False, pool_size=1)
@@ -498,7 +548,7 @@ def test_django_tasks_db_preset_reads_every_state(
                     (OLDEST_AGE, oldest),
                 )
             config = preset_config(dsn, "django_tasks_db", "")
-            samples = collect_once(config)
+            samples = collect_mix(config)
     finally:
         connections.close_all()
     assert_mix(samples, {q: {**want, "stuck": 0} for q, want in DJANGO_EXPECTED.items()},
@@ -594,7 +644,7 @@ def test_oban_preset_reads_every_state(empty_db: Database) -> None:
                 "WHERE id = %s",
                 (OLDEST_AGE, oldest),
             )
-        samples = collect_once(config)
+        samples = collect_mix(config)
     assert_mix(samples, OBAN_EXPECTED, histograms=True)
 
     def finish() -> None:
@@ -637,7 +687,7 @@ def test_postgres_exporter_serves_a_preset_queries_file(empty_db: Database) -> N
     finally:
         process.terminate()
         process.wait(timeout=15)
-    ours = collect_once(
+    ours = collect_mix(
         f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: procrastinate\n"
     )
     for name in ("pgq_queue_jobs", "pgq_queue_ready_jobs", "pgq_queue_delayed_jobs",
@@ -737,9 +787,9 @@ def test_river_preset_reads_every_state(empty_db: Database) -> None:
                 "WHERE id = %(id)s", s=OLDEST_AGE, id=oldest)  # fmt: skip
     finally:
         engine.dispose()
-    samples = collect_once(preset_config(dsn, "river", ""))
+    samples = collect_mix(preset_config(dsn, "river", ""))
     assert_mix(samples, RIVER_EXPECTED)
-    auto = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
+    auto = collect_mix(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
     assert value(auto, "pgq_queue_ready_jobs", database="main", queue="alpha") == 2
 
 
@@ -798,7 +848,7 @@ def test_laravel_preset_reads_every_state(empty_db: Database) -> None:
             push(queue, 3600)
         run("UPDATE jobs SET available_at = available_at - %(s)s WHERE id = %(id)s",
             s=int(OLDEST_AGE), id=oldest)  # fmt: skip
-    samples = collect_once(preset_config(dsn, "laravel", ""))
+    samples = collect_mix(preset_config(dsn, "laravel", ""))
     assert_mix(samples, LARAVEL_EXPECTED)
     assert not {"done", "cancelled"} & {dict(k)["status"] for k in samples["pgq_queue_jobs"]}
 
@@ -875,7 +925,7 @@ def _with_live_pgboss_worker(
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE pgboss.job SET start_after = start_after - "
                      "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
-    samples = collect_once(preset_config(dsn, "pgboss", ""))
+    samples = collect_mix(preset_config(dsn, "pgboss", ""))
     return samples, pgboss(url, "states")
 
 
@@ -968,7 +1018,7 @@ def test_graphile_worker_preset_reads_every_state(empty_db: Database) -> None:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute("UPDATE graphile_worker._private_jobs SET run_at = run_at - "
                              "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
-            samples = collect_once(config)
+            samples = collect_mix(config)
         finally:
             live.kill()
     assert_mix(samples, GRAPHILE_EXPECTED, oldest_in="ok")
@@ -1057,7 +1107,7 @@ def test_solid_queue_preset_reads_every_state(empty_db: Database) -> None:
             enqueue(queue, 3600)
         run("UPDATE solid_queue_ready_executions SET created_at = created_at - "
             "make_interval(secs => %(s)s) WHERE job_id = %(id)s", s=OLDEST_AGE, id=oldest)  # fmt: skip
-    samples = collect_once(preset_config(dsn, "solid_queue", ""))
+    samples = collect_mix(preset_config(dsn, "solid_queue", ""))
     assert_mix(samples, SOLID_QUEUE_EXPECTED)
 
 
@@ -1107,7 +1157,7 @@ def test_que_preset_reads_every_state(empty_db: Database) -> None:
             enqueue(queue, 3600)
         conn.execute("UPDATE que_jobs SET run_at = run_at - make_interval(secs => %s) "
                      "WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
-        samples = collect_once(preset_config(dsn, "que", ""))
+        samples = collect_mix(preset_config(dsn, "que", ""))
     assert_mix(samples, {q: {**want, "stuck": 0} for q, want in QUE_EXPECTED.items()},
                stuck_served=False)  # fmt: skip
     assert "pgq_queue_stuck_jobs" not in samples
@@ -1176,7 +1226,7 @@ def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
             enqueue(queue, 3600)
         conn.execute("UPDATE good_jobs SET scheduled_at = scheduled_at - "
                      "make_interval(secs => %s) WHERE id = %s", (OLDEST_AGE, oldest))  # fmt: skip
-        samples = collect_once(preset_config(dsn, "good_job", ""))
+        samples = collect_mix(preset_config(dsn, "good_job", ""))
     assert_mix(samples, GOOD_JOB_EXPECTED)
 
 
@@ -1237,9 +1287,7 @@ def test_preset_auto_finds_each_library_and_counts_a_skewed_200k(
         resolution = resolve(AutoLayout(), conn, "main")
     assert [f.preset for f in found] == [preset]
     assert resolution.chosen is not None and resolution.chosen.preset == preset
-    auto = collect_once(
-        f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n"
-    )
+    auto = collect_mix(f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n")
     assert set(auto["pgq_collector_success"].values()) == {1.0}
     queues = {dict(k)["queue"] for k in auto["pgq_queue_jobs"]}
     assert queues == {"q0", "q1", "q2"}
@@ -1266,7 +1314,7 @@ def _assert_counts_above_a_lower_cap_hold(dsn: str, exact: Samples) -> None:
     is then served from a recount (the preset's unfinished block, one pass over the
     unfinished jobs), and must agree within 5% with the count served under the default
     cap (its depth block's counts per queue and state, exact below 10,000)."""
-    lowered = collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n"
+    lowered = collect_mix(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n"
                            f"exact_count_limit: {LOWER_CAP}\n")  # fmt: skip
     assert set(lowered["pgq_collector_success"].values()) == {1.0}
     above = 0
