@@ -12,7 +12,7 @@ import threading
 from types import FrameType
 
 from pgq_exporter.cli.logsetup import setup_logging
-from pgq_exporter.config import Config, DatabaseConfig, load_config, split_address
+from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, load_config, split_address
 from pgq_exporter.errors import PgqError, UsageError
 from pgq_exporter.http.server import ExporterServer
 from pgq_exporter.http.webconfig import WebConfigFile
@@ -26,7 +26,8 @@ def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
     if args.config:
         config = load_config(args.config)
     else:
-        config = Config(databases=(DatabaseConfig("default", default_dsn),))
+        # No config: one database, whatever queue it holds (as the container's config).
+        config = Config(databases=(DatabaseConfig("default", default_dsn, layout=AutoLayout()),))
     web = config.web
     if args.listen_address:
         try:

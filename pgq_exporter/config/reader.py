@@ -326,7 +326,13 @@ class _Reader:
             if "schema" in entry:
                 raise self.fail((*path, "schema"), "schema goes with a named preset, not auto")
             return AutoLayout(self.where((*path, "preset")))
-        return self.preset_mapping(path, entry) or self.default_layout
+        named = self.preset_mapping(path, entry)
+        if named is not None:
+            return named
+        if self.default_layout.where:
+            return self.default_layout
+        # The reference queue, by default: its errors name the database's entry.
+        return replace(self.default_layout, where={"table": self.where(path)})
 
     def auth_modules(self) -> dict[str, AuthModule]:
         modules = self.get(("auth_modules",))

@@ -22,6 +22,7 @@ import psycopg
 
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines
 from pgq_exporter.pg.connect import Conn
@@ -30,6 +31,7 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
+from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE
 from pgq_exporter.samples import AnySample
 from pgq_exporter.sql import query
 
@@ -213,6 +215,11 @@ class GroupRun:
     def _record_failure(self, slot: Slot, exc: BaseException, began: float, waited: float) -> None:
         state = slot.state
         state.samples, state.success, state.error = [], False, _describe(exc)
+        layout = self.ctx.layout
+        if isinstance(exc, psycopg.errors.UndefinedTable) and (
+            isinstance(layout, SchemaMapping) and layout.is_reference
+        ):
+            state.error += f"; {NO_REFERENCE_QUEUE}"
         state.last_run = time.time()
         state.connection_wait, state.duration = waited, time.monotonic() - began
         state.ran = True

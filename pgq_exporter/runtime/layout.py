@@ -19,6 +19,11 @@ from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 log = logging.getLogger("pgq_exporter.layout")
 
 REFERENCE = SchemaMapping()
+# What a database without the reference queue's tables is told, where it uses it.
+NO_REFERENCE_QUEUE = (
+    "pgq-exporter's reference queue is not installed there: for the queue library "
+    "the database runs, set `preset:` (`preset: auto` finds it)"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.runtime.discovery import list_targets
-from pgq_exporter.runtime.layout import describe
+from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE, describe
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec
 
 log = logging.getLogger("pgq_exporter")
@@ -173,7 +173,8 @@ def _check_columns(
     fallback = f"{config.source}: database {name!r}"
     if not have:
         where = mapping.place("table") or fallback
-        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}")
+        hint = f"; {NO_REFERENCE_QUEUE}" if mapping.is_reference else ""
+        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}{hint}")
     for key in wanted:
         column = mapping.columns.get(key)
         if column is not None and column not in have:

@@ -120,3 +120,17 @@ def test_check_connect_names_the_mapped_column_or_table_that_is_missing(
         run_cli("check-config", "--connect", str(preset)),
         "preset.yaml:4: databases[0].preset: table nope.jobs does not exist on database 'main'",
     )
+
+
+def test_a_database_without_the_reference_queue_is_one_line_that_names_preset(
+    empty_db: Database, tmp_path: Path
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n")
+    result = run_cli("check-config", "--connect", str(config))
+    assert_clean_failure(
+        result,
+        f"{config}:2: databases[0]: table pgq.jobs does not exist on database 'main'",
+        "set `preset:` (`preset: auto` finds it)",
+    )
+    assert result.returncode == 2

@@ -501,3 +501,17 @@ def test_jobs_finished_while_no_exporter_runs_are_in_the_window_not_the_counters
     assert value(after, "pgq_jobs_completed_total", **labels) == 0
     window = {**labels, "window": str(WINDOW)}
     assert value(after, "pgq_queue_window_finished_jobs", status="done", **window) == 5
+
+
+def test_a_collector_on_a_database_without_the_reference_queue_says_to_set_preset(
+    empty_db: Database,
+) -> None:
+    exporter = Exporter(parse_config(basic_config(empty_db.dsn), "test.yaml", os.environ))
+    try:
+        exporter.collect_once()
+        target = exporter.registry.running("main")
+        assert target is not None
+        errors = {slot.state.error for slot in target.slots.values() if not slot.state.success}
+    finally:
+        exporter.stop()
+    assert errors and all("set `preset:` (`preset: auto` finds it)" in e for e in errors), errors
