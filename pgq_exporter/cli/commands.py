@@ -223,7 +223,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"target(s){found}, {len(config.custom)} custom collector(s) with {custom} metric(s))"
     )
     for database in checked:
-        print(f"  {database.name}: {database.layout}")
+        print("\n".join(database.lines()))
     return 0
 
 
@@ -484,12 +484,23 @@ def _add_exporter_commands(commands: Commands) -> None:
     health.add_argument("--web.listen-address", dest="listen_address", default="127.0.0.1:9188")
     health.set_defaults(handler=cmd_healthcheck)
 
-    check = commands.add_parser("check-config", help="validate a config file (exit 2 if bad)")
+    check = commands.add_parser(
+        "check-config",
+        help="validate a config file (exit 2 if bad)",
+        description="Validate a config file: every key, value and range, each error one "
+        "line naming file:line and the key. With --connect, also connect to each database "
+        "as serve would, find its queue layout (preset: auto included), run every collector "
+        "once and each custom query, and print, per database, the preset and schema found "
+        "and the collectors that will run, with a warning when `auto` found several queue "
+        "libraries (it names them). An error names the config line; a missing grant says "
+        "`permission denied`.",
+    )
     check.add_argument("file")
     check.add_argument(
         "--connect",
         action="store_true",
-        help="also check each custom collector's SQL against its databases",
+        help="also connect: print each database's preset, schema and collectors, and run "
+        "every collector and custom query once",
     )
     check.set_defaults(handler=cmd_check_config)
 

@@ -17,7 +17,15 @@ from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS
 from pgq_exporter.collectors.library_sql import plan_block
 from pgq_exporter.collectors.rendering import render
-from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping, metric_specs
+from pgq_exporter.config import (
+    AutoLayout,
+    Config,
+    DatabaseConfig,
+    Layout,
+    LayoutChoice,
+    SchemaMapping,
+    metric_specs,
+)
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.pg.connect import Conn
@@ -25,7 +33,7 @@ from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.runtime.discovery import list_targets
-from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE, describe
+from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE, describe, fixed, resolve
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec
 
 log = logging.getLogger("pgq_exporter")
@@ -85,10 +93,17 @@ def check_custom_sql(config: Config, wait: float = 5.0) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """A database as check-config --connect found it: its layout, in words."""
+    """A database as check-config --connect found it: its layout in words, the
+    collectors that will run, and what it warns of."""
 
     name: str
     layout: str
+    collectors: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        found = [f"  {self.name}: {self.layout}; collectors: {', '.join(self.collectors)}"]
+        return found + [f"  {self.name}: warning: {warning}" for warning in self.warnings]
 
 
 def check_connections(config: Config) -> list[Checked]:
@@ -116,8 +131,9 @@ def check_connections(config: Config) -> list[Checked]:
 def _check_target(target: Target, config: Config) -> Checked:
     name = target.name
     target.collect_now()
+    where = _choice_place(target.spec.database.layout) or f"{config.source}: database {name!r}"
     if target.layout is None:
-        raise ConfigError(f"{config.source}: database {name!r}: {target.error}")
+        raise ConfigError(f"{where}: database {name!r}: {_explained(target.error)}")
     _check_layout(name, target.spec.database, target.layout, config)
     for collector, slot in target.slots.items():
         state = slot.state
@@ -125,9 +141,46 @@ def _check_target(target: Target, config: Config) -> Checked:
             raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
         if not state.success:
             raise ConfigError(
-                f"{config.source}: database {name!r}: collector {collector} fails: {state.error}"
+                f"{where}: database {name!r}: collector {collector} fails: "
+                f"{_explained(state.error)}"
             )
-    return Checked(name, describe(target.layout))
+    return Checked(name, describe(target.layout), tuple(target.slots),
+                   tuple(_layout_warnings(target.spec.database)))  # fmt: skip
+
+
+def _choice_place(choice: LayoutChoice) -> str:
+    """Where the config names a database's layout: `preset:` (auto or a library)."""
+    if isinstance(choice, AutoLayout | LibraryLayout):
+        return choice.where
+    return ""
+
+
+def _explained(error: str) -> str:
+    """An error as check-config says it: a missing grant says so."""
+    if "InsufficientPrivilege" in error or "permission denied" in error:
+        return (f"permission denied: {error.split(': ', 1)[-1]} (the role needs the grants "
+                "of `pgq-exporter schema grant-monitor`)")  # fmt: skip
+    return error
+
+
+def _layout_warnings(database: DatabaseConfig, wait: float = 5.0) -> list[str]:
+    """What `auto` found beside what it takes: several libraries, of which one is read."""
+    if not isinstance(database.layout, AutoLayout):
+        return []
+    try:
+        with _checking(database.dsn, wait) as conn:
+            resolution = resolve(database.layout, conn, database.name)
+    except (ConnectionUnavailableError, psycopg.Error):
+        return []
+    usable = [f for f in resolution.found if fixed(f) is not None]
+    if len(usable) < 2 or resolution.chosen is None:
+        return []
+    chosen = resolution.chosen
+    others = ", ".join(f"{f.preset} in {f.schema}" for f in usable if f != chosen)
+    return [
+        f"several queue libraries found: collecting {chosen.preset} in {chosen.schema}, "
+        f"not {others} (name each in an entry of its own, with preset: and schema:)"
+    ]
 
 
 def check_discovery(config: Config) -> list[DatabaseConfig]:
@@ -189,15 +242,21 @@ def _check_library(
 ) -> None:
     """Plan every block of the library preset: a table, column or type that the
     database lacks fails with the line of `preset:`."""
+    where = library.where or _choice_place(database.layout)
     try:
         with _checking(database.dsn, wait) as conn:
             for block in (b for b in COLLECTED_BLOCKS if b in library.preset.blocks):
                 try:
                     with conn.transaction():  # a savepoint: the next block still runs
                         plan_block(conn, library, block)
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise ConfigError(
+                        f"{where}: database {name!r}: preset {library.preset.name} (schema "
+                        f"{library.schema}): {block}: {_explained(first_line(exc))}"
+                    ) from None
                 except psycopg.Error as exc:
                     raise ConfigError(
-                        f"{library.where}: preset {library.preset.name} does not match database "
+                        f"{where}: preset {library.preset.name} does not match database "
                         f"{name!r} (schema {library.schema}): {block}: {first_line(exc)}"
                     ) from None
     except ConnectionUnavailableError:

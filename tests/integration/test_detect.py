@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from psycopg.conninfo import make_conninfo
+
 from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
 from pgq_exporter.config import parse_config
 from pgq_exporter.presets.detect import Found, detect
@@ -68,3 +70,45 @@ def test_detect_on_an_empty_database_and_a_bad_dsn(empty_db: Database) -> None:
     result = run_cli("detect", "--dsn", empty_db.dsn)
     assert (result.returncode, result.stdout) == (0, "no known job queue found\n")
     assert_clean_failure(run_cli("detect", "--dsn", "host=127.0.0.1 port=1"), "cannot connect")
+
+
+def test_check_config_names_the_preset_schema_and_collectors_and_the_libraries_passed_over(
+    empty_db: Database, tmp_path: Path
+) -> None:
+    _procrastinate_install_and_fill(empty_db.dsn, 0)
+    _pgqueuer_install_and_fill(empty_db.dsn, 0)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n"
+        "collectors:\n  activity: {enabled: false}\n"
+    )
+    result = run_cli("check-config", "--connect", str(config))
+    assert result.returncode == 0, result.stderr
+    _, found, warning = result.stdout.splitlines()
+    assert found == (
+        "  main: preset pgqueuer, schema public; collectors: queue_depth, queue_latency, "
+        "queue_leases, queue_window, job_histograms, table_health, xmin_horizon"
+    )
+    assert warning == (
+        "  main: warning: several queue libraries found: collecting pgqueuer in public, "
+        "not procrastinate in public (name each in an entry of its own, with preset: and "
+        "schema:)"
+    )
+    assert "the collectors that will run" in run_cli("check-config", "--help").stdout
+
+
+def test_check_config_under_auto_says_permission_denied_at_the_preset_line(
+    empty_db: Database, tmp_path: Path
+) -> None:
+    _procrastinate_install_and_fill(empty_db.dsn, 0)
+    role = "no_select_" + empty_db.name[-8:]
+    with empty_db.connect(autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT pg_monitor TO "{role}"')
+    config = tmp_path / "config.yaml"
+    dsn = make_conninfo(empty_db.dsn, user=role)
+    config.write_text(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: auto\n")
+    result = run_cli("check-config", "--connect", str(config))
+    assert_clean_failure(result, f"{config}:4: databases[0].preset: database 'main':",
+                         "permission denied", "schema grant-monitor")  # fmt: skip
+    assert result.returncode == 2
