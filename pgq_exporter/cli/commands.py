@@ -139,7 +139,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     with connection(dsn) as conn:
         layout = resolve(choice, conn, "--dsn").layout
         print(f"layout: {describe(layout)}")
-        for diagnosis in diagnose(conn, dsn, layout):
+        for diagnosis in diagnose(conn, dsn, layout, args.min_rows):
             if diagnosis.error:
                 print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
                 continue
@@ -149,28 +149,33 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             if diagnosis.seconds < slow:
                 continue  # fast enough, whatever its plan
             if isinstance(layout, LibraryLayout):
-                _library_advice(conn, diagnosis, layout)
+                _library_advice(conn, diagnosis, layout, args.min_rows)
                 continue
+            if not diagnosis.scans:
+                print(f"  slow: {NO_REMEDY}")
             for scan in diagnosis.scans:
-                print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows); "
-                      "an index that may avoid it:")  # fmt: skip
+                print(f"  slow: a sequential scan of {scan.schema}.{scan.table} "
+                      f"({scan.rows:,} rows); an index that may avoid it:")  # fmt: skip
                 print(f"    {suggestion(conn, diagnosis, scan, layout)}")
     return 0
 
 
-def _library_advice(conn: Conn, diagnosis: Diagnosis, layout: LibraryLayout) -> None:
-    """A slow collector of a library preset: its large sequential scans, and the indexes
-    the library does not create that would make its reads cheap."""
+NO_REMEDY = "no remedy is known: its reads use the indexes there are"
+
+
+def _library_advice(conn: Conn, diagnosis: Diagnosis, layout: LibraryLayout, large: int) -> None:
+    """A slow collector of a library preset, flagged with its remedy (the indexes the
+    library does not create that would make its reads cheap), or with the words that
+    none is known."""
     from pgq_exporter.cli.doctor import library_indexes  # noqa: PLC0415
 
-    for scan in diagnosis.scans:
-        print(f"  sequential scan of {scan.schema}.{scan.table} ({scan.rows:,} rows)")
-    missing = library_indexes(conn, diagnosis.collector, layout)
-    if missing:
-        print("  slow: an index the library does not create would make its reads cheap:")
-        print("".join(f"    {statement}\n" for statement in missing), end="")
-    elif diagnosis.scans:
-        print("  (no index known for this preset)")
+    missing = library_indexes(conn, diagnosis.collector, layout, large)
+    if not missing:
+        scans = ", ".join(f"{s.schema}.{s.table} ({s.rows:,} rows)" for s in diagnosis.scans)
+        print(f"  slow: {NO_REMEDY}" + (f"; it reads {scans} sequentially" if scans else ""))
+        return
+    print("  slow: an index the library does not create would make its reads cheap:")
+    print("".join(f"    {statement}\n" for statement in missing), end="")
 
 
 def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
@@ -450,6 +455,9 @@ def _add_exporter_commands(commands: Commands) -> None:
     _add_preset_flags(doctor)
     doctor.add_argument("--slow", default="50ms", metavar="DURATION",
                         help="look at collectors this slow or slower (default: 50ms)")  # fmt: skip
+    doctor.add_argument("--min-rows", type=int, default=10_000, metavar="N",
+                        help="suggest no index for a table of fewer rows, which is read fast "
+                        "without one (default: 10,000)")  # fmt: skip
     doctor.set_defaults(handler=cmd_doctor)
 
     serve = commands.add_parser("serve", help="run the exporter")

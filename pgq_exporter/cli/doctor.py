@@ -3,11 +3,13 @@
 Each built-in queue collector runs once, as the exporter would, in a
 read-only transaction, timed, while its statements are recorded; then each
 distinct statement is planned with EXPLAIN (the same parameters, nothing run
-again). A collector that took `--slow` (50 ms) or longer is looked at: the
-reads of a table or partition of at least LARGE rows sequentially are flagged,
-with the index that would make them cheap, and, for a library preset, the
-indexes it knows for that collector that the library does not create. A fast
-collector is not, whatever its plan.
+again). A collector that took `--slow` (50 ms) or longer is looked at, and
+flagged only with a remedy, or with the words that none is known: the reads of
+a table or partition of at least LARGE rows sequentially, with the index that
+would make them cheap, and, for a library preset, the indexes it knows for that
+collector that the library does not create, on a table of at least LARGE rows (a
+smaller one is read fast without). A fast collector is not looked at, whatever
+its plan.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from pgq_exporter.sql import query
 
 _FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
-LARGE = 10_000  # rows (the planner's estimate) from which a sequential scan is flagged
+# The table a CREATE INDEX statement indexes (its last name, after the schema).
+_INDEXED_TABLE = re.compile(r"\bON\s+(?:ONLY\s+)?(?:\"?[\w$]+\"?\.)?(\"?[\w$]+\"?)", re.IGNORECASE)
+LARGE = 10_000  # rows (the planner's estimate) from which a table matters: --min-rows
 INDEX_FOR: dict[str, str] = {
     QUEUE_DEPTH: "index_counts",
     QUEUE_LATENCY: "index_ready",
@@ -83,7 +87,7 @@ class _Recording:
         return getattr(self.conn, name)
 
 
-def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
+def diagnose(conn: Conn, dsn: str, layout: Layout, large: int = LARGE) -> list[Diagnosis]:
     database = DatabaseConfig("doctor", dsn, layout=layout)
     config = Config(databases=(database,))
     results = []
@@ -101,14 +105,14 @@ def diagnose(conn: Conn, dsn: str, layout: Layout) -> list[Diagnosis]:
                 began = time.perf_counter()
                 collector.collect(cast(Conn, recording), ctx)
                 diagnosis.seconds = time.perf_counter() - began
-                _plan(conn, recording.statements, diagnosis)
+                _plan(conn, recording.statements, diagnosis, large)
         except psycopg.Error as exc:
             diagnosis.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         results.append(diagnosis)
     return results
 
 
-def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis) -> None:
+def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis, large: int) -> None:
     seen: set[str] = set()
     for statement, params in statements:
         text = statement.as_string(conn) if isinstance(statement, sql.Composable) else statement
@@ -122,7 +126,7 @@ def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis) -
         diagnosis.cost += float(root["Total Cost"])
         for node in _nodes(root):
             if node.get("Node Type") == "Seq Scan":
-                scan = _large(conn, node["Schema"], node["Relation Name"])
+                scan = _large(conn, node["Schema"], node["Relation Name"], large)
                 if scan and scan not in diagnosis.scans:
                     diagnosis.scans.append(scan)
 
@@ -134,10 +138,10 @@ def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def _large(conn: Conn, schema: str, table: str) -> Scan | None:
+def _large(conn: Conn, schema: str, table: str, large: int) -> Scan | None:
     row = conn.execute(query(_FILE, "relation_rows"), {"schema": schema, "name": table}).fetchone()
     rows = int(row[0]) if row else 0
-    return Scan(schema, table, rows) if rows >= LARGE else None
+    return Scan(schema, table, rows) if rows >= large else None
 
 
 def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMapping) -> str:
@@ -152,7 +156,9 @@ def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMappi
     return _one_line(conn, statement)
 
 
-def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[str]:
+def library_indexes(
+    conn: Conn, collector: str, layout: LibraryLayout, large: int = LARGE
+) -> list[str]:
     """The indexes the preset knows would make ``collector``'s reads cheap and that the
     library's schema does not have yet, as CREATE INDEX statements (with a table per
     queue, one per queue)."""
@@ -167,6 +173,9 @@ def library_indexes(conn: Conn, collector: str, layout: LibraryLayout) -> list[s
             if exists and exists[0]:
                 continue
             line = _one_line(conn, statement)
+            table = _INDEXED_TABLE.search(line)
+            if table and _large(conn, layout.schema, table.group(1).strip('"'), large) is None:
+                continue  # a table this small is read fast without it
             if "CONCURRENTLY" not in line.upper():  # a partitioned table: see the block
                 line += "  -- blocks writes while it builds: run it when the queues are quiet"
             missing.append(line)

@@ -67,25 +67,46 @@ def test_doctor_with_a_bad_dsn_or_flags() -> None:
 
 
 def test_doctor_suggests_a_library_index_it_lacks_until_it_has_it(empty_db: Database) -> None:
-    """For a library preset, each collector looked at (with --slow 0s, all of them) gets
-    the indexes the preset knows for its reads that the library does not create; once
-    made, they are not suggested again."""
+    """For a library preset, each collector looked at (with --slow 0s, all of them) is
+    flagged with the indexes the preset knows for its reads that the library does not
+    create, on a table large enough to matter; once made, they are not suggested again,
+    and a slow collector with no remedy says so."""
     from bench.presets import INSTALL, fill  # noqa: PLC0415
 
     INSTALL["procrastinate"](empty_db.dsn)
-    fill(empty_db.dsn, "procrastinate", 3_000)
+    fill(empty_db.dsn, "procrastinate", 12_000)
+    with empty_db.connect(autocommit=True) as conn:
+        conn.execute("ANALYZE")
     args = ("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate", "--slow", "0s")
     before = run_cli(*args)
     assert before.returncode == 0, before.stderr
-    index = "CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx"
-    suggested = [i for i, line in enumerate(before.stdout.splitlines()) if index in line]
+    lines = before.stdout.splitlines()
+    unfinished = "CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx"
+    by_state = "CREATE INDEX CONCURRENTLY procrastinate_jobs_queue_status_idx"
+    suggested = [i for i, line in enumerate(lines) if unfinished in line]
     assert len(suggested) == 3, before.stdout  # depth, latency and leases: one index serves all
+    assert sum(by_state in line for line in lines) == 1, before.stdout  # depth's finished counts
     with empty_db.connect(autocommit=True) as conn:
-        line = before.stdout.splitlines()[suggested[0]].strip()
-        conn.execute(line.encode())
+        for line in dict.fromkeys(line.strip() for line in lines if "CREATE INDEX" in line):
+            conn.execute(line.encode())
     after = run_cli(*args)
     assert after.returncode == 0, after.stderr
-    assert index not in after.stdout and "fails" not in after.stdout
+    assert "CREATE INDEX" not in after.stdout and "fails" not in after.stdout
+    slow = [line for line in after.stdout.splitlines() if line.strip().startswith("slow:")]
+    assert slow and all("no remedy is known" in line for line in slow), after.stdout
     fast = run_cli("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate")
-    assert "slow:" not in fast.stdout  # 3,000 jobs are read fast: nothing to flag
+    assert "slow:" not in fast.stdout  # 12,000 jobs are read fast: nothing to flag
     assert_clean_failure(run_cli(*args[:-1], "soon"), "--slow")
+
+
+def test_doctor_suggests_no_index_for_a_table_too_small_to_matter(empty_db: Database) -> None:
+    from bench.presets import INSTALL, fill  # noqa: PLC0415
+
+    INSTALL["procrastinate"](empty_db.dsn)
+    fill(empty_db.dsn, "procrastinate", 300)
+    with empty_db.connect(autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    result = run_cli("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate", "--slow", "0s")
+    assert result.returncode == 0, result.stderr
+    assert "CREATE INDEX" not in result.stdout
+    assert "no remedy is known" in result.stdout

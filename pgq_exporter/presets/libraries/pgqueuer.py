@@ -1,6 +1,7 @@
 """PgQueuer 1.x: the pgqueuer table holds unfinished and held jobs; a finished one
 leaves it for pgqueuer_log."""
 
+from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -13,4 +14,5 @@ PRESET = LibraryPreset(
     # A picked job whose heartbeat is older than this is abandoned, and a consumer picks
     # it again (the consumers' default: 30 s).
     params={"heartbeat_timeout": Param(30.0, 0.1, WEEK, "consumers' `heartbeat_timeout`")},
+    indexes={"index_log": (QUEUE_DEPTH,)},
 )

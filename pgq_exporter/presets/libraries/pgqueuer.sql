@@ -119,3 +119,10 @@ LEFT JOIN LATERAL (
     ORDER BY p.created DESC LIMIT 1
 ) AS p ON true
 WHERE l.created >= to_timestamp({since}) AND l.status IN ('successful', 'exception', 'failed');
+
+-- name: index_log
+-- The log by queue and state: each finished state's count to its cap is one
+-- range of it, not a read of every log row in that state (the library indexes
+-- the log by state alone).
+CREATE INDEX CONCURRENTLY pgqueuer_log_entrypoint_status_idx
+    ON {schema}.pgqueuer_log (entrypoint, status);

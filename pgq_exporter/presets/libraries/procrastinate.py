@@ -27,6 +27,7 @@ PRESET = LibraryPreset(
     knows_wait=True,
     indexes={
         "index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES),
+        "index_depth": (QUEUE_DEPTH,),
         "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
 )

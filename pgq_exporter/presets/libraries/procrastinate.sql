@@ -140,3 +140,9 @@ CREATE INDEX CONCURRENTLY procrastinate_jobs_unfinished_idx
 -- instead of every event.
 CREATE INDEX CONCURRENTLY procrastinate_events_finished_idx
     ON {schema}.procrastinate_events (at) WHERE type IN ('succeeded', 'failed');
+
+-- name: index_depth
+-- Every job by queue and state: each state's count to its cap, the finished ones
+-- included, is one range of it instead of a filter over the queue's jobs.
+CREATE INDEX CONCURRENTLY procrastinate_jobs_queue_status_idx
+    ON {schema}.procrastinate_jobs (queue_name, status);
