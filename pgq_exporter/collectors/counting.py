@@ -175,11 +175,13 @@ class CappedCounts:
         changes: int | None,
         count: Counter,
         recounts: Mapping[bool, Recounter] | None = None,
+        before_recount: Mapping[bool, Callable[[], None]] | None = None,
     ) -> dict[Key, Count]:
         """``count(caps)`` counts each status to its LIMIT in ``caps`` (cap + 1; 0 while
         the recount serves it; None, no limit) and returns the counts it made, NULLs left
         out. A recount of the unfinished (True) or finished (False) statuses is made by
-        ``recounts[kind]``, else by ``count`` without a limit for them."""
+        ``recounts[kind]``, else by ``count`` without a limit for them; right before
+        it, in the same snapshot, ``before_recount[kind]`` runs, if given."""
         limits = {status: self._of(status).limit([(queue, status) for queue in queues],
                                                  cap, changes)
                   for status in statuses}  # fmt: skip
@@ -190,6 +192,9 @@ class CappedCounts:
             above = any(limits[s] == 0 for s in mine) or any(n > cap for n in ran.values())
             if above and kept.due(changes, ran, cap):
                 how = (recounts or {}).get(unfinished) or _uncapped(count, limits, mine)
+                before = (before_recount or {}).get(unfinished)
+                if before is not None:
+                    before()
                 recount(conn, kept, how, changes)
         return {
             (queue, status): self._of(status).served(queue, status, n, cap, limits[status])

@@ -19,6 +19,9 @@ reference queue's, the histograms and totals start from nothing.
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+
 from psycopg import sql
 
 from pgq_exporter.collectors.finished import FinishedJobs
@@ -26,6 +29,9 @@ from pgq_exporter.collectors.library_sql import run_block
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render
 from pgq_exporter.presets.library import LibraryLayout
+
+STAMP_SLACK = 0.001
+MAX_THREADS = 64
 
 
 class LibraryFeed:
@@ -35,14 +41,21 @@ class LibraryFeed:
         self.jobs = FinishedJobs()
         self._since: float | None = None
         self._seen: dict[tuple[str, str], float] = {}  # (queue, id) -> its stamp
-        self._bound: float | None = None  # read by prepare, before the snapshot
+        # The bound each thread read in prepare, before the snapshot of the transaction
+        # its reads run in (a group's run is one thread's): kept for every read there.
+        self._bounds: dict[int, float] = {}
+        # Every job observed, by (queue, "done" or "failed"): what moved the finished
+        # totals since a recount (collectors/library_queues.py).
+        self.observed: Counter[tuple[str, str]] = Counter()
 
     def prepare(self, conn: Conn) -> None:
         """Read the next start point before the read's snapshot is taken (in a
         transaction that ends before the read's begins)."""
         bound = _bound(conn)
         with self.jobs.lock:
-            self._bound = bound if self._bound is None else min(self._bound, bound)
+            if len(self._bounds) > MAX_THREADS:  # workers come and go: forget the gone
+                self._bounds.clear()
+            self._bounds[threading.get_ident()] = bound
 
     def read(self, conn: Conn, layout: LibraryLayout, queues: KnownQueues, window: float) -> None:
         """Observe the jobs finished since the last read (every queue the library has:
@@ -50,14 +63,17 @@ class LibraryFeed:
         lag = layout.preset.stamp_lag
         with self.jobs.lock:
             now = float(conn.execute(render("database_now", NO_TABLE)).fetchone()[0])  # type: ignore[index]
-            bound = min(self._bound if self._bound is not None else now, _bound(conn))
-            self._bound = None
+            prepared = self._bounds.get(threading.get_ident(), now)
+            bound = min(prepared, _bound(conn))
             first = self._since is None
             since = now - window if self._since is None else self._since
             rows = run_block(conn, layout, "finished", None, since=sql.Literal(since))
             for row in rows:
                 self._take(row, count=not first)
-            self._since = max(self._since or 0.0, bound - lag)
+            # The bound is often the very stamp of a transaction's jobs, and a stamp goes
+            # through a float of seconds: a millisecond back keeps it (seen, not counted
+            # twice).
+            self._since = max(self._since or 0.0, bound - lag - STAMP_SLACK)
             self._seen = {key: at for key, at in self._seen.items() if at >= self._since}
             self.jobs.advance(now, window)
         queues.saw({str(row[1]) for row in rows})
@@ -68,6 +84,7 @@ class LibraryFeed:
         if key in self._seen:
             return
         self._seen[key] = float(finished)
+        self.observed[(str(queue), "done" if done else "failed")] += 1
         times = (processing, wait, float(finished))
         self.jobs.take(str(queue), bool(done), times, count=count)
 

@@ -22,6 +22,7 @@ from pgq_exporter.collectors.counting import (
     only,
     table_changes,
 )
+from pgq_exporter.collectors.library_feed import LibraryFeed
 from pgq_exporter.collectors.library_sql import Caps, queue_names, run_block
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
 from pgq_exporter.samples import AnySample, Sample
@@ -55,10 +56,21 @@ def known_queues(conn: Conn, ctx: Context) -> list[str]:
 
 
 class LibraryDepth(Collector):
+    """The counts per queue and state. A finished total above its cap is its last
+    recount, plus the jobs the feed of finished jobs has observed since (it reads them
+    anyway, for the histograms and the window): a burst of finished jobs shows at once,
+    not at the next recount. The feed is read in the recount's own snapshot first, so a
+    job is in the recount or among those observed after it, never both."""
+
     name = QUEUE_DEPTH
 
     def __init__(self) -> None:
         self._counts = CappedCounts(UNFINISHED_STATUSES)
+        self._observed_at_recount: dict[tuple[str, str], int] | None = None
+
+    def prepare(self, conn: Conn, ctx: Context) -> None:
+        if _has_feed(ctx):
+            ctx.prepare_feed(conn)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
@@ -68,12 +80,19 @@ class LibraryDepth(Collector):
         def count(caps: Caps) -> dict[Key, int]:
             return by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
 
+        def before_finished_recount() -> None:
+            if isinstance(ctx.feed, LibraryFeed) and _has_feed(ctx):
+                ctx.read_feed(conn)
+                self._observed_at_recount = dict(ctx.feed.observed)
+
         counts = self._counts.collect(
             conn, queues, (*UNFINISHED_STATUSES, *finished), cap=count_cap(ctx),
             changes=table_changes(conn, ctx), count=count,
             recounts={True: lambda: recount_unfinished(conn, layout, queues),
                       False: lambda: recount_finished(conn, layout, queues)},
+            before_recount={False: before_finished_recount},
         )  # fmt: skip
+        counts = self._with_observed(counts, ctx, conn)
         samples: list[AnySample] = []
         for queue in dict.fromkeys(queue for queue, _ in counts):  # the queues of the rows
             mine = {status: n for (q, status), n in counts.items() if q == queue}
@@ -82,6 +101,30 @@ class LibraryDepth(Collector):
                                     ready.approximate or delayed.approximate)  # fmt: skip
             samples += _depth_samples(queue, mine)
         return samples
+
+    def _with_observed(
+        self, counts: dict[Key, Count], ctx: Context, conn: Conn
+    ) -> dict[Key, Count]:
+        """The finished totals served from a recount, plus the jobs observed since, the
+        feed read first in this run's snapshot (it reads only what finished since its
+        last read)."""
+        base = self._observed_at_recount
+        if base is None or not isinstance(ctx.feed, LibraryFeed):
+            return counts
+        if any(c.approximate and key[1] in ("done", "failed") for key, c in counts.items()):
+            ctx.read_feed(conn)
+        observed = ctx.feed.observed
+        return {
+            key: Count(count.value + observed[key] - base.get(key, 0), True)
+            if count.approximate and key[1] in ("done", "failed")
+            else count
+            for key, count in counts.items()
+        }
+
+
+def _has_feed(ctx: Context) -> bool:
+    library = ctx.library
+    return library is not None and "finished" in library.preset.blocks
 
 
 def recount_unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
