@@ -114,7 +114,8 @@ G, C, H = MetricType.GAUGE, MetricType.COUNTER, MetricType.HISTOGRAM
 CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_jobs", G,
                "Jobs by queue and status: pending, processing, done, failed, and cancelled "
-               "where a library preset has it. On the reference schema, "
+               "where a library preset has it; unknown for jobs in a status value a "
+               "library's preset does not know (an upgrade added it). On the reference schema, "
                "exact at any size (its queue_counts table); elsewhere exact up to 10,000 (or "
                "exact_count_limit, if lower) per queue and status, and above it the last exact "
                "recount, marked approximate (made again when the rows written since may have "

@@ -93,6 +93,17 @@ class Context:
         return self.layout
 
 
+class PartialCollectionError(Exception):
+    """A collector that served part of its samples and failed the rest: a role that may
+    read one table of the library's but not another. Its samples are served, and it
+    counts as failed, with the cause's words."""
+
+    def __init__(self, samples: list[AnySample], cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.samples = samples
+        self.cause = cause
+
+
 class Collector(ABC):
     """Runs its SQL on an interval (the scheduler calls ``collect``) and returns fresh samples."""
 

@@ -11,8 +11,10 @@ apart: the first are few and change fast, the second many and slowly.
 
 from __future__ import annotations
 
+import psycopg
+
 from pgq_exporter.catalogue import QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_LEASES
-from pgq_exporter.collectors.base import Collector, Conn, Context
+from pgq_exporter.collectors.base import Collector, Conn, Context, PartialCollectionError
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -24,6 +26,7 @@ from pgq_exporter.collectors.counting import (
 )
 from pgq_exporter.collectors.library_feed import LibraryFeed
 from pgq_exporter.collectors.library_sql import Caps, queue_names, run_block
+from pgq_exporter.collectors.unknown_statuses import UNKNOWN, UnknownStatuses
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
 from pgq_exporter.samples import AnySample, Sample
 
@@ -67,6 +70,7 @@ class LibraryDepth(Collector):
     def __init__(self) -> None:
         self._counts = CappedCounts(UNFINISHED_STATUSES)
         self._observed_at_recount: dict[tuple[str, str], int] | None = None
+        self._unknown = UnknownStatuses()
 
     def prepare(self, conn: Conn, ctx: Context) -> None:
         if _has_feed(ctx):
@@ -77,8 +81,18 @@ class LibraryDepth(Collector):
         queues = known_queues(conn, ctx)
         finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
 
+        refused: list[psycopg.Error] = []
+
         def count(caps: Caps) -> dict[Key, int]:
-            return by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
+            if "queues_unfinished" not in layout.preset.blocks or refused:
+                return self._count(conn, layout, queues, caps, refused)
+            try:
+                with conn.transaction():  # a savepoint: the transaction outlives a refusal
+                    return by_key(run_block(conn, layout, "depth", queues, caps=caps),
+                                  DEPTH_COLUMNS)  # fmt: skip
+            except psycopg.errors.InsufficientPrivilege as exc:
+                refused.append(exc)
+                return self._count(conn, layout, queues, caps, refused)
 
         def before_finished_recount() -> None:
             if isinstance(ctx.feed, LibraryFeed) and _has_feed(ctx):
@@ -93,6 +107,10 @@ class LibraryDepth(Collector):
             before_recount={False: before_finished_recount},
         )  # fmt: skip
         counts = self._with_observed(counts, ctx, conn)
+        cap = count_cap(ctx)
+        unknown = self._unknown.counts(conn, layout, queues, ctx.database.name, cap)
+        for queue, n in unknown.items():
+            counts[(queue, UNKNOWN)] = Count(float(n), n > cap)
         samples: list[AnySample] = []
         for queue in dict.fromkeys(queue for queue, _ in counts):  # the queues of the rows
             mine = {status: n for (q, status), n in counts.items() if q == queue}
@@ -100,7 +118,23 @@ class LibraryDepth(Collector):
             mine["pending"] = Count(ready.value + delayed.value,
                                     ready.approximate or delayed.approximate)  # fmt: skip
             samples += _depth_samples(queue, mine)
+        if refused:  # the unfinished counts are served; the finished ones fail
+            raise PartialCollectionError(samples, refused[0])
         return samples
+
+    @staticmethod
+    def _count(
+        conn: Conn,
+        layout: LibraryLayout,
+        queues: list[str],
+        caps: Caps,
+        refused: list[psycopg.Error],
+    ) -> dict[Key, int]:
+        """The counts of the depth block, or, once it was refused, the unfinished ones
+        alone, uncapped (the finished table cannot be read)."""
+        if not refused:
+            return by_key(run_block(conn, layout, "depth", queues, caps=caps), DEPTH_COLUMNS)
+        return by_key(run_block(conn, layout, "unfinished", queues), UNFINISHED_STATUSES)
 
     def _with_observed(
         self, counts: dict[Key, Count], ctx: Context, conn: Conn

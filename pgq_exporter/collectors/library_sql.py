@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import psycopg
 from psycopg import sql
 
 from pgq_exporter.collectors.rendering import Conn, Row
@@ -66,8 +67,15 @@ def run_block(
 
 
 def queue_names(conn: Conn, layout: LibraryLayout) -> list[str]:
-    """The queues the library has (its queues block)."""
-    return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+    """The queues the library has (its queues block), or, for a role that may not read
+    all it reads, those its queues_unfinished block finds, where it has one."""
+    if "queues_unfinished" not in layout.preset.blocks:
+        return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+    try:
+        with conn.transaction():  # a savepoint: the transaction outlives a refusal
+            return [str(row[0]) for row in run_block(conn, layout, "queues", [])]
+    except psycopg.errors.InsufficientPrivilege:
+        return [str(row[0]) for row in run_block(conn, layout, "queues_unfinished", [])]
 
 
 def plan_block(conn: Conn, layout: LibraryLayout, block: str) -> None:

@@ -15,6 +15,9 @@ served wrong:
 
 - ``detect`` is not needed: detection reads ``detection``;
 - ``queues`` (required): the queue names that have jobs (or had them recently);
+- ``queues_unfinished``: the queues of the unfinished jobs' table alone, for a role
+  that may not read where the library keeps its finished jobs (then ``depth`` falls
+  back to ``unfinished``, and serves the unfinished counts alone);
 - ``depth`` (required) feeds queue_depth: per queue in ``%(queues)s``: ready,
   delayed, processing, done, failed, cancelled; NULL where the library keeps no trace.
   Each count stops at its state's cap, ``LIMIT {ready_cap}`` and so on: the cap + 1,
@@ -62,7 +65,7 @@ FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEA
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
 KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals",
-                          "unfinished"})  # fmt: skip
+                          "unfinished", "queues_unfinished"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
 # Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...
@@ -139,6 +142,12 @@ class LibraryPreset:
     version_from: str = ""  # where the library records its version, for the docs
     # Its index_<name> blocks, each with the collectors whose reads it makes cheap.
     indexes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Where its statuses are an enum: the type's name, the values its blocks count,
+    # and (table, queue column, status column) where a job has one. A value the enum
+    # gains later (an upgrade) is counted as the status "unknown".
+    status_enum: str = ""
+    known_statuses: tuple[str, ...] = ()
+    status_table: tuple[str, ...] = ()
 
     @cached_property
     def blocks(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from pgq_exporter.collectors import Planned
-from pgq_exporter.collectors.base import Collector, Context
+from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines
@@ -193,6 +193,10 @@ class GroupRun:
         began = time.monotonic()
         try:
             samples = slot.collector.collect(conn, self.ctx)
+        except PartialCollectionError as exc:  # its transaction is whole: go on in it
+            self._record_failure(slot, exc.cause, began, waited)
+            slot.state.samples = exc.samples
+            return
         except psycopg.OperationalError as exc:
             if lost_connection(exc):
                 raise  # the run retries on a new connection

@@ -17,6 +17,7 @@ from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS
 from pgq_exporter.collectors.library_sql import plan_block
 from pgq_exporter.collectors.rendering import render
+from pgq_exporter.collectors.unknown_statuses import unknown_values
 from pgq_exporter.config import (
     AutoLayout,
     Config,
@@ -144,8 +145,9 @@ def _check_target(target: Target, config: Config) -> Checked:
                 f"{where}: database {name!r}: collector {collector} fails: "
                 f"{_explained(state.error)}"
             )
-    return Checked(name, describe(target.layout), tuple(target.slots),
-                   tuple(_layout_warnings(target.spec.database)))  # fmt: skip
+    warnings = _layout_warnings(target.spec.database)
+    warnings += _status_warnings(target.spec.database, target.layout)
+    return Checked(name, describe(target.layout), tuple(target.slots), tuple(warnings))
 
 
 def _choice_place(choice: LayoutChoice) -> str:
@@ -161,6 +163,21 @@ def _explained(error: str) -> str:
         return (f"permission denied: {error.split(': ', 1)[-1]} (the role needs the grants "
                 "of `pgq-exporter schema grant-monitor`)")  # fmt: skip
     return error
+
+
+def _status_warnings(database: DatabaseConfig, layout: Layout, wait: float = 5.0) -> list[str]:
+    """A library's status values its preset does not know (an upgrade added them)."""
+    if not isinstance(layout, LibraryLayout) or not layout.preset.status_enum:
+        return []
+    try:
+        with _checking(database.dsn, wait) as conn:
+            values = unknown_values(conn, layout)
+    except (ConnectionUnavailableError, psycopg.Error):
+        return []
+    if not values:
+        return []
+    return [f"status values the preset {layout.preset.name} does not know: "
+            f"{', '.join(values)} (their jobs are counted as status=\"unknown\")"]  # fmt: skip
 
 
 def _layout_warnings(database: DatabaseConfig, wait: float = 5.0) -> list[str]:

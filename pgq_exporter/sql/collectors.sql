@@ -306,3 +306,21 @@ LEFT JOIN {jobs} j
        ON j.{c_queue} = q.queue AND j.{c_status} IN ({s_done}, {s_failed})
       AND j.{c_updated_at} > now() - make_interval(secs => %(window)s)
 GROUP BY q.queue;
+
+-- name: enum_labels
+-- The values of a library's status type, %(type)s in schema %(schema)s.
+SELECT e.enumlabel::text
+FROM pg_enum e
+JOIN pg_type t ON t.oid = e.enumtypid
+JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = %(schema)s AND t.typname = %(type)s
+ORDER BY e.enumsortorder;
+
+-- name: unknown_status_counts
+-- Per queue, the jobs of {table} whose {status_column} is among %(values)s (the
+-- values the library's preset does not know), each count up to %(limit)s.
+SELECT q.queue,
+       (SELECT count(*) FROM (SELECT 1 FROM {table} j
+            WHERE j.{queue_column} = q.queue AND j.{status_column}::text = ANY (%(values)s)
+            LIMIT %(limit)s) AS c) AS unknown
+FROM unnest(%(queues)s::text[]) AS q(queue);

@@ -5,6 +5,7 @@ of finished jobs at once, not at the next recount."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -13,12 +14,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.collectors import counting, library_feed
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, value
+from tests.support import run_cli
 
 QUE_SCHEMA = Path(__file__).parents[1] / "libraries/que_schema.sql"
 ADD = (
@@ -111,3 +114,67 @@ def test_totals_above_the_cap_follow_a_burst_of_finished_jobs(
             assert served == truth, (served, truth)
     finally:
         exporter.stop()
+
+
+def test_a_status_value_an_upgrade_added_is_counted_as_unknown_and_said(
+    empty_db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from bench.competitors import _pgqueuer_install_and_fill  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    _pgqueuer_install_and_fill(dsn, 5)  # five queued jobs in queue bench
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TYPE pgqueuer_status ADD VALUE 'expired'")
+        conn.execute("UPDATE pgqueuer SET status = 'expired' WHERE id IN "
+                     "(SELECT id FROM pgqueuer ORDER BY id LIMIT 2)")  # fmt: skip
+    text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: pgqueuer\n"
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        with caplog.at_level(logging.WARNING):
+            samples = parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+    labels = {"database": "main", "queue": "bench"}
+    assert value(samples, "pgq_queue_jobs", status="unknown", **labels) == 2
+    assert value(samples, "pgq_queue_jobs", status="pending", **labels) == 3
+    said = [r for r in caplog.records if "status values the preset does not know" in r.message]
+    assert len(said) == 1 and said[0].__dict__["values"] == "expired"
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    checked = run_cli("check-config", "--connect", str(config))
+    assert checked.returncode == 0, checked.stderr
+    assert (
+        "  main: warning: status values the preset pgqueuer does not know: expired (their "
+        'jobs are counted as status="unknown")' in checked.stdout.splitlines()
+    )
+
+
+def test_a_table_the_role_may_not_read_fails_only_the_collectors_that_read_it(
+    empty_db: Database,
+) -> None:
+    from bench.competitors import _pgqueuer_install_and_fill  # noqa: PLC0415
+
+    dsn = empty_db.dsn
+    _pgqueuer_install_and_fill(dsn, 5)
+    role = "no_log_" + empty_db.name[-8:]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT pg_monitor TO "{role}"')
+        conn.execute(f'GRANT SELECT ON pgqueuer TO "{role}"')  # not pgqueuer_log
+    as_role = make_conninfo(dsn, user=role)
+    text = f"databases:\n  - name: main\n    dsn: {as_role!r}\n    preset: pgqueuer\n"
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        samples = parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+    success = {dict(k)["collector"]: v for k, v in samples["pgq_collector_success"].items()}
+    # The log holds the finished jobs: the collectors of finished jobs fail, and the
+    # depth's finished counts; the rest reads the table alone.
+    assert success == {"queue_depth": 0, "queue_window": 0, "job_histograms": 0,
+                       "queue_latency": 1, "queue_leases": 1, "table_health": 1,
+                       "xmin_horizon": 1, "activity": 1}  # fmt: skip
+    labels = {"database": "main", "queue": "bench"}
+    assert value(samples, "pgq_queue_ready_jobs", **labels) == 5
+    assert value(samples, "pgq_queue_jobs", status="processing", **labels) == 0
+    assert ("status", "done") not in {p for k in samples["pgq_queue_jobs"] for p in k}

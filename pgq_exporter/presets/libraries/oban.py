@@ -16,4 +16,18 @@ PRESET = LibraryPreset(
     knows_exhausted=True,
     knows_wait=True,
     indexes={"index_ready": (QUEUE_LATENCY,), "index_executing": (QUEUE_LEASES,)},
+    # Its status type, the values its blocks count (any other is counted as unknown),
+    # and where a job's queue and status are.
+    status_enum="oban_job_state",
+    known_statuses=(
+        "available",
+        "scheduled",
+        "executing",
+        "retryable",
+        "completed",
+        "discarded",
+        "cancelled",
+        "suspended",
+    ),
+    status_table=("oban_jobs", "queue", "state"),
 )

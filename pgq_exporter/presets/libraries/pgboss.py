@@ -17,4 +17,9 @@ PRESET = LibraryPreset(
     version_from="version",
     knows_wait=True,
     indexes={"index_active": (QUEUE_LEASES,), "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    # Its status type, the values its blocks count (any other is counted as unknown),
+    # and where a job's queue and status are.
+    status_enum="job_state",
+    known_statuses=("created", "retry", "active", "completed", "cancelled", "failed"),
+    status_table=("job", "name", "state"),
 )

@@ -15,4 +15,9 @@ PRESET = LibraryPreset(
     # it again (the consumers' default: 30 s).
     params={"heartbeat_timeout": Param(30.0, 0.1, WEEK, "consumers' `heartbeat_timeout`")},
     indexes={"index_log": (QUEUE_DEPTH,)},
+    # Its status type, the values its blocks count (any other is counted as unknown),
+    # and where a job's queue and status are.
+    status_enum="pgqueuer_status",
+    known_statuses=("queued", "picked", "successful", "exception", "canceled", "deleted", "failed"),
+    status_table=("pgqueuer", "entrypoint", "status"),
 )

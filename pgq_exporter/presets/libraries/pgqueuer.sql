@@ -17,6 +17,11 @@ UNION
 SELECT DISTINCT l.entrypoint FROM {schema}.pgqueuer_log l
 WHERE l.created > now() - interval '1 minute';
 
+-- name: queues_unfinished
+-- The entrypoints with jobs in the table alone: the queues a role that may not read
+-- the log still finds.
+SELECT DISTINCT j.entrypoint FROM {schema}.pgqueuer j;
+
 -- name: depth
 -- Per queue and state, the table's jobs up to its state's cap (queued ones through
 -- the (entrypoint, execute_after) index of queued jobs) and the log's finished ones

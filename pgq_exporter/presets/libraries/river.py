@@ -18,4 +18,18 @@ PRESET = LibraryPreset(
     # River's completer stamps finalized_at from its client's clock, in batches.
     stamp_lag=60.0,
     indexes={"index_ready": (QUEUE_LATENCY,), "index_running": (QUEUE_LEASES,)},
+    # Its status type, the values its blocks count (any other is counted as unknown),
+    # and where a job's queue and status are.
+    status_enum="river_job_state",
+    known_statuses=(
+        "available",
+        "cancelled",
+        "completed",
+        "discarded",
+        "pending",
+        "retryable",
+        "running",
+        "scheduled",
+    ),
+    status_table=("river_job", "queue", "state"),
 )
