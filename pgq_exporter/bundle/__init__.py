@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from pgq_exporter.bundle import alerts, docs, grafana, postgres_exporter, presets
+from pgq_exporter.bundle import alerts, docs, grafana, postgres_exporter, presets, runbooks
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
@@ -79,7 +79,7 @@ def render_bundle(config: BundleConfig | None = None, root: Path | None = None) 
             files[f"contrib/postgres_exporter/queries-{preset.name}.yaml"] = to_yaml(document)
     files.update(kubernetes(config, files))
     files["docs/metrics.md"] = docs.metrics_markdown()
-    files["docs/runbooks.md"] = alerts.runbooks(config)
+    files.update(runbooks.runbook_files(config))
     if root is not None:
         files.update(regions(root))
     return files

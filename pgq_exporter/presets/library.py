@@ -145,6 +145,9 @@ class LibraryPreset:
     # Where its statuses are an enum: the type's name, the values its blocks count,
     # and (table, queue column, status column) where a job has one. A value the enum
     # gains later (an upgrade) is counted as the status "unknown".
+    # What to do, in the library's own tools and terms, for the runbooks: keys
+    # "workers" (none take jobs), "stuck" (abandoned jobs), "failed" (failures).
+    remedies: Mapping[str, str] = field(default_factory=dict)
     status_enum: str = ""
     known_statuses: tuple[str, ...] = ()
     status_table: tuple[str, ...] = ()

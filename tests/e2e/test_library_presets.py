@@ -28,6 +28,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pgq_exporter.bundle.runbooks import CONFIRMS, confirm_query
 from pgq_exporter.collectors.capabilities import served
 from pgq_exporter.config import AutoLayout, parse_config
 from pgq_exporter.http.ports import free_port
@@ -169,6 +170,14 @@ def assert_monitoring_role_reads_the_queue_alone(config: str, schema: str) -> No
         with psycopg.connect(as_role) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(sql.SQL("SELECT * FROM {}").format(
                 sql.Identifier(schema, "application_secrets")))  # fmt: skip
+        # Every query its runbook gives runs as the role, on the library's own schema.
+        [(preset, queue)] = {(dict(k)["layout"], q) for k in samples["pgq_layout_info"]
+                             for q in ("alpha",)}  # fmt: skip
+        with psycopg.connect(as_role, autocommit=True) as conn:
+            for confirms, _ in CONFIRMS.values():
+                for block, _ in confirms:
+                    if block in LIBRARY_PRESETS[preset].blocks:
+                        conn.execute(confirm_query(LIBRARY_PRESETS[preset], block, queue).encode())
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP TABLE {}").format(

@@ -17,4 +17,16 @@ PRESET = LibraryPreset(
         "index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY),
         "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": ("Start or restart `python manage.py db_worker --queue-name QUEUE`."),
+        "stuck": (
+            "The backend has no heartbeat: a task whose worker died stays RUNNING; mark it "
+            "failed by hand and enqueue it again."
+        ),
+        "failed": (
+            "Read the failed results' `exception_class_path` and `traceback`, fix the task, "
+            "then enqueue it again; `prune_db_task_results` removes old results."
+        ),
+    },
 )

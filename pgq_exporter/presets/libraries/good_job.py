@@ -15,4 +15,20 @@ PRESET = LibraryPreset(
     knows_wait=True,
     stamp_lag=60.0,  # finished_at comes from Ruby's clock
     indexes={"index_lock_key": (QUEUE_DEPTH,), "index_performed": (QUEUE_LEASES,)},
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart good_job (`bundle exec good_job start`, or the async "
+            "execution mode) with the queue in its `queues` setting; the GoodJob dashboard "
+            "shows the backlog."
+        ),
+        "stuck": (
+            "A job whose process died mid-run has lost its lock: good_job performs it "
+            "again; find why the process died (the dashboard's processes tab)."
+        ),
+        "failed": (
+            "Read the discarded jobs' errors (the GoodJob dashboard), fix the job class, "
+            "then retry them from the dashboard or with `GoodJob::Job#retry_job`."
+        ),
+    },
 )

@@ -22,4 +22,20 @@ PRESET = LibraryPreset(
     finishes=("failed",),  # a completed job is deleted
     knows_processing=False,
     indexes={"index_locked": (QUEUE_LEASES,), "index_failed": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart graphile-worker (`graphile-worker -c DATABASE_URL`, or "
+            "`run()` in your app) with the task of this queue in its task list."
+        ),
+        "stuck": (
+            "A lock older than four hours belongs to a worker that died: graphile-worker "
+            "frees it by itself; to free it now, `SELECT "
+            "graphile_worker.force_unlock_workers(ARRAY['WORKER_ID'])`."
+        ),
+        "failed": (
+            "Read the failed jobs' `last_error`, fix the task, then send them back (`SELECT "
+            "graphile_worker.reschedule_jobs(ARRAY[ID], run_at := now(), attempts := 0)`)."
+        ),
+    },
 )

@@ -23,4 +23,20 @@ PRESET = LibraryPreset(
         "index_reserved": (QUEUE_LEASES,),
         "index_failed": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart `php artisan queue:work --queue=QUEUE`; after a deploy, `php "
+            "artisan queue:restart` lets the workers pick up new code."
+        ),
+        "stuck": (
+            "A job reserved longer than `retry_after` is taken again by the next worker: a "
+            "worker died or a job runs longer than `retry_after`; raise it above your "
+            "longest job."
+        ),
+        "failed": (
+            "List the failures with `php artisan queue:failed`, fix the job, then `php "
+            "artisan queue:retry all` (or an id)."
+        ),
+    },
 )

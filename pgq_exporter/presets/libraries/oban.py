@@ -30,4 +30,19 @@ PRESET = LibraryPreset(
         "suspended",
     ),
     status_table=("oban_jobs", "queue", "state"),
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Check that nodes run the queue (`queues: [QUEUE: N]` in Oban's config) and "
+            "that it is not paused (`Oban.check_queue/1`, `Oban.resume_queue/1`)."
+        ),
+        "stuck": (
+            "Executing jobs of a node that died are orphans: the Lifeline plugin rescues "
+            "them after `rescue_after`; enable it if it is off, and find why the node died."
+        ),
+        "failed": (
+            "Read the discarded jobs' `errors`, fix the worker, then retry them "
+            "(`Oban.retry_all_jobs/1`, or `Oban.retry_job/1` one by one)."
+        ),
+    },
 )

@@ -22,4 +22,20 @@ PRESET = LibraryPreset(
     status_enum="job_state",
     known_statuses=("created", "retry", "active", "completed", "cancelled", "failed"),
     status_table=("job", "name", "state"),
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart the processes that call `boss.work('QUEUE', \u2026)`; "
+            "`boss.getQueueSize('QUEUE')` shows the backlog pg-boss sees."
+        ),
+        "stuck": (
+            "Active jobs past `expire_in` are expired by pg-boss's maintenance, which "
+            "retries them while retries are left: check that some instance runs maintenance "
+            "(`supervise`, on by default)."
+        ),
+        "failed": (
+            "Read the failed jobs' `output`, fix the handler, then retry them "
+            "(`boss.retry('QUEUE', id)`)."
+        ),
+    },
 )

@@ -13,4 +13,19 @@ PRESET = LibraryPreset(
     per_queue={"q": "q_", "a": "a_"},
     finishes=("done",),  # a message is archived (done) or deleted without a trace
     indexes={"index_read": (QUEUE_DEPTH, QUEUE_LEASES)},
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart the consumers that `pgmq.read` the queue; "
+            "`pgmq.metrics('QUEUE')` shows its length and oldest message."
+        ),
+        "stuck": (
+            "A message read and neither deleted nor archived before its visibility timeout "
+            "is visible again and will be read again: find why its reader did not finish, "
+            "or give it a longer visibility timeout (`pgmq.set_vt`)."
+        ),
+        "failed": (
+            "pgmq has no failed state: a consumer that gives up deletes or archives the message."
+        ),
+    },
 )

@@ -20,4 +20,20 @@ PRESET = LibraryPreset(
     status_enum="pgqueuer_status",
     known_statuses=("queued", "picked", "successful", "exception", "canceled", "deleted", "failed"),
     status_table=("pgqueuer", "entrypoint", "status"),
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart consumers for the entrypoint (`pgq run MODULE:factory`); `pgq "
+            "dashboard` shows what each queue holds."
+        ),
+        "stuck": (
+            "Picked jobs whose heartbeat stopped belong to a consumer that died: a consumer "
+            "with `retry_timer` picks them again; find why the consumer died."
+        ),
+        "failed": (
+            "Read the exceptions in `pgqueuer_log` (its `traceback` column) or the "
+            "consumer's logs, fix the entrypoint, then requeue the held failures "
+            "(`Queries.requeue_jobs`)."
+        ),
+    },
 )

@@ -35,4 +35,23 @@ PRESET = LibraryPreset(
     status_enum="procrastinate_job_status",
     known_statuses=("todo", "doing", "succeeded", "failed", "cancelled", "aborted", "aborting"),
     status_table=("procrastinate_jobs", "queue_name", "status"),
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart Procrastinate workers that listen to the queue "
+            "(`procrastinate --app=APP worker --queues=QUEUE`); `procrastinate --app=APP "
+            "healthchecks` checks the app's connection and schema. If they run, look for "
+            "tasks that block and for lock waits."
+        ),
+        "stuck": (
+            "Jobs whose worker stopped sending heartbeats are stalled: list them with "
+            "`JobManager.get_stalled_jobs()` and send them back with `retry_job` "
+            "(Procrastinate's own API), then find why the worker died."
+        ),
+        "failed": (
+            "Read the failing tasks' tracebacks in the worker logs or "
+            "`procrastinate_events`, fix the task, then send the jobs back with "
+            "`JobManager.retry_job_by_id()`."
+        ),
+    },
 )

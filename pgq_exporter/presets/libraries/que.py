@@ -13,4 +13,20 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed"),
     knows_processing=False,  # Que records no start
     indexes={"index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart Que's workers (`que ./config/environment.rb`) with the queue "
+            "in their `--queue-name` list."
+        ),
+        "stuck": (
+            "Que holds a running job by its worker's session: a worker that dies frees it "
+            "at once, so Que has no stuck jobs."
+        ),
+        "failed": (
+            "Read the expired jobs' `last_error_message`, fix the job class, then enqueue "
+            "them again (`UPDATE que_jobs SET expired_at = NULL, error_count = 0, run_at = "
+            "now() WHERE id = \u2026`, as Que's docs show)."
+        ),
+    },
 )

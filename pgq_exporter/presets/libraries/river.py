@@ -32,4 +32,20 @@ PRESET = LibraryPreset(
         "scheduled",
     ),
     status_table=("river_job", "queue", "state"),
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart River clients with the queue in their `Queues` config, and "
+            "check that it is not paused (`client.QueueResume`)."
+        ),
+        "stuck": (
+            "Running jobs attempted longer ago than `RescueStuckJobsAfter` are rescued by "
+            "River's leader: they are retried, or discarded with no attempt left; find why "
+            "their client stopped."
+        ),
+        "failed": (
+            "Read the discarded jobs' `errors`, fix the worker, then retry them "
+            "(`client.JobRetry(ctx, id)`)."
+        ),
+    },
 )

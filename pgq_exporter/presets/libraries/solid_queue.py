@@ -26,4 +26,19 @@ PRESET = LibraryPreset(
         "index_ready_created": (QUEUE_LATENCY,),
         "index_failed_created": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
+    # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
+    remedies={
+        "workers": (
+            "Start or restart Solid Queue (`bin/jobs`) with a worker whose `queues` include "
+            "this one; Mission Control Jobs shows the backlog."
+        ),
+        "stuck": (
+            "A claimed execution of a process that stopped its heartbeat is released by the "
+            "supervisor after `process_alive_threshold`; check that the supervisor runs."
+        ),
+        "failed": (
+            "Read the failed executions' errors (Mission Control Jobs), fix the job class, "
+            "then retry them (`SolidQueue::FailedExecution#retry`)."
+        ),
+    },
 )
