@@ -6,7 +6,10 @@
 -- (with that queue's share of the jobs). {shard} is the queue (0, 1 or 2) of job n:
 -- a third each, or skewed (70%, 25% and 5%, and the states of a queue then differ).
 -- pg_temp.bucket(n) is n's state in a hundred: n %% 100, except that running jobs
--- may be thinned out to ready ones (bench/presets.py makes it per fill).
+-- may be thinned out to ready ones (bench/presets.py makes it per fill), and
+-- pg_temp.ended(n) when job n finished, spread over the last seven days (so that a
+-- five-minute window holds about one in two thousand of them, as in a queue that
+-- keeps a week of finished jobs).
 
 -- name: procrastinate
 WITH worker AS (INSERT INTO procrastinate_workers DEFAULT VALUES RETURNING id),
@@ -22,10 +25,18 @@ jobs AS (
                               WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 97 THEN 'todo'
                               ELSE 'doing' END AS status,
                          pg_temp.bucket(n) BETWEEN 95 AND 96 AS delayed) AS s
-    RETURNING id
+    RETURNING id, status
+), deferred AS (
+    INSERT INTO procrastinate_events (job_id, type, at)
+    SELECT id, 'deferred', now() - interval '8 days' FROM jobs
+), started AS (
+    INSERT INTO procrastinate_events (job_id, type, at)
+    SELECT id, 'started', pg_temp.ended(id) - interval '1 second' FROM jobs
+    WHERE status IN ('succeeded', 'failed')
 )
 INSERT INTO procrastinate_events (job_id, type, at)
-SELECT id, 'deferred', now() - interval '1 hour' FROM jobs;
+SELECT id, status::text::procrastinate_job_event_type, pg_temp.ended(id) FROM jobs
+WHERE status IN ('succeeded', 'failed');
 
 -- name: pgqueuer
 -- The table holds the unfinished jobs; the finished ones are rows of the log.
@@ -42,8 +53,8 @@ WITH jobs AS (
            CASE WHEN delayed THEN now() + interval '1 hour' ELSE now() END, NULL
     FROM jobs WHERE status IN ('queued', 'picked')
 )
-INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority)
-SELECT n, status::pgqueuer_status, entrypoint, 0
+INSERT INTO pgqueuer_log (job_id, status, entrypoint, priority, created)
+SELECT n, status::pgqueuer_status, entrypoint, 0, pg_temp.ended(n)
 FROM jobs WHERE status NOT IN ('queued', 'picked');
 
 -- name: pgmq
@@ -58,8 +69,8 @@ WITH messages AS (
            '{{}}'::jsonb
     FROM messages WHERE k >= 88
 )
-INSERT INTO pgmq.{a} (msg_id, read_ct, vt, message)
-SELECT n, 1, now(), '{{}}'::jsonb FROM messages WHERE k < 88;
+INSERT INTO pgmq.{a} (msg_id, read_ct, vt, message, archived_at)
+SELECT n, 1, now(), '{{}}'::jsonb, pg_temp.ended(n) FROM messages WHERE k < 88;
 
 -- name: oban
 INSERT INTO oban_jobs (state, queue, worker, attempt, scheduled_at, attempted_at, completed_at,
@@ -69,9 +80,9 @@ SELECT s.state::oban_job_state, 'q' || {shard}, 'Noop',
        timezone('UTC', now()) + CASE WHEN s.state = 'scheduled' THEN interval '1 hour'
                                      ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('available', 'scheduled') THEN timezone('UTC', now()) END,
-       CASE WHEN s.state = 'completed' THEN timezone('UTC', now()) END,
-       CASE WHEN s.state = 'discarded' THEN timezone('UTC', now()) END,
-       CASE WHEN s.state = 'cancelled' THEN timezone('UTC', now()) END
+       CASE WHEN s.state = 'completed' THEN timezone('UTC', pg_temp.ended(n)) END,
+       CASE WHEN s.state = 'discarded' THEN timezone('UTC', pg_temp.ended(n)) END,
+       CASE WHEN s.state = 'cancelled' THEN timezone('UTC', pg_temp.ended(n)) END
 FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'discarded'
                           WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 95 THEN 'available'
@@ -82,7 +93,10 @@ INSERT INTO django_tasks_database_dbtaskresult
     (id, status, enqueued_at, started_at, finished_at, args_kwargs, priority, task_path,
      worker_ids, queue_name, backend_name, run_after, return_value, exception_class_path,
      traceback)
-SELECT gen_random_uuid(), s.status, now(), now(), now(), '{{}}', 0, 'tasks.noop', '[]',
+SELECT gen_random_uuid(), s.status, now() - interval '8 days',
+       CASE WHEN s.status <> 'READY' THEN pg_temp.ended(n) - interval '1 second' END,
+       CASE WHEN s.status IN ('SUCCESSFUL', 'FAILED') THEN pg_temp.ended(n) END,
+       '{{}}', 0, 'tasks.noop', '[]',
        'q' || {shard}, 'default',
        CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN now() + interval '1 hour'
             ELSE '9999-01-01 00:00+00' END,
@@ -117,7 +131,7 @@ SELECT s.state::river_job_state, 'q' || {shard}, 'noop', '{{}}', 25,
        CASE WHEN s.state IN ('available', 'scheduled') THEN 0 ELSE 1 END,
        now() + CASE WHEN s.state = 'scheduled' THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('available', 'scheduled') THEN now() END,
-       CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN now() END
+       CASE WHEN s.state IN ('completed', 'discarded', 'cancelled') THEN pg_temp.ended(n) END
 FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'discarded'
                           WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 95 THEN 'available'
@@ -135,8 +149,9 @@ WITH jobs_made AS (
            extract(epoch FROM now())::int
     FROM jobs_made WHERE k >= 88
 )
-INSERT INTO failed_jobs (uuid, connection, queue, payload, exception)
-SELECT gen_random_uuid()::text, 'database', queue, '{{}}', 'RuntimeException'
+INSERT INTO failed_jobs (uuid, connection, queue, payload, exception, failed_at)
+SELECT gen_random_uuid()::text, 'database', queue, '{{}}', 'RuntimeException',
+       timezone('UTC', pg_temp.ended(n))
 FROM jobs_made WHERE k BETWEEN 80 AND 84;
 
 -- name: pgboss
@@ -144,7 +159,7 @@ INSERT INTO pgboss.job (name, state, start_after, started_on, completed_on, retr
 SELECT 'q' || {shard}, s.state::pgboss.job_state,
        now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
        CASE WHEN s.state NOT IN ('created', 'cancelled') THEN now() END,
-       CASE WHEN s.state IN ('completed', 'failed', 'cancelled') THEN now() END, 2
+       CASE WHEN s.state IN ('completed', 'failed', 'cancelled') THEN pg_temp.ended(n) END, 2
 FROM generate_series(1, %(jobs)s) AS n,
      LATERAL (SELECT CASE WHEN pg_temp.bucket(n) < 80 THEN 'completed' WHEN pg_temp.bucket(n) < 85 THEN 'failed'
                           WHEN pg_temp.bucket(n) < 88 THEN 'cancelled' WHEN pg_temp.bucket(n) < 97 THEN 'created'
@@ -162,7 +177,10 @@ WITH tasks AS (
 INSERT INTO graphile_worker._private_jobs (job_queue_id, task_id, run_at, attempts,
                                            max_attempts, locked_at, locked_by)
 SELECT (SELECT id FROM queues WHERE queue_name = 'q' || {shard}), (SELECT id FROM tasks),
-       now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
+       CASE WHEN pg_temp.bucket(n) < 88  -- failed for good: run_at is its end plus the backoff
+            THEN pg_temp.ended(n) + exp(1) * interval '1 second'
+            ELSE now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour'
+                              ELSE interval '0' END END,
        CASE WHEN pg_temp.bucket(n) < 88 OR pg_temp.bucket(n) >= 97 THEN 1 ELSE 0 END,
        CASE WHEN pg_temp.bucket(n) < 88 THEN 1 ELSE 25 END,
        CASE WHEN pg_temp.bucket(n) >= 97 THEN now() END, CASE WHEN pg_temp.bucket(n) >= 97 THEN 'w' END
@@ -177,7 +195,7 @@ WITH made AS (
                                   created_at, updated_at)
     SELECT queue, 'NoopJob', '{{}}', timezone('UTC', now())
                + CASE WHEN k BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-           CASE WHEN k < 80 THEN timezone('UTC', now()) END,
+           CASE WHEN k < 80 THEN timezone('UTC', pg_temp.ended(n)) END,
            timezone('UTC', now()), timezone('UTC', now())
     FROM made ORDER BY n
     RETURNING id, queue_name, scheduled_at, finished_at
@@ -199,14 +217,15 @@ WITH made AS (
     SELECT id, (SELECT id FROM process), timezone('UTC', now()) FROM numbered WHERE k >= 97
 )
 INSERT INTO solid_queue_failed_executions (job_id, error, created_at)
-SELECT id, 'RuntimeError', timezone('UTC', now()) FROM numbered WHERE k BETWEEN 80 AND 87;
+SELECT id, 'RuntimeError', timezone('UTC', pg_temp.ended(id)) FROM numbered
+WHERE k BETWEEN 80 AND 87;
 
 -- name: que
 INSERT INTO que_jobs (queue, job_class, run_at, finished_at, expired_at, job_schema_version)
 SELECT 'q' || {shard}, 'NoopJob',
        now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-       CASE WHEN pg_temp.bucket(n) < 85 THEN now() END,
-       CASE WHEN pg_temp.bucket(n) BETWEEN 85 AND 87 THEN now() END, 2
+       CASE WHEN pg_temp.bucket(n) < 85 THEN pg_temp.ended(n) END,
+       CASE WHEN pg_temp.bucket(n) BETWEEN 85 AND 87 THEN pg_temp.ended(n) END, 2
 FROM generate_series(1, %(jobs)s) AS n;
 
 -- name: good_job
@@ -215,8 +234,8 @@ INSERT INTO good_jobs (queue_name, priority, serialized_params, scheduled_at, pe
                        executions_count)
 SELECT 'q' || {shard}, 0, '{{}}',
        now() + CASE WHEN pg_temp.bucket(n) BETWEEN 95 AND 96 THEN interval '1 hour' ELSE interval '0' END,
-       CASE WHEN pg_temp.bucket(n) < 88 THEN now() END,
-       CASE WHEN pg_temp.bucket(n) < 88 THEN now() END,
+       CASE WHEN pg_temp.bucket(n) < 88 THEN pg_temp.ended(n) - interval '1 second' END,
+       CASE WHEN pg_temp.bucket(n) < 88 THEN pg_temp.ended(n) END,
        CASE WHEN pg_temp.bucket(n) BETWEEN 80 AND 87 THEN 'RuntimeError' END,
        now(), now(), gen_random_uuid(), 'NoopJob', 1
 FROM generate_series(1, %(jobs)s) AS n;

@@ -136,6 +136,9 @@ RUNNING_SHARE = 0.03  # of the jobs, before any are thinned out (preset_fill.sql
 BUCKET = """CREATE FUNCTION pg_temp.bucket(n bigint) RETURNS int LANGUAGE sql IMMUTABLE
 AS $$ SELECT CASE WHEN n % 100 >= 97 AND (n / 100) % {running_every} <> 0 THEN 90
                   ELSE (n % 100)::int END $$"""
+# When job n finished: spread over the last seven days, in no order of n.
+ENDED = """CREATE FUNCTION pg_temp.ended(n bigint) RETURNS timestamptz LANGUAGE sql STABLE
+AS $$ SELECT now() - ((n * 7919) % 604800) * interval '1 second' $$"""
 
 
 def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False, running_every: int = 1) -> None:
@@ -144,6 +147,7 @@ def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False, running_ever
     shard = sql.SQL(SKEWED if skewed else UNIFORM)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL(BUCKET).format(running_every=sql.Literal(running_every)))
+        conn.execute(ENDED)
         if preset == "pgmq":
             shares = SKEWED_SHARES if skewed else (1 / 3,) * 3
             for name, share in zip(PGMQ_QUEUES, shares, strict=True):
