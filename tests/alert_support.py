@@ -91,7 +91,10 @@ def watched_config(
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(root / RULES_FILE)],
             "scrape_configs": [
-                {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]}
+                {
+                    "job_name": "pgq-exporter",
+                    "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}],
+                }
             ],
         }
         if alertmanager:
@@ -99,6 +102,6 @@ def watched_config(
                 "alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]
             }
         with running_prometheus(root, config) as api:
-            api.wait('pgq_up{job="pgq"} == 1')
-            api.wait('pgq_collector_success{job="pgq", collector="activity"} == 1')
+            api.wait('pgq_up{job="pgq-exporter"} == 1')
+            api.wait('pgq_collector_success{job="pgq-exporter", collector="activity"} == 1')
             yield Watch(api, exporter)

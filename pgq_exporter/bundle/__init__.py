@@ -116,8 +116,8 @@ def kubernetes(config: BundleConfig, files: dict[str, str]) -> dict[str, str]:
         },
     }
     return {
-        "deploy/kubernetes/prometheusrule.yaml": to_yaml(rule),
-        "deploy/kubernetes/grafana-dashboards.yaml": to_yaml(dashboards),
+        "deploy/kubernetes/base/prometheusrule.yaml": to_yaml(rule),
+        "deploy/kubernetes/base/grafana-dashboards.yaml": to_yaml(dashboards),
     }
 
 

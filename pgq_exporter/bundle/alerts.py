@@ -17,7 +17,8 @@ from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.catalogue import metric
 
 # A series as the exporter serves it, for the unit tests.
-T = 'job="pgq", instance="exporter:9188", database="main"'
+E = 'job="pgq-exporter", instance="exporter:9188"'  # the exporter's own target
+T = E + ', database="main"'
 Q = T + ', queue="email"'
 LAST_SUCCESS = f'pgq_collector_last_success_timestamp_seconds{{{T}, collector="activity"}}'
 PENDING = 'status="pending"'
@@ -244,7 +245,7 @@ ALERTS: tuple[Alert, ...] = (
             Scenario(  # the exporter went down at 15m: 20m later, nothing has resolved
                 (
                     (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
-                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x30"),
+                    ('up{job="pgq-exporter", instance="exporter:9188"}', "1x15 0x30"),
                 ),
                 eval_time="35m",
                 description=STUCK_3,
@@ -272,7 +273,7 @@ ALERTS: tuple[Alert, ...] = (
                 (
                     (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x30"),
                     (f"pgq_up{{{T}}}", "1x45"),
-                    ('up{job="pgq", instance="exporter:9188"}', "1x45"),
+                    ('up{job="pgq-exporter", instance="exporter:9188"}', "1x45"),
                     (f'pgq_collector_success{{{T}, collector="queue_leases"}}', "1x45"),
                 ),
                 eval_time="22m",
@@ -280,7 +281,7 @@ ALERTS: tuple[Alert, ...] = (
             Scenario(  # down for longer than blind_memory (1h): it lets go
                 (
                     (f"pgq_queue_stuck_jobs{{{Q}}}", "3x15 _x90"),
-                    ('up{job="pgq", instance="exporter:9188"}', "1x15 0x90"),
+                    ('up{job="pgq-exporter", instance="exporter:9188"}', "1x15 0x90"),
                 ),
                 eval_time="90m",
             ),
@@ -905,12 +906,14 @@ ALERTS: tuple[Alert, ...] = (
         action="Check the exporter's pod or process and its logs; check that the scrape "
         "config or ServiceMonitor still selects it.",
         fire=Scenario(
-            (('up{job="pgq", instance="exporter:9188"}', "0x5"),),
+            (('up{job="pgq-exporter", instance="exporter:9188"}', "0x5"),),
             eval_time="5m",
-            description="pgq-exporter exporter:9188 (job pgq) is down or missing from the "
+            description="pgq-exporter exporter:9188 (job pgq-exporter) is down or missing from the "
             "scrape targets.",
         ),
-        near_miss=Scenario((('up{job="pgq", instance="exporter:9188"}', "1x5"),), eval_time="5m"),
+        near_miss=Scenario(
+            (('up{job="pgq-exporter", instance="exporter:9188"}', "1x5"),), eval_time="5m"
+        ),
         per_queue=False,
         keep_firing=False,
     ),
@@ -944,11 +947,21 @@ ALERTS: tuple[Alert, ...] = (
         confirm_sql='-- The exporter\'s log line "config reload failed" names file:line.',
         action="Fix the file; pgq-exporter check-config FILE says what is wrong, then reload.",
         fire=Scenario(
-            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "0x10"),),
+            (
+                (
+                    "pgq_config_last_reload_successful{" + E + "}",
+                    "0x10",
+                ),
+            ),
             description="The last configuration reload of pgq-exporter exporter:9188 failed.",
         ),
         near_miss=Scenario(
-            (('pgq_config_last_reload_successful{job="pgq", instance="exporter:9188"}', "1x10"),)
+            (
+                (
+                    "pgq_config_last_reload_successful{" + E + "}",
+                    "1x10",
+                ),
+            )
         ),
         per_queue=False,
         keep_firing=False,

@@ -70,7 +70,7 @@ class BundleConfig:
         }
     )
     # The scrape job of the exporter, for the alert on its `up` series.
-    job: str = "pgq"
+    job: str = "pgq-exporter"
     # How long a queue alert keeps firing once its series are gone: an exporter or a
     # database that cannot be read does not resolve what was firing.
     # Once read again, a state alert resolves this long after its fault is gone: about

@@ -214,7 +214,7 @@ def _start_prometheus(stack: ExitStack, exporter_address: str) -> str | None:
         "global": {"scrape_interval": "2s", "evaluation_interval": "2s"},
         "rule_files": [str(root / "rules.yaml")],
         "scrape_configs": [
-            {"job_name": "pgq", "static_configs": [{"targets": [exporter_address]}]}
+            {"job_name": "pgq-exporter", "static_configs": [{"targets": [exporter_address]}]}
         ],
     }
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))

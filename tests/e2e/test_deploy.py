@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
+import pytest
 import yaml
 
 from pgq_exporter.bundle import RULES_FILE
+from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.config import DEFAULT_LISTEN_ADDRESS, load_config, split_address
 from pgq_exporter.http.ports import free_port
 from tests.conftest import Database
@@ -217,13 +219,13 @@ def test_the_fleet_variant_shards_over_its_replicas_and_promtool_accepts_it(
 
 def test_prometheusrule_is_the_generated_rules_and_promtool_accepts_it(tmp_path: Path) -> None:
     promtool = require_tool("promtool")
-    rule = yaml.safe_load((K8S / "prometheusrule.yaml").read_text())
+    rule = yaml.safe_load((K8S / "base/prometheusrule.yaml").read_text())
     assert rule["spec"] == yaml.safe_load((ROOT / RULES_FILE).read_text())
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
     result = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yaml")],
                             capture_output=True, text=True, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout
-    dashboards = yaml.safe_load((K8S / "grafana-dashboards.yaml").read_text())
+    dashboards = yaml.safe_load((K8S / "base/grafana-dashboards.yaml").read_text())
     assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
     for name, text in dashboards["data"].items():
         assert text == (ROOT / "dashboards" / name).read_text()
@@ -262,3 +264,78 @@ def test_compose_mounts_exist_and_provisioning_is_valid() -> None:
     providers = yaml.safe_load((provisioning / "dashboards/pgq.yaml").read_text())
     path = Path(providers["providers"][0]["options"]["path"])
     assert list(mounts[str(path)].glob("*.json")), "the provider's folder has the dashboards"
+
+
+def _rendered(directory: Path) -> list[dict[str, Any]]:
+    kubectl = require_tool("kubectl")
+    done = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True,
+                          text=True, check=True, timeout=60)  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def _job_label(docs: list[dict[str, Any]]) -> str:
+    """The job label prometheus-operator gives the exporter's targets: the value of the
+    Service label its ServiceMonitor names as jobLabel, else the Service's name."""
+    [monitor] = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    wanted = monitor["spec"]["selector"]["matchLabels"].items()
+    [service] = [d for d in docs if d["kind"] == "Service"
+                 and wanted <= d["metadata"].get("labels", {}).items()]  # fmt: skip
+    job_label = monitor["spec"].get("jobLabel")
+    return str(
+        service["metadata"]["labels"][job_label] if job_label else service["metadata"]["name"]
+    )
+
+
+@pytest.mark.parametrize("overlay", ["", "kube-prometheus-stack", "reference-queue"])
+def test_a_healthy_exporter_on_the_shipped_kubernetes_setup_raises_no_alert(
+    overlay: str, tmp_path: Path
+) -> None:
+    docs = _rendered(K8S / overlay)
+    job = _job_label(docs)
+    assert job == BundleConfig().job
+    [rule] = [d for d in docs if d["kind"] == "PrometheusRule"]
+    if overlay == "kube-prometheus-stack":  # what that chart's Prometheus selects by
+        monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
+        assert monitor["metadata"]["labels"]["release"] == rule["metadata"]["labels"]["release"]
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rule["spec"]))
+    target = f'job="{job}", instance="10.0.0.7:9188"'
+    alerts = [r["alert"] for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
+    tests = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {   # scraped and up, as prometheus-operator labels it: nothing fires
+                "interval": "1m",
+                "input_series": [{"series": f"up{{{target}}}", "values": "1x30"}],
+                "alert_rule_test": [{"eval_time": "30m", "alertname": a, "exp_alerts": []}
+                                    for a in alerts],
+            },
+            {   # down: it pages, so the quiet case above is not a selector that matches nothing
+                "interval": "1m",
+                "input_series": [{"series": f"up{{{target}}}", "values": "0x30"}],
+                "alert_rule_test": [{"eval_time": "30m", "alertname": "PgqExporterDown",
+                                     "exp_alerts": [{"exp_labels": {
+                                         "severity": "critical", "job": job,
+                                         "instance": "10.0.0.7:9188"},
+                                         "exp_annotations": _annotations(
+                                             rule, "PgqExporterDown",
+                                             {"instance": "10.0.0.7:9188", "job": job})}]}],
+            },
+        ],
+    }  # fmt: skip
+    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+    promtool = require_tool("promtool")
+    result = subprocess.run([promtool, "test", "rules", str(tmp_path / "tests.yaml")],
+                            capture_output=True, text=True, check=False)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _annotations(rule: dict[str, Any], alert: str, labels: dict[str, str]) -> dict[str, str]:
+    """An alert's annotations as it fires with ``labels`` (their templates filled)."""
+    [found] = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == alert]
+    annotations = dict(found["annotations"])
+    for key, text in annotations.items():
+        for label, value in labels.items():
+            text = text.replace(f"{{{{ $labels.{label} }}}}", value)
+        annotations[key] = text
+    return annotations

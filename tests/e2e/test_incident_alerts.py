@@ -183,7 +183,7 @@ def test_a_database_outage_raises_one_alert_and_resolves_nothing(
                                            "PgqStuckJobs": "suppressed"})  # fmt: skip
             finally:
                 own_server.resume()
-            watch.api.wait('pgq_up{job="pgq"} == 1')
+            watch.api.wait('pgq_up{job="pgq-exporter"} == 1')
             after = watch.watch(3)
             failed = [line for line in watch.exporter.logs().splitlines() if "failed" in line]
     assert during == {"PgqDatabaseDown", "PgqStuckJobs"}

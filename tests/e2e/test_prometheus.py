@@ -114,7 +114,7 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(root / "alerts/pgq-alerts.yaml")],
             "scrape_configs": [
-                {"job_name": "pgq", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
+                {"job_name": "pgq-exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
                 # The README's one line: postgres_exporter's database label made the
                 # config entry's name ("main"), so both backends give one series.
                 {"job_name": "postgres_exporter",
@@ -127,9 +127,9 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
         try:
             with running_prometheus(root, config) as api:
                 for _ in _traffic(db, stop):
-                    api.wait('pgq_queue_jobs{job="pgq"}')
+                    api.wait('pgq_queue_jobs{job="pgq-exporter"}')
                     api.wait('pgq_queue_jobs{job="postgres_exporter"}')
-                    api.wait('increase(pgq_jobs_completed_total{job="pgq"}[30s]) > 0')
+                    api.wait('increase(pgq_jobs_completed_total{job="pgq-exporter"}[30s]) > 0')
                     yield api, db
         finally:
             pg_exporter.terminate()
@@ -165,7 +165,9 @@ def test_every_panel_returns_data_and_the_induced_alerts_fire(
 ) -> None:
     api, _ = stack
     empty = [
-        (uid, title, expr) for uid, title, expr in _panels("pgq", False) if not api.query(expr)
+        (uid, title, expr)
+        for uid, title, expr in _panels("pgq-exporter", False)
+        if not api.query(expr)
     ]
     assert empty == [], "panels without data (pgq-exporter backend)"
     supported = _panels("postgres_exporter", True)
@@ -187,10 +189,10 @@ def test_postgres_exporter_yields_the_same_names_and_labels(
 ) -> None:
     api, _ = stack
     for name in sorted(SUPPORTED):
-        ours = api.query(f'count by (__name__) ({name}{{job="pgq"}})')
+        ours = api.query(f'count by (__name__) ({name}{{job="pgq-exporter"}})')
         theirs = api.query(f'count by (__name__) ({name}{{job="postgres_exporter"}})')
         assert ours and theirs, name
-        ours_labels = {k for s in api.query(f'{name}{{job="pgq"}}') for k in s["metric"]}
+        ours_labels = {k for s in api.query(f'{name}{{job="pgq-exporter"}}') for k in s["metric"]}
         theirs_labels = {
             k for s in api.query(f'{name}{{job="postgres_exporter"}}') for k in s["metric"]
         }
