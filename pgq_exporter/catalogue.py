@@ -199,17 +199,25 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "1 when autovacuum may vacuum the table: the server's autovacuum is on and the "
                "table's autovacuum_enabled is not false; else 0.", DBT, TABLE_HEALTH),
     MetricSpec("pgq_xmin_horizon_age_transactions", G,
-               "Age in transactions of the oldest xmin held by each source (backend, "
-               "replication_slot, prepared_transaction, standby): the older of a backend's "
-               "snapshot xmin and its own transaction id; 0 when none holds one.",
+               "Age in transactions of the oldest xmin that holds back vacuum in the "
+               "database, by source: its backends (the older of a backend's snapshot xmin "
+               "and its own transaction id) and its prepared transactions; 0 when none "
+               "holds one. Those of other databases hold back nothing here; what holds "
+               "back every database is pgq_server_xmin_horizon_age_transactions.",
                (*DB, "source"), XMIN_HORIZON),
     MetricSpec("pgq_xmin_horizon_age_seconds", G,
-               "How long the oldest holder of each source has held it: its transaction's "
-               "age for backends and prepared transactions; 0 when none holds one, and "
-               "always 0 for replication_slot and standby, which record no start.",
+               "How long the oldest holder of each source (backend, prepared_transaction) "
+               "in the database has held back its xmin horizon: its transaction's age; 0 "
+               "when none holds one.",
                (*DB, "source"), XMIN_HORIZON, "seconds"),
+    MetricSpec("pgq_server_xmin_horizon_age_transactions", G,
+               "Age in transactions of the oldest xmin that holds back vacuum in every "
+               "database of a PostgreSQL server (the address the exporter reaches it at), "
+               "by source: replication slots (xmin and catalog_xmin) and standbys "
+               "(hot_standby_feedback); 0 when none holds one. Served once per server.",
+               ("server", "source"), XMIN_HORIZON),
     MetricSpec("pgq_longest_transaction_seconds", G,
-               "Duration of the longest open transaction in the database; 0 when none.",
+               "Duration of the longest transaction open in the database; 0 when none.",
                DB, ACTIVITY, "seconds"),
     MetricSpec("pgq_notify_queue_usage_ratio", G,
                "Fraction of the NOTIFY queue in use (pg_notification_queue_usage()).",
@@ -287,6 +295,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 _BY_NAME = {spec.name: spec for spec in CATALOGUE}
+# What a collector serves of its server, not of its database: served once per server.
+SERVER_WIDE = frozenset(
+    spec.name for spec in CATALOGUE if spec.labels[:1] == ("server",) and spec.collector != EXPORTER
+)
 
 
 def metric(name: str) -> MetricSpec:

@@ -134,7 +134,7 @@ DB_KEY = ("job", "instance", "database")
 TABLE_KEY = (*DB_KEY, "table")
 # The span the xmin alerts look back over, so that one missed collector run does not
 # restart their for: clock: longer than a run missed, short enough to resolve soon.
-XMIN_SPAN = "2m"
+XMIN_SPAN = "1m"
 XMIN_CONFIRM = (
     "SELECT pid, state, now() - xact_start AS held, age(backend_xid),\n"
     "       age(backend_xmin), query\n"
@@ -591,14 +591,20 @@ ALERTS: tuple[Alert, ...] = (
         name="PgqXminHorizonTooOld",
         severity="critical",
         summary="Something holds back the xmin horizon, so vacuum cannot clean queue tables.",
-        description="A {{ $labels.source }} in database {{ $labels.database }} holds the "
-        "xmin horizon back: for too long, or too many transactions ago.",
+        description="A {{ $labels.source }} {{ if $labels.database }}in database "
+        "{{ $labels.database }}{{ else }}of server {{ $labels.server }} (every database of "
+        "it){{ end }} holds the xmin horizon back: for too long, or too many transactions ago.",
         # Over a short span, not at an instant: a collector that misses a run (its role
         # lost pg_monitor for a minute) leaves a gap that would restart the for: clock.
+        # What holds back every database of a server is one alert per server, however
+        # many of its databases the exporters watch.
         expr=lambda c, t, s: (
             f"{s.over('max_over_time', 'pgq_xmin_horizon_age_transactions', c, XMIN_SPAN)} > {t}\n"
             f"or\n{s.over('max_over_time', 'pgq_xmin_horizon_age_seconds', c, XMIN_SPAN)}"
-            f" > {_extra(c, 'PgqXminHorizonTooOld', 'seconds')}"
+            f" > {_extra(c, 'PgqXminHorizonTooOld', 'seconds')}\n"
+            f"or\nmax by (job, server, source) ("
+            f"{s.over('max_over_time', 'pgq_server_xmin_horizon_age_transactions', c, XMIN_SPAN)}"
+            f") > {t}"
         ),
         meaning="While an old xmin is held, vacuum cannot remove the dead rows that every "
         "claim and completion leaves behind. The queue tables bloat and claims slow down "
@@ -631,6 +637,25 @@ ALERTS: tuple[Alert, ...] = (
             ),
         ),
         also_fires=(
+            Scenario(  # a replication slot: one page for the server, watched twice
+                (
+                    (
+                        "pgq_server_xmin_horizon_age_transactions{"
+                        + E
+                        + ', server="10.0.0.5:5432", source="replication_slot"}',
+                        "2000000x15",
+                    ),
+                    (
+                        'pgq_server_xmin_horizon_age_transactions{job="pgq-exporter", '
+                        'instance="other:9188", server="10.0.0.5:5432", source="replication_slot"}',
+                        "2000000x15",
+                    ),
+                ),
+                eval_time="10m",
+                drop=("instance",),
+                description="A replication_slot of server 10.0.0.5:5432 (every database of "
+                "it) holds the xmin horizon back: for too long, or too many transactions ago.",
+            ),
             Scenario(  # the collector missed its run at 10m: the page still comes at 10m
                 (
                     (

@@ -317,12 +317,19 @@ def health(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "xmin horizon age by source",
-                "Age, in transactions, of the oldest xmin (or transaction id) "
-                "held by a backend, a replication slot, a prepared transaction or a standby.",
+                "Age, in transactions, of the oldest xmin (or transaction id) held back in "
+                "each database by its backends and prepared transactions, and in every "
+                "database of a server by its replication slots and standbys.",
                 "short",
                 (
                     Target(
-                        f"max by (source) ({t('pgq_xmin_horizon_age_transactions')})", "{{source}}"
+                        f"max by (database, source) ({t('pgq_xmin_horizon_age_transactions')})",
+                        "{{database}} {{source}}",
+                    ),
+                    Target(
+                        f"max by (server, source) "
+                        f"({_q('pgq_server_xmin_horizon_age_transactions', config, PROCESS_SEL)})",
+                        "server {{server}} {{source}}",
                     ),
                 ),
             ),

@@ -37,6 +37,7 @@ QUERIES: dict[str, tuple[str, ...]] = {
         "pgq_table_autovacuum_enabled",
     ),
     "pgq_xmin_horizon": ("pgq_xmin_horizon_age_transactions", "pgq_xmin_horizon_age_seconds"),
+    "pgq_server_xmin_horizon": ("pgq_server_xmin_horizon_age_transactions",),
     "pgq_longest_transaction": ("pgq_longest_transaction_seconds",),
     "pgq_notify_queue_usage": ("pgq_notify_queue_usage_ratio",),
     "pgq_lock": ("pgq_lock_waits",),
@@ -56,6 +57,7 @@ _EMBEDDED = (
     "queue_partitions",
     "table_health",
     "xmin_horizon",
+    "server_xmin_horizon",
     "longest_transaction",
     "notify_usage",
     "lock_waits",
@@ -111,8 +113,11 @@ def _entry(
 ) -> dict[str, Any]:
     """One queries.yaml entry: its query, and a column per label and per metric."""
     specs = [metric(name) for name in names]
+    # postgres_exporter labels every series with the server itself.
     columns: list[dict[str, Any]] = [
-        {label: {"usage": "LABEL", "description": _label_help(label)}} for label in specs[0].labels
+        {label: {"usage": "LABEL", "description": _label_help(label)}}
+        for label in specs[0].labels
+        if label != "server"
     ]
     for spec in specs:
         column = spec.name.removeprefix(f"{key}_")
@@ -134,7 +139,8 @@ PRESET_QUERIES: dict[str, tuple[str, ...]] = {
 # Keys labelled by table: left out for a library whose table names are hashes.
 TABLE_KEYS = frozenset({"pgq_table", "pgq_lock"})
 # The keys that read catalogs and statistics: the same for every preset, on its tables.
-PRESET_SHARED = ("pgq_table", "pgq_xmin_horizon", "pgq_longest_transaction",
+PRESET_SHARED = ("pgq_table", "pgq_xmin_horizon", "pgq_server_xmin_horizon",
+                 "pgq_longest_transaction",
                  "pgq_notify_queue_usage", "pgq_lock")  # fmt: skip
 
 

@@ -80,7 +80,12 @@ def recording_tests() -> list[dict[str, Any]]:
         (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.5"}, 0.375),
         (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.99"}, 0.4975),
     ]
-    labels = {"job": "pgq-exporter", "instance": "exporter:9188", "database": "main", "queue": "email"}
+    labels = {
+        "job": "pgq-exporter",
+        "instance": "exporter:9188",
+        "database": "main",
+        "queue": "email",
+    }
     return [{
         "name": "recording rules: rates, the failure ratio and quantiles per queue",
         "interval": "1m",

@@ -43,6 +43,7 @@ class Context:
     layout: Layout
     queues: KnownQueues
     feed: Feed
+    server: str = ""  # the server, as its connections count it (host or address:port)
 
     @property
     def mapping(self) -> SchemaMapping:

@@ -1,4 +1,6 @@
-"""Age of the oldest xmin holding vacuum back, by where it comes from."""
+"""Age of the oldest xmin holding vacuum back: in the database, by its backends and its
+prepared transactions; in every database of the server, by replication slots and
+standbys, served once per server (labelled with it, not the database)."""
 
 from __future__ import annotations
 
@@ -17,4 +19,9 @@ class XminHorizon(Collector):
         for source, age, seconds in fetch(conn, "xmin_horizon", ctx):
             samples.append(Sample("pgq_xmin_horizon_age_transactions", (source,), float(age)))
             samples.append(Sample("pgq_xmin_horizon_age_seconds", (source,), float(seconds)))
+        for source, age in fetch(conn, "server_xmin_horizon", ctx):
+            samples.append(
+                Sample("pgq_server_xmin_horizon_age_transactions", (ctx.server, source),
+                       float(age))
+            )  # fmt: skip
         return samples

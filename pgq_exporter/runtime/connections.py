@@ -230,6 +230,10 @@ class Connections:
                     del self._servers[key]  # its series goes with it
             self._cond.notify()
 
+    def server_of(self, dsn: str) -> str:
+        """The server ``dsn`` reaches, as its cap counts it (see server_key)."""
+        return self._server_key(dsn)
+
     def _server_key(self, dsn: str) -> str:
         now = time.monotonic()
         with self._cond:

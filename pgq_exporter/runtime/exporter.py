@@ -206,6 +206,7 @@ class Exporter:
         ready = all(_ready(target) for target in static)
         parts = [part for target in static for part in target.lines()]
         parts.append(sample_lines(self._specs, "", self._samples()))
+        parts.append(sample_lines(self._specs, "", _once_per_server(static)))
         self._snapshot = Snapshot(merge(self._specs, parts), self._forms)
         self._ready = ready
 
@@ -242,6 +243,21 @@ class Exporter:
         yield Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
+
+
+def _once_per_server(targets: list[Target]) -> list[AnySample]:
+    """The static targets' samples of their servers, one of each series: the highest
+    (targets of one server read the same, but at different moments)."""
+    found: dict[tuple[str, tuple[str, ...]], AnySample] = {}
+    for target in targets:
+        for sample in target.server_samples():
+            key = (sample.metric, sample.labels)
+            kept = found.get(key)
+            if not isinstance(sample, Sample) or not isinstance(kept, Sample | None):
+                continue
+            if kept is None or sample.value > kept.value:
+                found[key] = sample
+    return list(found.values())
 
 
 def _ready(target: Target) -> bool:

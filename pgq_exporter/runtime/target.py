@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import Context, Feed, feed_for
 from pgq_exporter.collectors.capabilities import layout_name, served
@@ -288,7 +288,8 @@ class Target:
     def _run(self, due: list[Slot]) -> None:
         assert self.layout is not None
         assert self.feed is not None  # made with the plan
-        ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed)
+        ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed,
+                      self._connections.server_of(self.spec.database.dsn))  # fmt: skip
         with self._lock:
             if self.stopped:  # a restarted target may have taken these collectors
                 return
@@ -393,11 +394,23 @@ class Target:
         each made once after the collector's run rather than at every render."""
         specs = self._specs()
         parts = [sample_lines(specs, self.name, self.own_samples())]
+        # A static target's samples of its server are on /metrics once per server, by
+        # the exporter (server_samples); a probe target's answer holds them.
+        server_wide = not self.spec.always
         for slot in list(self.slots.values()):
             if slot.lines is None:
-                slot.lines = sample_lines(specs, self.name, _slot_samples(slot))
+                slot.lines = sample_lines(specs, self.name, _slot_samples(slot, server_wide))
             parts.append(slot.lines)
         return parts
+
+    def server_samples(self) -> list[AnySample]:
+        """Its collectors' last samples of its server, not of its database."""
+        return [
+            sample
+            for slot in list(self.slots.values())
+            for sample in slot.state.samples
+            if sample.metric in SERVER_WIDE
+        ]
 
     def _render(self) -> None:
         """A new snapshot from every collector's last samples (the lines of those that ran
@@ -433,10 +446,12 @@ def layout_samples(layout: Layout, slots: Iterable[Slot]) -> list[Sample]:
     return samples
 
 
-def _slot_samples(slot: Slot) -> Iterator[AnySample]:
+def _slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
     if isinstance(slot.collector, CustomSQL):
         yield Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
-    yield from slot.state.samples
+    for sample in slot.state.samples:
+        if server_wide or sample.metric not in SERVER_WIDE:
+            yield sample
     yield from run_samples(slot.name, slot.state)
 
 

@@ -211,29 +211,37 @@ FROM tree t
 JOIN pg_stat_user_tables s ON s.relid = t.relid;
 
 -- name: xmin_horizon
--- The four places an xmin that holds vacuum back can come from, and for how
--- long the oldest holder of each has held it (seconds; 0 where the source
--- records no start: replication slots and standbys). A backend holds the
--- horizon with its snapshot (backend_xmin) or with its own transaction id
--- (backend_xid): a session that wrote and sits idle in its transaction has
--- only the latter. Vacuum's own xmin holds nothing back, so autovacuum
--- workers are left out.
+-- What holds back vacuum in this database, and for how long the oldest holder of
+-- each source has held it: its backends and its prepared transactions (since
+-- PostgreSQL 14, a backend's snapshot or transaction id holds back the removal
+-- of dead rows only in its own database). A backend holds the horizon with its
+-- snapshot (backend_xmin) or with its own transaction id (backend_xid): a
+-- session that wrote and sits idle in its transaction has only the latter.
+-- Vacuum's own xmin holds nothing back, so autovacuum workers are left out, and
+-- walsenders, whose standby feedback holds every database's (server_xmin_horizon).
 SELECT 'backend' AS source,
        coalesce(max(greatest(age(backend_xmin), age(backend_xid))), 0) AS age,
        coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds
 FROM pg_stat_activity
 WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)
-  AND backend_type <> 'autovacuum worker'
+  AND datname = current_database()
+  AND backend_type NOT IN ('autovacuum worker', 'walsender')
   AND pid <> pg_backend_pid()
-UNION ALL
-SELECT 'replication_slot', coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0), 0
-FROM pg_replication_slots
 UNION ALL
 SELECT 'prepared_transaction', coalesce(max(age(transaction)), 0),
        coalesce(max(extract(epoch FROM now() - prepared)), 0)::float8
 FROM pg_prepared_xacts
+WHERE database = current_database();
+
+-- name: server_xmin_horizon
+-- What holds back vacuum in every database of the server: replication slots (their
+-- xmin, and catalog_xmin for the catalogs) and standbys' feedback relayed by their
+-- walsenders. Neither records since when.
+SELECT 'replication_slot' AS source,
+       coalesce(max(greatest(age(xmin), age(catalog_xmin))), 0) AS age
+FROM pg_replication_slots
 UNION ALL
-SELECT 'standby', coalesce(max(age(backend_xmin)), 0), 0
+SELECT 'standby', coalesce(max(age(backend_xmin)), 0)
 FROM pg_stat_replication;
 
 -- name: reads_all_stats
@@ -242,10 +250,13 @@ FROM pg_stat_replication;
 SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE');
 
 -- name: longest_transaction
+-- The longest transaction open in this database (another database's holds back
+-- nothing here: see xmin_horizon).
 SELECT coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 AS seconds
 FROM pg_stat_activity
 WHERE xact_start IS NOT NULL
   AND backend_type = 'client backend'
+  AND datname = current_database()
   AND pid <> pg_backend_pid();
 
 -- name: notify_usage

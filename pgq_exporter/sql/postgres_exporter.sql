@@ -97,6 +97,12 @@ FROM ({sql_table_health}) AS health
 SELECT current_database() AS database, source, age AS age_transactions, seconds AS age_seconds
 FROM ({sql_xmin_horizon}) AS horizons
 
+-- name: pgq_server_xmin_horizon
+-- What holds back every database of the server; postgres_exporter labels it with
+-- the server itself.
+SELECT source, age AS age_transactions
+FROM ({sql_server_xmin_horizon}) AS horizons
+
 -- name: pgq_longest_transaction
 SELECT current_database() AS database, seconds
 FROM ({sql_longest_transaction}) AS longest

@@ -334,8 +334,9 @@ def _annotations(rule: dict[str, Any], alert: str, labels: dict[str, str]) -> di
     """An alert's annotations as it fires with ``labels`` (their templates filled)."""
     [found] = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == alert]
     annotations = dict(found["annotations"])
-    for key, text in annotations.items():
+    for key, template in annotations.items():
+        filled = template
         for label, value in labels.items():
-            text = text.replace(f"{{{{ $labels.{label} }}}}", value)
-        annotations[key] = text
+            filled = filled.replace(f"{{{{ $labels.{label} }}}}", value)
+        annotations[key] = filled
     return annotations
