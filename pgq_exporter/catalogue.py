@@ -178,10 +178,15 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "the queue, and in the hands of a worker that claimed it ahead.",
                DBQ, JOB_HISTOGRAMS, "seconds"),
     MetricSpec("pgq_jobs_completed_total", C,
-               "Jobs that finished with status done, observed by this exporter process.",
+               "Jobs that finished with status done. On the reference schema the database "
+               "keeps the total (queue_counts, version 7 on), so jobs that finish while "
+               "the exporter is down are counted; with a library preset, the jobs this "
+               "exporter process observed finishing.",
                DBQ, JOB_HISTOGRAMS),
     MetricSpec("pgq_jobs_failed_total", C,
-               "Jobs that finished with status failed, observed by this exporter process.",
+               "Jobs that finished with status failed (retries spent). On the reference "
+               "schema the database keeps the total, as for pgq_jobs_completed_total; "
+               "with a library preset, the jobs this exporter process observed failing.",
                DBQ, JOB_HISTOGRAMS),
     MetricSpec("pgq_table_live_tuples", G,
                "Estimated live rows in a queue table or partition (pg_stat_user_tables).",

@@ -3,13 +3,17 @@
 Exactly once per finished job, from the feed of finished jobs (finished_feed.py for
 the reference queue, library_feed.py for a library preset), which this collector
 reads on every run. What the feed cannot know (a library that records no start, or
-deletes its done jobs) is not served.
+deletes its done jobs) is not served. On the reference schema (version 7 on) the
+completed and failed totals are the database's own (queue_counts), which count the
+jobs that finished while no exporter ran; elsewhere they count what this process saw.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
-from pgq_exporter.collectors.base import Collector, Conn, Context
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished import QueueStats, stats_samples
 from pgq_exporter.samples import AnySample
 
@@ -22,9 +26,22 @@ class JobHistograms(Collector):
         known = ctx.known_queues(conn)
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
-        outcomes = ctx.outcomes
-        return [
-            sample
-            for queue in sorted(set(known) | set(stats))
-            for sample in stats_samples(queue, stats.get(queue, QueueStats()), outcomes)
-        ]
+        kept = _kept_totals(conn, ctx)
+        samples: list[AnySample] = []
+        for queue in sorted(set(known) | set(stats) | set(kept or {})):
+            queue_stats = stats.get(queue, QueueStats())
+            if kept is not None:
+                completed, failed = kept.get(queue, (0, 0))
+                queue_stats = replace(queue_stats, completed=completed, failed=failed)
+            samples += stats_samples(queue, queue_stats, ctx.outcomes)
+        return samples
+
+
+def _kept_totals(conn: Conn, ctx: Context) -> dict[str, tuple[int, int]] | None:
+    """Per queue, the jobs that entered done and failed, as the reference schema keeps
+    them; None where it keeps none (a library, or a schema before version 7)."""
+    if not ctx.mapping.is_reference or not fetch(conn, "has_totals", ctx)[0][0]:
+        return None
+    return {
+        queue: (int(done), int(failed)) for queue, done, failed in fetch(conn, "kept_totals", ctx)
+    }

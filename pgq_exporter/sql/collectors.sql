@@ -74,6 +74,19 @@ LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS proce
                   sum(c.done) AS done, sum(c.failed) AS failed
            FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
 
+-- name: has_totals
+-- Whether the reference schema keeps totals of finished jobs (version 7 and later).
+SELECT EXISTS (SELECT FROM pg_attribute a
+               WHERE a.attrelid = to_regclass({counts_name})
+                 AND a.attname = 'completed_total' AND NOT a.attisdropped) AS present;
+
+-- name: kept_totals
+-- The reference schema's totals of the jobs that entered done and failed,
+-- summed over the writers' slots: they never go down.
+SELECT c.queue, sum(c.completed_total) AS completed, sum(c.failed_total) AS failed
+FROM {counts} c
+GROUP BY c.queue;
+
 -- name: table_pages
 -- Pages, as they are now, of the largest table or partition that holds the
 -- queue's rows: a sample of one queue reads only its partition (pruning).

@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import yaml
@@ -27,6 +28,7 @@ from pgq_exporter.http.ports import free_port
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from tests.alert_support import BUNDLE, QUIET_FOR, watched
 from tests.conftest import Database
+from tests.exporter_support import ExporterProcess
 from tests.support import require_tool, wait_for
 
 
@@ -118,6 +120,33 @@ def test_a_dead_exporter_raises_exporter_down(db: Database) -> None:
         watch.until_firing({"PgqExporterDown"})
         watch.watch(2)
     assert watch.fired == {"PgqExporterDown"}
+
+
+def _finish(conn: psycopg.Connection[Any], queue: str, n: int) -> None:
+    conn.execute("SELECT enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))", (queue, n))
+    claimed = conn.execute("SELECT id, lease_token FROM claim(%s, %s)", (queue, n)).fetchall()
+    conn.execute("SELECT * FROM complete_many(%s, %s)",
+                 ([c[0] for c in claimed], [c[1] for c in claimed]))  # fmt: skip
+
+
+def test_jobs_finished_while_the_exporter_is_down_are_not_lost_to_increase(
+    db: Database,
+) -> None:
+    series = 'pgq_jobs_completed_total{job="pgq-exporter", database="main", queue="mail"}'
+    with watched(db.dsn) as watch, db.connect(autocommit=True) as conn:
+        _finish(conn, "mail", 3)
+        watch.api.wait(f"{series} == 3")
+        process = watch.exporter.process
+        assert process is not None
+        process.kill()  # as an OOM kill would: nothing is flushed
+        process.wait()
+        watch.api.wait('up{job="pgq-exporter"} == 0')
+        _finish(conn, "mail", 4)
+        config = watch.exporter.config_text
+        with ExporterProcess(config, port=watch.exporter.port):
+            watch.api.wait(f"{series} == 7")
+            [resets] = watch.api.query(f"resets({series}[10m])")
+            assert resets["value"][1] == "0"
 
 
 @contextmanager

@@ -106,6 +106,58 @@ def test_recount_repairs_counts_after_writes_to_a_partition_directly(db: Databas
         assert_counts_exact(conn)
 
 
+def _totals(conn: Conn) -> dict[str, tuple[int, int]]:
+    rows = conn.execute(
+        "SELECT queue, sum(completed_total), sum(failed_total) FROM queue_counts GROUP BY 1"
+    ).fetchall()
+    return {queue: (int(done), int(failed)) for queue, done, failed in rows}
+
+
+def test_finished_totals_count_each_entry_and_never_go_down(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", 6)
+        claimed = conn.execute("SELECT id, lease_token FROM claim('mail', 6)").fetchall()
+        conn.execute("SELECT * FROM complete_many(%s, %s)",
+                     ([c[0] for c in claimed[:3]], [c[1] for c in claimed[:3]]))  # fmt: skip
+        conn.execute("UPDATE jobs SET status = 'failed', finished_at = now() WHERE id = %s",
+                     (claimed[3][0],))  # fmt: skip
+        assert _totals(conn) == {"mail": (3, 1)}
+        # One statement moves a job into failed and the failed one back out: the net
+        # change of failed is 0, one job entered it.
+        conn.execute(
+            "UPDATE jobs SET status = CASE WHEN status = 'failed' THEN 'pending' ELSE 'failed'"
+            " END, finished_at = now() WHERE id = ANY(%s)",
+            ([claimed[3][0], claimed[4][0]],),
+        )
+        assert _totals(conn) == {"mail": (3, 2)}
+        conn.execute("UPDATE jobs SET status = 'done' WHERE status = 'done'")  # no entry
+        conn.execute("INSERT INTO jobs (queue, status, finished_at) VALUES ('mail', 'done', now())")
+        assert _totals(conn) == {"mail": (4, 2)}
+        conn.execute("DELETE FROM jobs WHERE status IN ('done', 'failed')")  # archived
+        conn.execute("SELECT recount()")
+        assert_counts_exact(conn)
+        assert _totals(conn) == {"mail": (4, 2)}
+        conn.execute("TRUNCATE jobs")
+        assert kept_counts(conn) == {}
+        assert _totals(conn) == {"mail": (4, 2)}
+
+
+def test_fold_keeps_the_totals_of_ended_sessions(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        for _ in range(2):
+            with db.connect(autocommit=True) as writer:
+                _enqueue(writer, "mail", 2)
+                claimed = writer.execute("SELECT id, lease_token FROM claim('mail', 2)").fetchall()
+                writer.execute("SELECT * FROM complete_many(%s, %s)",
+                               ([c[0] for c in claimed], [c[1] for c in claimed]))  # fmt: skip
+        conn.execute("DELETE FROM jobs")
+        conn.execute("SELECT fold_counts()")
+        assert kept_counts(conn) == {}
+        assert _totals(conn) == {"mail": (4, 0)}
+        slots = {r[0] for r in conn.execute("SELECT slot FROM queue_counts").fetchall()}
+        assert slots == {0, conn.info.backend_pid}  # the deleting session's is live
+
+
 def _without_autovacuum(conn: Conn, table: str) -> None:
     leaves = conn.execute(
         "SELECT relid::regclass::text FROM pg_partition_tree(%s::regclass) WHERE isleaf",
