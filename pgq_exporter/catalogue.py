@@ -25,6 +25,7 @@ class MetricSpec:
     labels: tuple[str, ...]
     collector: str
     unit: str = ""
+    buckets: tuple[float, ...] = ()  # a histogram's upper bounds, in seconds, "+Inf" aside
 
 
 # Built-in collectors, in the order they run.
@@ -100,10 +101,22 @@ DB = ("database",)
 DBQ = ("database", "queue")
 DBT = ("database", "table")
 
-# Histogram bucket upper bounds, in seconds, shared by every job histogram.
-DURATION_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
-)  # fmt: skip
+
+def doubling_buckets(per_doubling: int, lowest: int, highest: int) -> tuple[float, ...]:
+    """Upper bounds from 2**lowest to 2**highest seconds, ``per_doubling`` to each
+    doubling, at four significant digits. histogram_quantile interpolates within a
+    bucket, so a quantile reads within one bucket's ratio of the truth, whatever
+    the distribution: 2**(1/8) is 9.1%."""
+    return tuple(
+        float(f"{2 ** (k / per_doubling):.4g}")
+        for k in range(lowest * per_doubling, highest * per_doubling + 1)
+    )
+
+
+# 7.8 ms to 68 min. The handler's time within 9.1% (153 bounds); the wait, which
+# the queue's gauges also show, within 19% at half the series (77 bounds).
+PROCESSING_BUCKETS = doubling_buckets(8, -7, 12)
+WAIT_BUCKETS = doubling_buckets(4, -7, 12)
 
 _COLLECTED_NOTE = (
     "Collected in the background on an interval; see pgq_collector_last_success_timestamp_seconds."
@@ -172,11 +185,11 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "the handler's time, the reference worker stamping started_at when the handler "
                "starts (a worker that does not, at the claim). Each finished job is observed "
                "once per exporter process.",
-               DBQ, JOB_HISTOGRAMS, "seconds"),
+               DBQ, JOB_HISTOGRAMS, "seconds", PROCESSING_BUCKETS),
     MetricSpec("pgq_job_wait_seconds", H,
                "Wait time of finished jobs, scheduled_at to started_at of the last attempt: in "
                "the queue, and in the hands of a worker that claimed it ahead.",
-               DBQ, JOB_HISTOGRAMS, "seconds"),
+               DBQ, JOB_HISTOGRAMS, "seconds", WAIT_BUCKETS),
     MetricSpec("pgq_jobs_completed_total", C,
                "Jobs that finished with status done. On the reference schema the database "
                "keeps the total (queue_counts, version 7 on), so jobs that finish while "

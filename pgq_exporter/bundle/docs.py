@@ -7,7 +7,6 @@ from __future__ import annotations
 from pgq_exporter.bundle.postgres_exporter import CAP, SUPPORTED
 from pgq_exporter.catalogue import (
     CATALOGUE,
-    DURATION_BUCKETS,
     JOB_HISTOGRAMS,
     QUEUE_DEPTH,
     QUEUE_LATENCY,
@@ -32,8 +31,7 @@ def metrics_markdown() -> str:
         "*postgres_exporter* column says whether `contrib/postgres_exporter/queries.yaml` "
         "yields the same name and labels.",
         "",
-        f"Histogram buckets (seconds): {', '.join(f'{b:g}' for b in DURATION_BUCKETS)}.",
-        "",
+        *_buckets_text(),
         "| metric | type | labels | collector | postgres_exporter | help |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -47,6 +45,22 @@ def metrics_markdown() -> str:
             f"| `{spec.name}` | {spec.type} | {labels} | {spec.collector} | {served} | {text} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _buckets_text() -> list[str]:
+    lines = []
+    for spec in CATALOGUE:
+        if spec.buckets:
+            low, high = spec.buckets[0], spec.buckets[-1]
+            step = spec.buckets[1] / spec.buckets[0]
+            lines += [
+                f"`{spec.name}` has {len(spec.buckets)} buckets (and `+Inf`) from {low:g} s to "
+                f"{high:g} s, each {step:.3f} times the one below: `histogram_quantile` reads "
+                f"within {step - 1:.0%} of the true quantile there, {len(spec.buckets) + 3} "
+                "series per queue with `_sum` and `_count`.",
+                "",
+            ]
+    return lines
 
 
 # What each queue collector gives, as the presets table says it.

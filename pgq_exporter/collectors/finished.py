@@ -15,23 +15,27 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from pgq_exporter.catalogue import DURATION_BUCKETS
+from pgq_exporter.catalogue import PROCESSING_BUCKETS, WAIT_BUCKETS
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 
 @dataclass
 class Histogram:
-    counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    bounds: tuple[float, ...]
+    counts: list[int] = field(init=False)
     total: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.bounds) + 1)
+
     def observe(self, value: float) -> None:
-        self.counts[bisect_left(DURATION_BUCKETS, value)] += 1
+        self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
 
     def cumulative(self) -> tuple[tuple[str, float], ...]:
         running = 0
         result = []
-        for bound, count in zip([*map(_le, DURATION_BUCKETS), "+Inf"], self.counts, strict=True):
+        for bound, count in zip([*map(_le, self.bounds), "+Inf"], self.counts, strict=True):
             running += count
             result.append((bound, float(running)))
         return tuple(result)
@@ -39,8 +43,8 @@ class Histogram:
 
 @dataclass
 class QueueStats:
-    processing: Histogram = field(default_factory=Histogram)
-    wait: Histogram = field(default_factory=Histogram)
+    processing: Histogram = field(default_factory=lambda: Histogram(PROCESSING_BUCKETS))
+    wait: Histogram = field(default_factory=lambda: Histogram(WAIT_BUCKETS))
     completed: int = 0
     failed: int = 0
 

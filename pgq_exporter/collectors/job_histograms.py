@@ -40,7 +40,9 @@ class JobHistograms(Collector):
 def _kept_totals(conn: Conn, ctx: Context) -> dict[str, tuple[int, int]] | None:
     """Per queue, the jobs that entered done and failed, as the reference schema keeps
     them; None where it keeps none (a library, or a schema before version 7)."""
-    if not ctx.mapping.is_reference or not fetch(conn, "has_totals", ctx)[0][0]:
+    if ctx.library is not None or not ctx.mapping.is_reference:
+        return None
+    if not fetch(conn, "has_totals", ctx)[0][0]:
         return None
     return {
         queue: (int(done), int(failed)) for queue, done, failed in fetch(conn, "kept_totals", ctx)

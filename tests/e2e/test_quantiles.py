@@ -1,0 +1,82 @@
+"""The handler's time as Prometheus reads it: jobs of known duration through the real
+worker, histogram_quantile over the exporter's buckets against each job's own
+processing time in the database."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pgq_exporter.queue.contract import Job
+from pgq_exporter.queue.producer import Producer
+from pgq_exporter.queue.worker import Worker, WorkerSettings
+from tests.conftest import Database
+from tests.exporter_support import ExporterProcess, basic_config
+from tests.prometheus_support import running_prometheus
+from tests.support import wait_for
+
+# A handler that always takes half a second (the one that read p99 0.995 s on
+# buckets 0.5 and 1), and one whose times spread over a decade.
+FIXED = [0.5] * 40
+SPREAD = [0.02 * 1.06**k for k in range(40)]  # 20 ms to 190 ms
+
+
+def _handle(job: Job) -> None:
+    payload: Any = job.payload
+    time.sleep(float(payload["sleep"]))
+
+
+def _run(db: Database, queue: str, sleeps: list[float]) -> list[float]:
+    """Runs the jobs through the worker; each job's processing time as recorded."""
+    with Producer(db.dsn) as producer:
+        producer.enqueue_many(queue, [{"sleep": s} for s in sleeps])
+    worker = Worker(db.dsn, _handle, WorkerSettings(queues=(queue,), concurrency=20, batch=20))
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        with db.connect(autocommit=True) as conn:
+
+            def finished() -> list[float]:
+                rows = conn.execute(
+                    "SELECT extract(epoch FROM finished_at - started_at)::float8 FROM jobs"
+                    " WHERE queue = %s AND status = 'done'",
+                    (queue,),
+                ).fetchall()
+                return [float(r[0]) for r in rows]
+
+            return wait_for(finished, f"{len(sleeps)} {queue} jobs done", 60,
+                            until=lambda done: len(done) == len(sleeps))  # fmt: skip
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+
+
+def _nearest_rank(q: float, values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def test_histogram_quantiles_read_the_handlers_time_within_ten_percent(db: Database) -> None:
+    with tempfile.TemporaryDirectory() as tmp, ExporterProcess(basic_config(db.dsn)) as exporter:
+        config = {
+            "global": {"scrape_interval": "1s"},
+            "scrape_configs": [{"job_name": "pgq-exporter", "static_configs": [
+                {"targets": [f"127.0.0.1:{exporter.port}"]}]}],
+        }  # fmt: skip
+        with running_prometheus(Path(tmp), config) as api:
+            # The histograms count the jobs that finish after the exporter's first read.
+            api.wait('pgq_collector_success{collector="job_histograms"} == 1')
+            truth = {"fixed": _run(db, "fixed", FIXED), "spread": _run(db, "spread", SPREAD)}
+            for queue, values in truth.items():
+                api.wait(f'pgq_job_processing_seconds_count{{queue="{queue}"}} == {len(values)}')
+                for q in (0.5, 0.95, 0.99):
+                    [result] = api.query(
+                        f"histogram_quantile({q}, sum by (le) "
+                        f'(pgq_job_processing_seconds_bucket{{queue="{queue}"}}))'
+                    )
+                    read, true = float(result["value"][1]), _nearest_rank(q, values)
+                    assert abs(read - true) / true <= 0.10, (queue, q, read, true)

@@ -1,0 +1,120 @@
+"""histogram_quantile over the shipped buckets, against the true quantiles of known
+distributions of handler times from 10 ms to 10 min."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from pgq_exporter.catalogue import PROCESSING_BUCKETS, WAIT_BUCKETS, doubling_buckets
+from pgq_exporter.collectors.finished import Histogram
+
+QUANTILES = (0.5, 0.95, 0.99)
+# Evenly spaced probabilities: a distribution's sample without randomness.
+POINTS = [(i + 0.5) / 4000 for i in range(4000)]
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[str, float]]) -> float:
+    """Prometheus's histogram_quantile over one classic histogram's cumulative buckets:
+    linear interpolation within the bucket that holds rank q * count, from 0 below
+    the first; the highest finite bound when the rank falls in +Inf."""
+    bounds = [(math.inf if le == "+Inf" else float(le), count) for le, count in buckets]
+    total = bounds[-1][1]
+    rank = q * total
+    below_bound, below_count = 0.0, 0.0
+    for bound, count in bounds:
+        if count >= rank:
+            if math.isinf(bound):
+                return below_bound
+            return below_bound + (bound - below_bound) * (rank - below_count) / (
+                count - below_count
+            )
+        below_bound, below_count = bound, count
+    raise AssertionError("the +Inf bucket holds every observation")
+
+
+def true_quantile(q: float, values: Sequence[float]) -> float:
+    """The value of rank q * n, as histogram_quantile ranks (nearest rank above)."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def worst_error(bounds: tuple[float, ...], values: Sequence[float]) -> float:
+    histogram = Histogram(bounds)
+    for v in values:
+        histogram.observe(v)
+    cumulative = histogram.cumulative()
+    return max(
+        abs(histogram_quantile(q, cumulative) - true_quantile(q, values)) / true_quantile(q, values)
+        for q in QUANTILES
+    )
+
+
+def _inverse_normal(p: float) -> float:
+    """The standard normal's quantile, by bisection: no numpy, and exact enough here."""
+    low, high = -10.0, 10.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if 0.5 * math.erfc(-mid / math.sqrt(2)) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+NORMAL = [_inverse_normal(p) for p in POINTS]
+
+
+def _lognormal(median: float, sigma: float) -> list[float]:
+    return [median * math.exp(sigma * z) for z in NORMAL]
+
+
+def _exponential(mean: float) -> list[float]:
+    return [-mean * math.log(1 - p) for p in POINTS]
+
+
+def _uniform(low: float, high: float) -> list[float]:
+    return [low + (high - low) * p for p in POINTS]
+
+
+def _fixed(seconds: float) -> list[float]:
+    """A handler that always takes the same time, jittered by a millisecond's tenth."""
+    return [seconds + 1e-4 * p for p in POINTS]
+
+
+# Handler times of 10 ms to 10 min: scales on a grid finer than the buckets, so some
+# fall just above a bound (the worst case for a fixed time) and some just below.
+SCALES = [0.01 * 1.037**k for k in range(0, 300) if 0.01 * 1.037**k <= 600]
+DISTRIBUTIONS: dict[str, Callable[[float], list[float]]] = {
+    "fixed": _fixed,
+    "lognormal(0.3)": lambda s: _lognormal(s, 0.3),
+    "lognormal(1)": lambda s: [min(v, 600.0) for v in _lognormal(s, 1.0)],
+    "exponential": lambda s: [min(v, 600.0) for v in _exponential(s)],
+    "uniform": lambda s: _uniform(s / 2, s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+def test_processing_quantiles_read_within_ten_percent_from_10ms_to_10min(name: str) -> None:
+    worst = max(
+        (worst_error(PROCESSING_BUCKETS, DISTRIBUTIONS[name](scale)), scale) for scale in SCALES
+    )
+    assert worst[0] <= 0.10, f"{name} at {worst[1]:.3f} s reads {worst[0]:.1%} off"
+
+
+def test_the_check_finds_the_old_buckets_and_a_coarser_layout_wrong() -> None:
+    old = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+    assert worst_error(old, _fixed(0.5005)) > 0.4  # the 0.5 s handler that read 0.75 s
+    assert worst_error(doubling_buckets(4, -7, 12), _fixed(0.505)) > 0.10
+    assert worst_error(WAIT_BUCKETS, _fixed(0.505)) <= 0.19
+
+
+def test_bounds_rise_by_less_than_a_tenth_after_rounding() -> None:
+    ratios = [b / a for a, b in itertools.pairwise(PROCESSING_BUCKETS)]
+    assert max(ratios) < 1.0915 and min(ratios) > 1.089
+    assert PROCESSING_BUCKETS[0] < 0.01 and PROCESSING_BUCKETS[-1] > 600
+    assert bisect_left(PROCESSING_BUCKETS, 0.5) == PROCESSING_BUCKETS.index(0.5)
