@@ -7,8 +7,9 @@ annotations, written out by hand) and a near miss where it does not.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pgq_exporter.bundle.promql import QUEUE_KEY, by, number, selector
@@ -40,6 +41,7 @@ STUCK_3 = (
 class Scenario:
     series: tuple[tuple[str, str], ...]  # (series, promtool values)
     eval_time: str = "10m"
+    interval: str = "1m"  # between the series' samples
     labels: dict[str, str] = field(default_factory=dict)  # fired alert's labels
     description: str = ""
     drop: tuple[str, ...] = ()  # labels of its first series the fired alert has not
@@ -132,9 +134,11 @@ def _up(config: BundleConfig) -> str:
 
 DB_KEY = ("job", "instance", "database")
 TABLE_KEY = (*DB_KEY, "table")
-# The span the xmin alerts look back over, so that one missed collector run does not
-# restart their for: clock: longer than a run missed, short enough to resolve soon.
-XMIN_SPAN = "1m"
+# The span the xmin alerts look back over, so that one run that reads no holder (a
+# gap while the exporter restarts) does not restart their for: clock: two collector
+# runs at the default 15 s, short enough that a fixed horizon resolves within two
+# minutes (a collector that fails is covered by the alert's blind branch instead).
+XMIN_SPAN = "30s"
 XMIN_CONFIRM = (
     "SELECT pid, state, now() - xact_start AS held, age(backend_xid),\n"
     "       age(backend_xmin), query\n"
@@ -575,15 +579,18 @@ ALERTS: tuple[Alert, ...] = (
         "for a few minutes. Dead rows are piling up behind it already.",
         confirm_sql=XMIN_CONFIRM,
         action="Find the holder now, before it pages: " + XMIN_ACTION,
+        # Sampled every 15 s, as scraped: the span looks back over two samples.
         fire=Scenario(
-            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),),
+            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+15x60"),),
             eval_time="5m",
+            interval="15s",
             labels={"source": "backend"},
             description="A backend in database main has held the xmin horizon back for 5m 0s.",
         ),
         near_miss=Scenario(
-            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "120x15"),),
+            ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "120x60"),),
             eval_time="15m",
+            interval="15s",
         ),
         per_queue=False,
     ),
@@ -615,25 +622,28 @@ ALERTS: tuple[Alert, ...] = (
         action=XMIN_ACTION,
         fire=Scenario(
             (
-                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "40x15"),
-                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "40x60"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+15x60"),
             ),
             eval_time="10m",
+            interval="15s",
             labels={"source": "backend"},
             description="A backend in database main holds the xmin horizon back: for too "
             "long, or too many transactions ago.",
         ),
         near_miss=Scenario(
             (
-                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "500000x15"),
-                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "300x15"),
+                (f'pgq_xmin_horizon_age_transactions{{{T}, source="backend"}}', "500000x60"),
+                (f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "300x60"),
             ),
             eval_time="15m",
+            interval="15s",
         ),
         also_quiet=(
-            Scenario(  # held 8 minutes: the for: minute has not run yet
-                ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+60x15"),),
-                eval_time="9m",
+            Scenario(  # held 8 minutes 45 s: the for: minute has not run yet
+                ((f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}', "0+15x60"),),
+                eval_time="525s",
+                interval="15s",
             ),
         ),
         also_fires=(
@@ -643,27 +653,29 @@ ALERTS: tuple[Alert, ...] = (
                         "pgq_server_xmin_horizon_age_transactions{"
                         + E
                         + ', server="10.0.0.5:5432", source="replication_slot"}',
-                        "2000000x15",
+                        "2000000x60",
                     ),
                     (
                         'pgq_server_xmin_horizon_age_transactions{job="pgq-exporter", '
                         'instance="other:9188", server="10.0.0.5:5432", source="replication_slot"}',
-                        "2000000x15",
+                        "2000000x60",
                     ),
                 ),
                 eval_time="10m",
+                interval="15s",
                 drop=("instance",),
                 description="A replication_slot of server 10.0.0.5:5432 (every database of "
                 "it) holds the xmin horizon back: for too long, or too many transactions ago.",
             ),
-            Scenario(  # the collector missed its run at 10m: the page still comes at 10m
+            Scenario(  # a scrape at 9m found no holder: the page still comes at 10m
                 (
                     (
                         f'pgq_xmin_horizon_age_seconds{{{T}, source="backend"}}',
-                        "0+60x9 stale 600+60x5",
+                        "0+15x35 stale 555+15x20",
                     ),
                 ),
                 eval_time="10m",
+                interval="15s",
                 labels={"source": "backend"},
                 description="A backend in database main holds the xmin horizon back: for "
                 "too long, or too many transactions ago.",
@@ -745,6 +757,19 @@ ALERTS: tuple[Alert, ...] = (
                 ),
             ),
             eval_time="60m",
+        ),
+        also_fires=(
+            Scenario(  # vacuumed at 0, then autovacuum stops: it pages within 10 minutes
+                (
+                    (f'pgq_table_dead_tuples{{{T}, table="jobs_email"}}', "0+1660x20"),
+                    (f'pgq_table_live_tuples{{{T}, table="jobs_email"}}', "38000x20"),
+                    (f'pgq_table_last_vacuum_age_seconds{{{T}, table="jobs_email"}}', "0+60x20"),
+                ),
+                eval_time="10m",
+                labels={"table": "jobs_email"},
+                description="Table jobs_email in database main holds 16.6k dead rows, a large "
+                "share of it, and has not been vacuumed for a long time.",
+            ),
         ),
         also_quiet=(
             Scenario(  # a big, calm table: many dead rows, a small share of them
@@ -1095,6 +1120,83 @@ def inhibit_rules() -> dict[str, Any]:
     return {"inhibit_rules": rules}
 
 
+# Each alert's fault fixed: the values each series of its fire scenario takes from
+# the minute after the alert is seen firing. Every alert must resolve within two
+# minutes of it (a promtool test each), however long the fault lasted.
+RESOLVE_WITHIN_MINUTES = 2
+# Rules are evaluated as the shipped Prometheus configs do (compose: 15 s); the
+# series' samples stay a minute apart.
+EVALUATION = "15s"
+FIXES: dict[str, tuple[str, ...]] = {
+    "PgqBacklogTooLarge": ("0x5",),
+    "PgqOldestReadyJobTooOld": ("0x5",),
+    "PgqStuckJobs": ("0x5",),
+    "PgqFailureRatioHigh": ("0.02x5", "49x5", "1x5"),
+    "PgqQueueStalled": ("40x5", "25x5", "0x5"),  # a worker is back: the backlog drains
+    "PgqExhaustedJobsPiling": ("0x5",),
+    "PgqXminHorizonHeld": ("0x5",),
+    "PgqXminHorizonTooOld": ("0x5", "0x5"),
+    "PgqLongRunningTransaction": ("0x5",),
+    "PgqAutovacuumLagging": ("0x5", "38000x5", "0+60x5"),  # vacuumed
+    "PgqAutovacuumDisabled": ("1x5",),
+    "PgqNotifyQueueFilling": ("0x5",),
+    "PgqDatabaseDown": ("1x5",),
+    "PgqCollectorFailing": ("1x5",),
+    "PgqCollectorStale": ("{next}+60x5",),  # succeeding again, each sample
+    "PgqExporterDown": ("1x5",),
+    "PgqPostgresExporterDown": ("1x5",),
+    "PgqConfigReloadFailed": ("1x5",),
+    "PgqLockWaits": ("0x5",),
+}
+_EXPANDING = re.compile(
+    r"^(?P<start>-?[0-9.]+)(?:(?P<sign>[+-])(?P<step>[0-9.]+))?x(?P<times>[0-9]+)$"
+)
+
+
+def expand_values(text: str) -> list[str]:
+    """promtool's input values ("1 2 _ 3+1x2 5x3") as one value per interval."""
+    values: list[str] = []
+    for token in text.split():
+        match = _EXPANDING.match(token)
+        if token in ("_", "stale") or match is None:
+            values.append(token)
+            continue
+        start, times = float(match["start"]), int(match["times"])
+        step = float(match["step"] or 0) * (-1 if match["sign"] == "-" else 1)
+        values += [f"{start + step * i:g}" for i in range(times + 1)]
+    return values
+
+
+def _seconds(duration: str) -> int:
+    units = {"s": 1, "m": 60, "h": 3600}
+    if duration[-1:] not in units:
+        raise RuntimeError(f"a scenario's duration in s, m or h, not {duration!r}")
+    return int(duration[:-1]) * units[duration[-1]]
+
+
+def _resolve_test(alert: Alert, config: BundleConfig) -> dict[str, Any]:
+    """The fault until the alert is seen firing, then its fix: no alert two minutes on."""
+    fixes = FIXES[alert.name]
+    if len(fixes) != len(alert.fire.series):
+        raise RuntimeError(f"{alert.name}: one fix for each series of its fire scenario")
+    step = _seconds(alert.fire.interval)
+    seen = _seconds(alert.fire.eval_time) // step  # the sample the alert is seen firing at
+    after = RESOLVE_WITHIN_MINUTES * 60 // step + 1  # samples from the fix to the check
+    series = []
+    for (name, values), fix in zip(alert.fire.series, fixes, strict=True):
+        fault = expand_values(values)[: seen + 1]
+        fixed = expand_values(fix.format(next=(seen + 1) * step))
+        fixed += fixed[-1:] * (after - len(fixed))
+        series.append((name, " ".join(fault + fixed)))
+    name = f"{alert.name} resolves within {RESOLVE_WITHIN_MINUTES}m of its fix"
+    test = _alert_test(alert, config, replace(alert.fire, series=tuple(series)), True, name)
+    resolved = _seconds(alert.fire.eval_time) + RESOLVE_WITHIN_MINUTES * 60
+    test["alert_rule_test"].append(
+        {"eval_time": f"{resolved}s", "alertname": alert.name, "exp_alerts": []}
+    )
+    return test
+
+
 def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
     """promtool unit tests: each alert fires in one case and stays quiet in a near miss."""
     tests = []
@@ -1107,12 +1209,13 @@ def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
                 f" {n - 1}" if n > 1 else ""
             )
             tests.append(_alert_test(alert, config, scenario, fires, name))
+        tests.append(_resolve_test(alert, config))
         for way in alert.ways:
             tests.append(
                 _alert_test(alert, config, way.fire, True, f"{alert.name} fires: {way.name}")
             )
     tests += recording_tests()
-    return {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": tests}
+    return {"rule_files": [rules_file], "evaluation_interval": EVALUATION, "tests": tests}
 
 
 def ways_of(alert: Alert, config: BundleConfig) -> tuple[Way, ...]:
@@ -1166,14 +1269,12 @@ def _needs(way: Way) -> set[str]:
 def _relabelled(scenario: Scenario, database: str) -> Scenario:
     """The scenario for a database named ``database`` (its series and description)."""
     swap = f'database="{database}"'
-    return Scenario(
-        tuple((series.replace('database="main"', swap), values)
-              for series, values in scenario.series),
-        scenario.eval_time,
-        scenario.labels,
-        scenario.description.replace("(database main)", f"(database {database})")
+    return replace(
+        scenario,
+        series=tuple((series.replace('database="main"', swap), values)
+                     for series, values in scenario.series),
+        description=scenario.description.replace("(database main)", f"(database {database})")
         .replace("database main", f"database {database}"),
-        scenario.drop,
     )  # fmt: skip
 
 
@@ -1200,7 +1301,7 @@ def _alert_test(
         )
     return {
         "name": name,
-        "interval": "1m",
+        "interval": scenario.interval,
         "input_series": series,
         "alert_rule_test": [
             {"eval_time": scenario.eval_time, "alertname": alert.name, "exp_alerts": expected}

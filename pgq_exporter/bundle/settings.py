@@ -42,8 +42,9 @@ DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
     # Dead rows a table must hold before their share counts, and the seconds since its
     # last vacuum past which autovacuum is late for a queue table (it churns: every
     # claim and completion leaves a dead row, and autovacuum should come every minute
-    # or few).
-    "PgqAutovacuumLagging": {"floor": 10_000, "cadence": 600},
+    # or few). Five minutes, so that it pages within 10 minutes of autovacuum stopping
+    # on a busy table (its for: is 2m).
+    "PgqAutovacuumLagging": {"floor": 10_000, "cadence": 300},
     # No ratio alert on fewer finished jobs than this in the window.
     "PgqFailureRatioHigh": {"min_jobs": 20},
     # Where finished jobs leave no trace: the seconds no job may be seen running, while

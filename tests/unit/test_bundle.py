@@ -199,7 +199,7 @@ def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
         ]
     }
     assert (
-        "max_over_time(pgq_xmin_horizon_age_seconds[1m]) > 120\n"
+        "max_over_time(pgq_xmin_horizon_age_seconds[30s]) > 120\n"
         in rules["PgqXminHorizonTooOld"]["expr"]
     )
     assert (
