@@ -6,7 +6,6 @@ grafana.NOT_SERVED_TEXT)."""
 
 from __future__ import annotations
 
-import re
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from pgq_exporter.bundle import RULES_FILE, write_bundle
 from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json, health, overview
 from pgq_exporter.bundle.settings import BundleConfig
 from tests.exporter_support import Labels
@@ -22,7 +22,6 @@ from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import wait_for
 
 Samples = dict[str, dict[Labels, float]]
-_METRIC = re.compile(r"\b(pgq_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
 # The dashboards whose panels depend on the database's queue layout.
 BY_DATABASE = (overview, health)
 VARIABLES = {"$__rate_interval": "1m", "$__interval": "1m", "$job": ".+", "$instance": ".+",
@@ -64,36 +63,39 @@ class PanelCheck:
         """Serve ``samples`` as database ``database``; then every panel of the dashboards
         by database has data for it, or reads only metrics it does not serve."""
         self._served.set(database, samples)
-        # Three scrapes at least, so that a rate over them has two points.
+        # Four scrapes at least, so that a rate over them has two points and the
+        # recording rules (evaluated as often as scrapes) have seen them.
         wait_for(lambda: self.api.query(
-            f'count_over_time(pgq_layout_info{{database="{database}"}}[1m]) >= 3'),
+            f'count_over_time(pgq_layout_info{{database="{database}"}}[1m]) >= 4'),
             f"{database}'s samples in Prometheus", 60, interval=0.5)  # fmt: skip
         unserved = {
             result["metric"]["metric"]
             for result in self.api.query(f'pgq_metric_served{{database="{database}"}} == 0')
         }
         empty = []
-        for uid, title, exprs in _panels(database):
+        for uid, title, exprs, metrics in _panels(database):
             if any(self.api.query(expr) for expr in exprs):
                 continue
-            if not {m for expr in exprs for m in _METRIC.findall(expr)} & unserved:
+            if not metrics & unserved:
                 empty.append((uid, title, exprs))
         assert empty == [], f"panels without data for {database}, whose metrics it serves: {empty}"
 
 
-def _panels(database: str) -> Iterator[tuple[str, str, list[str]]]:
-    """Each panel of the dashboards by database: its queries, for ``database``."""
+def _panels(database: str) -> Iterator[tuple[str, str, list[str], set[str]]]:
+    """Each panel of the dashboards by database: its queries, for ``database``, and the
+    metrics it reads (directly or through a recording rule)."""
     config = BundleConfig()
     for build in BY_DATABASE:
         dashboard = build(config)
-        for data in dashboard_json(dashboard, config)["panels"]:
+        panels = zip(dashboard.panels, dashboard_json(dashboard, config)["panels"], strict=True)
+        for panel, data in panels:
             exprs = []
             for target in data["targets"]:
                 expr = target["expr"].replace("$database", database)
                 for variable, value in VARIABLES.items():
                     expr = expr.replace(variable, value)
                 exprs.append(expr)
-            yield dashboard.uid, data["title"], exprs
+            yield dashboard.uid, data["title"], exprs, panel.metrics()
 
 
 @contextmanager
@@ -114,14 +116,18 @@ def panel_check() -> Iterator[PanelCheck]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "pgq-exporter",
-                            "static_configs": [{"targets": [f"127.0.0.1:{server.server_port}"]}]}],
-    }  # fmt: skip
     try:
-        with tempfile.TemporaryDirectory() as tmp, running_prometheus(Path(tmp), config) as api:
-            yield PanelCheck(api, served)
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            write_bundle(root, BundleConfig())  # the dashboards read its recording rules
+            config = {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(root / RULES_FILE)],
+                "scrape_configs": [{"job_name": "pgq-exporter", "static_configs": [
+                    {"targets": [f"127.0.0.1:{server.server_port}"]}]}],
+            }  # fmt: skip
+            with running_prometheus(root, config) as api:
+                yield PanelCheck(api, served)
     finally:
         server.shutdown()
         server.server_close()

@@ -1,8 +1,9 @@
 """Grafana dashboards (JSON model, schemaVersion 41), importable by UI and by provisioning.
 
 Every panel has a unit and a description; every query filters on $job and
-$instance; rates use $__rate_interval. A panel whose metrics postgres_exporter
-cannot provide says so in its description.
+$instance; rates use $__rate_interval, except the throughput and quantiles, which
+read the recording rules (recording.py) over 5 minutes. A panel whose metrics
+postgres_exporter cannot provide says so in its description.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from pgq_exporter.bundle.postgres_exporter import SUPPORTED
 from pgq_exporter.bundle.promql import selector
+from pgq_exporter.bundle.recording import quantile_name, rate_name, rule_sources
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.catalogue import metric
 from pgq_exporter.collectors.capabilities import NOT_ALWAYS_SERVED
@@ -64,9 +66,15 @@ class Panel:
     stack: bool = False
 
     def metrics(self) -> set[str]:
+        """The catalogue metrics it reads, directly or through a recording rule."""
         found = set()
         for target in self.targets:
-            for name in _METRIC.findall(target.expr):
+            expr = target.expr
+            for rule, source in rule_sources().items():
+                if rule in expr:
+                    found.add(source)
+                    expr = expr.replace(rule, "")
+            for name in _METRIC.findall(expr):
                 found.add(metric(name).name)
         return found
 
@@ -91,15 +99,21 @@ def _q(name: str, config: BundleConfig, matchers: str = QUEUE_SEL) -> str:
     return selector(name, config.selector, matchers)
 
 
-def _quantiles(name: str, config: BundleConfig) -> tuple[Target, ...]:
-    buckets = _q(f"{name}_bucket", config)
-    return tuple(
-        Target(
-            f"histogram_quantile({q}, sum by (queue, le) (rate({buckets}{RATE})))",
-            f"{{{{queue}}}} p{label}",
-        )
-        for q, label in (("0.5", "50"), ("0.95", "95"), ("0.99", "99"))
-    )
+def _recorded(rule: str, matchers: str = "") -> str:
+    """A recording rule's series for the selected queues: the rule has already applied
+    the bundle's selector, and keeps only the labels it aggregates by."""
+    return "{".join((rule, ", ".join(m for m in (QUEUE_SEL, matchers) if m) + "}"))
+
+
+def _quantiles(name: str) -> tuple[Target, ...]:
+    """The recorded quantiles (over 5 minutes) of a histogram, per queue: the highest of
+    the selected databases'."""
+    rule = quantile_name(name)
+    targets = []
+    for q, label in (("0.5", "50"), ("0.95", "95"), ("0.99", "99")):
+        series = _recorded(rule, 'quantile="' + q + '"')
+        targets.append(Target(f"max by (queue) ({series})", f"{{{{queue}}}} p{label}"))
+    return tuple(targets)
 
 
 def overview(config: BundleConfig) -> Dashboard:
@@ -177,15 +191,16 @@ def overview(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Throughput",
-                "Jobs completed and failed per second, from the exporter's counters.",
+                "Jobs completed and failed per second over 5 minutes, from the counters "
+                "(the recording rules' rates).",
                 "ops",
                 (
                     Target(
-                        f"sum by (queue) (rate({_q('pgq_jobs_completed_total', config)}{RATE}))",
+                        f"sum by (queue) ({_recorded(rate_name('pgq_jobs_completed_total'))})",
                         "{{queue}} completed",
                     ),
                     Target(
-                        f"sum by (queue) (rate({_q('pgq_jobs_failed_total', config)}{RATE}))",
+                        f"sum by (queue) ({_recorded(rate_name('pgq_jobs_failed_total'))})",
                         "{{queue}} failed",
                     ),
                 ),
@@ -217,18 +232,20 @@ def overview(config: BundleConfig) -> Dashboard:
             ),
             Panel(
                 "Processing time (handler) p50 / p95 / p99",
-                "Processing time quantiles from the histogram: from the moment the handler "
-                "started (as the reference worker reports it) to the job's outcome.",
+                "Processing time quantiles over 5 minutes from the histogram (the recording "
+                "rules'), the highest of the selected databases': from the moment the "
+                "handler started (as the reference worker reports it) to the job's outcome.",
                 "s",
-                _quantiles("pgq_job_processing_seconds", config),
+                _quantiles("pgq_job_processing_seconds"),
             ),
             Panel(
                 "Wait time (queue and worker) p50 / p95 / p99",
-                "Wait time quantiles from the histogram: from the moment the job was due to "
-                "the moment its handler started, in the queue and then in the hands of a "
-                "worker that claimed it ahead.",
+                "Wait time quantiles over 5 minutes from the histogram (the recording "
+                "rules'), the highest of the selected databases': from the moment the job "
+                "was due to the moment its handler started, in the queue and then in the "
+                "hands of a worker that claimed it ahead.",
                 "s",
-                _quantiles("pgq_job_wait_seconds", config),
+                _quantiles("pgq_job_wait_seconds"),
             ),
             Panel(
                 "Processing time (handler) percentiles over the window",

@@ -1,5 +1,6 @@
-"""Recording rules: the rates, ratios and quantiles per queue that dashboards and queries
-evaluate again and again, precomputed, from the catalogue's counters and histograms.
+"""Recording rules: the rates and quantiles per queue that the dashboards read, precomputed
+from the catalogue's counters and histograms. A rule is kept only while something reads
+it (a unit test holds that).
 
 Named by the level:metric:operations convention: the level is the labels kept (job and
 instance, as every target carries, then ``database_queue``), the metric the counter's
@@ -29,11 +30,15 @@ def rate_name(counter: str) -> str:
     return f"{LEVEL}:{counter.removesuffix('_total')}:rate{RATE}"
 
 
-FAILURE_RATIO = f"{LEVEL}:pgq_jobs_failed:ratio_rate{RATE}"
-
-
 def quantile_name(histogram: str) -> str:
     return f"{LEVEL}_quantile:{histogram}:histogram_quantile"
+
+
+def rule_sources() -> dict[str, str]:
+    """Each recorded series' name -> the catalogue metric it is computed from."""
+    sources = {rate_name(c): c for c in _queue_metrics(MetricType.COUNTER)}
+    sources.update({quantile_name(h): h for h in _queue_metrics(MetricType.HISTOGRAM)})
+    return sources
 
 
 def recording_group(config: BundleConfig) -> dict[str, Any]:
@@ -41,11 +46,6 @@ def recording_group(config: BundleConfig) -> dict[str, Any]:
     for counter in _queue_metrics(MetricType.COUNTER):
         expr = f"sum {by(*QUEUE_KEY)} (rate({selector(counter, config.selector)}[{RATE}]))"
         rules.append({"record": rate_name(counter), "expr": expr})
-    completed, failed = rate_name("pgq_jobs_completed_total"), rate_name("pgq_jobs_failed_total")
-    rules.append({
-        "record": FAILURE_RATIO,
-        "expr": f"{failed}\n/ on ({', '.join(QUEUE_KEY)})\n  ({completed} + {failed})",
-    })  # fmt: skip
     for histogram in _queue_metrics(MetricType.HISTOGRAM):
         buckets = selector(f"{histogram}_bucket", config.selector)
         for quantile in QUANTILES:
@@ -64,8 +64,8 @@ _Q = 'job="pgq-exporter", instance="exporter:9188", database="main", queue="emai
 
 def recording_tests() -> list[dict[str, Any]]:
     """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, all in the
-    0.5 s bucket: rates of 2 and 0.5 a second, a failure ratio of 0.2, and quantiles in
-    the bucket (0.25 to 0.5 s)."""
+    0.5 s bucket: rates of 2 and 0.5 a second, and quantiles in the bucket (0.25 to
+    0.5 s)."""
     buckets = [("0.25", "0+0x10"), ("0.5", "0+150x10"), ("+Inf", "0+150x10")]
     series = [
         {"series": f"pgq_jobs_completed_total{{{_Q}}}", "values": "0+120x10"},
@@ -76,7 +76,6 @@ def recording_tests() -> list[dict[str, Any]]:
     expected = [
         (rate_name("pgq_jobs_completed_total"), {}, 2.0),
         (rate_name("pgq_jobs_failed_total"), {}, 0.5),
-        (FAILURE_RATIO, {}, 0.2),
         (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.5"}, 0.375),
         (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.99"}, 0.4975),
     ]
@@ -87,7 +86,7 @@ def recording_tests() -> list[dict[str, Any]]:
         "queue": "email",
     }
     return [{
-        "name": "recording rules: rates, the failure ratio and quantiles per queue",
+        "name": "recording rules: rates and quantiles per queue",
         "interval": "1m",
         "input_series": series,
         "promql_expr_test": [

@@ -92,7 +92,8 @@ def test_dashboard_conventions() -> None:
 
 def test_panels_name_only_catalogued_metrics_and_say_which_backend_they_need() -> None:
     for _, _, target in panel_targets():
-        for name in re.findall(r"\bpgq_[a-z0-9_]+", target["expr"]):
+        direct = re.sub(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", "", target["expr"])  # rules
+        for name in re.findall(r"\bpgq_[a-z0-9_]+", direct):
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             assert base in names(), name
     heatmap = next(p for d in DASHBOARDS.values() for p in d["panels"] if p["type"] == "heatmap")
@@ -242,3 +243,19 @@ def test_bad_bundle_config(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as error:
         parse_bundle_config(load_located(text, "bundle.yaml"))
     assert str(error.value).startswith(message)
+
+
+def _rule_names(expr: str) -> set[str]:
+    """The recorded series an expression reads: the names with a colon."""
+    return set(re.findall(r"\b([a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\b", expr))
+
+
+def test_every_recording_rule_is_read_and_every_rule_read_exists() -> None:
+    recording = next(g for g in RULES["groups"] if g["name"] == "pgq-recording")
+    recorded = {rule["record"] for rule in recording["rules"]}
+    assert recorded, "no recording rules"
+    readers = [target["expr"] for _, _, target in panel_targets()]
+    readers += [rule["expr"] for g in RULES["groups"] for rule in g["rules"] if "alert" in rule]
+    read = {name for expr in readers for name in _rule_names(expr)}
+    assert recorded - read == set(), "recording rules nothing reads"
+    assert read - recorded == set(), "rules read but not recorded"
