@@ -16,6 +16,7 @@ from typing import Any
 
 from pgq_exporter.bundle import RULES_FILE, write_bundle
 from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json, health, overview
+from pgq_exporter.bundle.recording import rule_sources
 from pgq_exporter.bundle.settings import BundleConfig
 from tests.exporter_support import Labels
 from tests.prometheus_support import Prometheus, running_prometheus
@@ -63,11 +64,14 @@ class PanelCheck:
         """Serve ``samples`` as database ``database``; then every panel of the dashboards
         by database has data for it, or reads only metrics it does not serve."""
         self._served.set(database, samples)
-        # Four scrapes at least, so that a rate over them has two points and the
-        # recording rules (evaluated as often as scrapes) have seen them.
+        # Three scrapes at least, so that a rate over them has two points; then the
+        # recording rules' first results for what it serves.
         wait_for(lambda: self.api.query(
-            f'count_over_time(pgq_layout_info{{database="{database}"}}[1m]) >= 4'),
+            f'count_over_time(pgq_layout_info{{database="{database}"}}[1m]) >= 3'),
             f"{database}'s samples in Prometheus", 60, interval=0.5)  # fmt: skip
+        for rule, source in rule_sources().items():
+            if any(name.startswith(source) for name in samples):
+                self.api.wait(f'{rule}{{database="{database}"}}')
         unserved = {
             result["metric"]["metric"]
             for result in self.api.query(f'pgq_metric_served{{database="{database}"}} == 0')

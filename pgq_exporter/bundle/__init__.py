@@ -71,7 +71,7 @@ def render_bundle(config: BundleConfig | None = None, root: Path | None = None) 
     files[PRESET_RULE_TESTS_FILE] = to_yaml(
         alerts.preset_rule_tests(config, "../pgq-alerts.yaml", presets.served_by_preset())
     )
-    files[INHIBIT_FILE] = to_yaml(alerts.inhibit_rules())
+    files[INHIBIT_FILE] = to_yaml(alerts.inhibit_rules(config))
     files["contrib/postgres_exporter/queries.yaml"] = to_yaml(postgres_exporter.queries_yaml())
     for preset in LIBRARY_PRESETS.values():
         document = postgres_exporter.preset_queries_yaml(preset)

@@ -1103,8 +1103,16 @@ INHIBITIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 
-def inhibit_rules() -> dict[str, Any]:
-    """Alertmanager inhibit rules for the alerts above, to merge into its config."""
+# The labels that name one incident, whichever backend saw it: postgres_exporter with
+# queries.yaml gives the same names and labels (database relabelled to the entry's
+# name, as README says), under its own job and instance.
+INCIDENT_LABELS = ("alertname", "database", "queue", "table", "source", "collector")
+
+
+def inhibit_rules(config: BundleConfig) -> dict[str, Any]:
+    """Alertmanager inhibit rules for the alerts above, to merge into its config; the
+    last keeps one page when queries.yaml runs beside the exporter: the exporter's
+    alert silences the same alert from any other job."""
     names = {alert.name for alert in ALERTS}
     rules = []
     for source, equal, targets in INHIBITIONS:
@@ -1117,6 +1125,13 @@ def inhibit_rules() -> dict[str, Any]:
                 "equal": list(equal),
             }
         )
+    rules.append(
+        {
+            "source_matchers": ['alertname=~"Pgq.+"', f'job="{config.job}"'],
+            "target_matchers": ['alertname=~"Pgq.+"', f'job!="{config.job}"'],
+            "equal": list(INCIDENT_LABELS),
+        }
+    )
     return {"inhibit_rules": rules}
 
 

@@ -9,27 +9,21 @@ test runs a real Alertmanager with the generated inhibit rules.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import tempfile
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import yaml
 
-from pgq_exporter.bundle import INHIBIT_FILE, write_bundle
+from pgq_exporter.bundle import write_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
-from pgq_exporter.http.ports import free_port
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from tests.alert_support import BUNDLE, QUIET_FOR, watched
+from tests.alertmanager_support import running_alertmanager, wait_states
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess
-from tests.support import require_tool, wait_for
+from tests.support import wait_for
 
 
 def test_an_idle_writer_holding_its_xid_raises_the_xmin_alert(db: Database) -> None:
@@ -151,48 +145,6 @@ def test_jobs_finished_while_the_exporter_is_down_are_not_lost_to_increase(
             assert resets["value"][1] == "0"
 
 
-@contextmanager
-def running_alertmanager(root: Path) -> Iterator[str]:
-    """Alertmanager with one silent receiver and the generated inhibit rules."""
-    binary = require_tool("prometheus-alertmanager")
-    inhibit = yaml.safe_load((root / INHIBIT_FILE).read_text())
-    config = {
-        "route": {"receiver": "nobody", "group_wait": "1s"},
-        "receivers": [{"name": "nobody"}],
-        **inhibit,
-    }
-    (root / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    with (root / "alertmanager.log").open("w") as log:
-        process = subprocess.Popen(
-            [binary, f"--config.file={root / 'alertmanager.yml'}",
-             f"--storage.path={root / 'am'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--cluster.listen-address="],
-            stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
-        try:
-            yield f"127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            process.wait(timeout=15)
-
-
-def _alertmanager_states(address: str) -> dict[str, str]:
-    """Alert name -> "active" or "suppressed", as Alertmanager holds them."""
-    try:
-        with urllib.request.urlopen(f"http://{address}/api/v2/alerts", timeout=5) as response:
-            alerts = json.load(response)
-    except OSError:
-        return {}
-    return {a["labels"]["alertname"]: a["status"]["state"] for a in alerts}
-
-
-def _wait_states(address: str, wanted: dict[str, str], timeout: float = 60) -> dict[str, str]:
-    return wait_for(lambda: _alertmanager_states(address), f"Alertmanager states {wanted}",
-                    timeout, until=lambda states: wanted.items() <= states.items(),
-                    interval=0.5)  # fmt: skip
-
-
 def test_a_database_outage_raises_one_alert_and_resolves_nothing(
     own_server: EmbeddedPostgres,
 ) -> None:
@@ -210,14 +162,14 @@ def test_a_database_outage_raises_one_alert_and_resolves_nothing(
                 during = watch.watch()
                 # The stuck jobs are no longer seen, and their alert keeps firing; in
                 # Alertmanager the outage inhibits it, so one alert reaches a human.
-                states = _wait_states(am, {"PgqDatabaseDown": "active",
-                                           "PgqStuckJobs": "suppressed"})  # fmt: skip
+                states = wait_states(am, {("PgqDatabaseDown",): "active",
+                                          ("PgqStuckJobs",): "suppressed"}, "alertname")  # fmt: skip
             finally:
                 own_server.resume()
             watch.api.wait('pgq_up{job="pgq-exporter"} == 1')
             after = watch.watch(3)
             failed = [line for line in watch.exporter.logs().splitlines() if "failed" in line]
     assert during == {"PgqDatabaseDown", "PgqStuckJobs"}
-    assert set(states) == {"PgqDatabaseDown", "PgqStuckJobs"}
+    assert set(states) == {("PgqDatabaseDown",), ("PgqStuckJobs",)}
     assert "PgqStuckJobs" in after  # never resolved: no second page after recovery
     assert watch.fired == {"PgqDatabaseDown", "PgqStuckJobs"}, failed

@@ -24,13 +24,16 @@ from psycopg.conninfo import make_conninfo
 from pgq_exporter.bundle import write_bundle
 from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json
 from pgq_exporter.bundle.postgres_exporter import SUPPORTED
+from pgq_exporter.bundle.recording import rule_sources
 from pgq_exporter.bundle.settings import parse_bundle_config
+from pgq_exporter.catalogue import SERVER_WIDE
 from pgq_exporter.config.yamlpos import load_located
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
+from tests.alertmanager_support import running_alertmanager, wait_states
 from tests.conftest import Database
 from tests.exporter_support import ExporterProcess, basic_config
 from tests.prometheus_support import Prometheus, running_prometheus
@@ -89,7 +92,9 @@ def _induce_trouble(db: Database) -> None:
 
 
 @pytest.fixture
-def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
+def stack(db: Database) -> Iterator[tuple[Prometheus, str]]:
+    """Both backends under one Prometheus with the rules, and an Alertmanager with the
+    inhibit rules; yields Prometheus and Alertmanager's address."""
     pg_exporter_bin = require_tool("prometheus-postgres-exporter")
     with psycopg_admin(db) as conn:
         add_queue(conn, "pgq", "email")
@@ -102,6 +107,7 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
     ):
         root = Path(tmp)
         write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
+        alertmanager = logs.enter_context(running_alertmanager(root))
         pg_port = free_port()
         pg_exporter = subprocess.Popen(
             [pg_exporter_bin, f"--web.listen-address=127.0.0.1:{pg_port}",
@@ -113,6 +119,7 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(root / "alerts/pgq-alerts.yaml")],
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]},
             "scrape_configs": [
                 {"job_name": "pgq-exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}]},
                 # The README's one line: postgres_exporter's database label made the
@@ -130,7 +137,11 @@ def stack(db: Database) -> Iterator[tuple[Prometheus, Database]]:
                     api.wait('pgq_queue_jobs{job="pgq-exporter"}')
                     api.wait('pgq_queue_jobs{job="postgres_exporter"}')
                     api.wait('increase(pgq_jobs_completed_total{job="pgq-exporter"}[30s]) > 0')
-                    yield api, db
+                    # The dashboards read the recording rules: wait for their first
+                    # results, a rule evaluation after the counters have two samples.
+                    for rule in rule_sources():
+                        api.wait(f'{rule}{{job="pgq-exporter"}}')
+                    yield api, alertmanager
         finally:
             pg_exporter.terminate()
             pg_exporter.wait(timeout=15)
@@ -161,19 +172,20 @@ def _panels(job: str, only_supported: bool) -> list[tuple[str, str, str]]:
 
 
 def test_every_panel_returns_data_and_the_induced_alerts_fire(
-    stack: tuple[Prometheus, Database],
+    stack: tuple[Prometheus, str],
 ) -> None:
     api, _ = stack
-    empty = [
-        (uid, title, expr)
-        for uid, title, expr in _panels("pgq-exporter", False)
-        if not api.query(expr)
-    ]
+    # A panel has data when one of its queries does (the table of what each database
+    # does not serve has none for the reference queue, which serves everything).
+    exprs: dict[tuple[str, str], list[str]] = {}
+    for uid, title, expr in _panels("pgq-exporter", False):
+        exprs.setdefault((uid, title), []).append(expr)
+    empty = [panel for panel, queries in exprs.items() if not any(map(api.query, queries))]
     assert empty == [], "panels without data (pgq-exporter backend)"
     supported = _panels("postgres_exporter", True)
     assert len(supported) >= 12
-    empty = [(uid, title, expr) for uid, title, expr in supported if not api.query(expr)]
-    assert empty == [], "panels without data (postgres_exporter backend)"
+    empty_supported = [(uid, title, expr) for uid, title, expr in supported if not api.query(expr)]
+    assert empty_supported == [], "panels without data (postgres_exporter backend)"
 
     def firing() -> set[tuple[str, str | None]]:
         return {(a["labels"]["alertname"], a["labels"].get("queue")) for a in api.alerts()
@@ -185,7 +197,7 @@ def test_every_panel_returns_data_and_the_induced_alerts_fire(
 
 
 def test_postgres_exporter_yields_the_same_names_and_labels(
-    stack: tuple[Prometheus, Database],
+    stack: tuple[Prometheus, str],
 ) -> None:
     api, _ = stack
     for name in sorted(SUPPORTED):
@@ -196,9 +208,30 @@ def test_postgres_exporter_yields_the_same_names_and_labels(
         theirs_labels = {
             k for s in api.query(f'{name}{{job="postgres_exporter"}}') for k in s["metric"]
         }
-        assert theirs_labels - {"server"} == ours_labels, name
+        # The README's relabelling gives every postgres_exporter series the database
+        # label, the server-wide ones too (which both backends label by server).
+        added = {"server", "database"} if name in SERVER_WIDE else {"server"}
+        assert theirs_labels - added == ours_labels - {"server"}, name
     jobs = api.query('pgq_queue_jobs{job="postgres_exporter", queue="backlog", status="pending"}')
     assert float(jobs[0]["value"][1]) == 80
     # One database, one series per queue and status, whichever backend served it.
     both = api.query('count by (database, queue, status) (pgq_queue_jobs{queue="backlog"})')
     assert {(s["metric"]["database"], s["value"][1]) for s in both} == {("main", "2")}
+
+
+def test_queries_yaml_beside_the_exporter_pages_once_per_incident(
+    stack: tuple[Prometheus, str],
+) -> None:
+    """Both backends see the backlog and both copies of the alert fire; Alertmanager,
+    with the generated inhibit rules, holds the postgres_exporter one suppressed."""
+    _, alertmanager = stack
+    key = ("alertname", "job", "queue")
+    wanted: dict[tuple[str, ...], str] = {
+        ("PgqBacklogTooLarge", "pgq-exporter", "backlog"): "active",
+        ("PgqBacklogTooLarge", "postgres_exporter", "backlog"): "suppressed",
+        ("PgqStuckJobs", "pgq-exporter", "stuck"): "active",
+        ("PgqStuckJobs", "postgres_exporter", "stuck"): "suppressed",
+    }
+    states = wait_states(alertmanager, wanted, *key)
+    active = {k for k, state in states.items() if state == "active"}
+    assert all(job == "pgq-exporter" for _, job, _ in active), active
