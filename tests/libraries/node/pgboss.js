@@ -2,6 +2,7 @@
 //   node pgboss.js install DSN QUEUE...         the schema and the queues
 //   node pgboss.js send DSN JOBS                 JOBS: JSON [{queue, options}]; prints ids
 //   node pgboss.js fetch DSN QUEUE N OUTCOME     fetch N and complete, fail or cancel them
+//   node pgboss.js run DSN JOBS OUTCOME          send JOBS (one queue), fetch them, the same
 //   node pgboss.js cancel DSN QUEUE ID...        cancel these jobs
 //   node pgboss.js hold DSN QUEUE                fetch one and hold it until killed
 //   node pgboss.js states DSN                    pg-boss's own count of each queue's states
@@ -26,6 +27,13 @@ async function main () {
     const [queue, count, outcome] = rest
     const jobs = await boss.fetch(queue, { batchSize: Number(count) })
     for (const job of jobs) await boss[outcome](queue, job.id)
+    console.log(JSON.stringify(jobs.map((job) => job.id)))
+  } else if (command === 'run') {
+    const sent = JSON.parse(rest[0])
+    for (const job of sent) await boss.send(job.queue, {}, job.options || {})
+    const queue = sent[0].queue
+    const jobs = await boss.fetch(queue, { batchSize: sent.length })
+    for (const job of jobs) await boss[rest[1]](queue, job.id)
     console.log(JSON.stringify(jobs.map((job) => job.id)))
   } else if (command === 'cancel') {
     await boss.cancel(rest[0], rest.slice(1))
