@@ -310,6 +310,23 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_build_info", G,
                "Build information; the value is always 1.", ("version", "python_version"),
                EXPORTER),
+    # The exporter process's own, named and typed as client_python's process collector
+    # names them (Linux only), and read through it: as of the last render of /metrics.
+    MetricSpec("process_cpu_seconds_total", C,
+               "User and system CPU time the exporter process has used.", (), EXPORTER,
+               "seconds"),
+    MetricSpec("process_virtual_memory_bytes", G,
+               "Virtual memory size of the exporter process.", (), EXPORTER, "bytes"),
+    MetricSpec("process_resident_memory_bytes", G,
+               "Resident memory size of the exporter process.", (), EXPORTER, "bytes"),
+    MetricSpec("process_start_time_seconds", G,
+               "When the exporter process started, in seconds since the Unix epoch.", (),
+               EXPORTER, "seconds"),
+    MetricSpec("process_open_fds", G,
+               "File descriptors the exporter process has open.", (), EXPORTER),
+    MetricSpec("process_max_fds", G,
+               "The most file descriptors the exporter process may open (RLIMIT_NOFILE).",
+               (), EXPORTER),
 )  # fmt: skip
 
 _BY_NAME = {spec.name: spec for spec in CATALOGUE}

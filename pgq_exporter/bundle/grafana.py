@@ -44,7 +44,7 @@ NOT_SERVED_TEXT = (
     "Not served for the selected databases: their queue library does not record it "
     '(see "What each database serves")'
 )
-_METRIC = re.compile(r"\b(pgq_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
+_METRIC = re.compile(r"\b((?:pgq|process)_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +480,28 @@ def exporter_health(config: BundleConfig) -> Dashboard:
                         "max by (instance, server) "
                         f"({_q('pgq_server_connections', config, PROCESS_SEL)})",
                         "{{instance}} {{server}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Exporter CPU",
+                "Share of one core each exporter process uses (process_cpu_seconds_total).",
+                "percentunit",
+                (
+                    Target(
+                        f"rate({_q('process_cpu_seconds_total', config, PROCESS_SEL)}{RATE})",
+                        "{{instance}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Exporter memory",
+                "Resident memory of each exporter process.",
+                "bytes",
+                (
+                    Target(
+                        f"{_q('process_resident_memory_bytes', config, PROCESS_SEL)}",
+                        "{{instance}}",
                     ),
                 ),
             ),

@@ -32,6 +32,7 @@ from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
 from pgq_exporter.runtime.preflight import check_custom_sql
 from pgq_exporter.runtime.probe_targets import module_target
+from pgq_exporter.runtime.process import process_samples
 from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec
@@ -243,6 +244,7 @@ class Exporter:
         yield Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)
+        yield from process_samples()
 
 
 def _once_per_server(targets: list[Target]) -> list[AnySample]:

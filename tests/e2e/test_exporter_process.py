@@ -404,3 +404,16 @@ def test_a_renewed_certificate_is_served_without_a_restart(db: Database, tmp_pat
         # Scrapes trust the new certificate only; they go through once it is served.
         exp.wait_until(lambda s: served().split() == renewed,
                        context=ssl.create_default_context(cafile=str(cert)))  # fmt: skip
+
+
+def test_metrics_has_the_process_metrics_of_the_exporter_itself(db: Database) -> None:
+    with ExporterProcess(basic_config(db.dsn)) as exporter:
+        samples = exporter.wait_until(lambda s: "process_open_fds" in s)
+        [process] = exporter.processes()
+        rss, fds, started = process.memory_info().rss, process.num_fds(), process.create_time()
+    assert value(samples, "process_resident_memory_bytes") == pytest.approx(rss, rel=0.2)
+    assert value(samples, "process_start_time_seconds") == pytest.approx(started, abs=1)
+    assert value(samples, "process_open_fds") == pytest.approx(fds, abs=10)
+    assert value(samples, "process_max_fds") >= fds
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_virtual_memory_bytes") >= rss

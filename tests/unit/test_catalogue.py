@@ -10,7 +10,7 @@ from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, na
 from pgq_exporter.collectors import BUILTIN
 
 PACKAGE = Path(__file__).parents[2] / "pgq_exporter"
-NAME = re.compile(r"^pgq_[a-z][a-z0-9_]*$")
+NAME = re.compile(r"^(pgq|process)_[a-z][a-z0-9_]*$")  # process_*: client_python's names
 
 
 def test_names_follow_prometheus_conventions() -> None:
@@ -21,7 +21,7 @@ def test_names_follow_prometheus_conventions() -> None:
         assert not {"le", "quantile", "type"} & set(spec.labels), spec.name
         assert spec.help.endswith("."), spec.name
         if spec.unit == "seconds":
-            assert spec.name.endswith("_seconds") or spec.name.endswith("_timestamp_seconds")
+            assert spec.name.removesuffix("_total").endswith("_seconds"), spec.name
         if spec.type is MetricType.HISTOGRAM:
             assert spec.unit == "seconds" and spec.name.endswith("_seconds")
     assert "pgq_build_info" in names()
