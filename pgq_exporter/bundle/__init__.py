@@ -13,7 +13,15 @@ from typing import Any
 
 import yaml
 
-from pgq_exporter.bundle import alerts, docs, grafana, postgres_exporter, presets, runbooks
+from pgq_exporter.bundle import (
+    alerts,
+    docs,
+    grafana,
+    mixin,
+    postgres_exporter,
+    presets,
+    runbooks,
+)
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
@@ -78,6 +86,7 @@ def render_bundle(config: BundleConfig | None = None, root: Path | None = None) 
         if document is not None:
             files[f"contrib/postgres_exporter/queries-{preset.name}.yaml"] = to_yaml(document)
     files.update(kubernetes(config, files))
+    files.update(mixin.mixin_files(config))
     files["docs/metrics.md"] = docs.metrics_markdown()
     files.update(runbooks.runbook_files(config))
     if root is not None:
