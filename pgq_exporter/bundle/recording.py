@@ -14,7 +14,7 @@ from typing import Any
 
 from pgq_exporter.bundle.promql import QUEUE_KEY, by, selector
 from pgq_exporter.bundle.settings import BundleConfig
-from pgq_exporter.catalogue import CATALOGUE, MetricType
+from pgq_exporter.catalogue import CATALOGUE, PROCESSING_BUCKETS, MetricType
 
 RATE = "5m"
 LEVEL = "database_queue"
@@ -63,10 +63,12 @@ _Q = 'job="pgq-exporter", instance="exporter:9188", database="main", queue="emai
 
 
 def recording_tests() -> list[dict[str, Any]]:
-    """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, all in the
-    0.5 s bucket: rates of 2 and 0.5 a second, and quantiles in the bucket (0.25 to
-    0.5 s)."""
-    buckets = [("0.25", "0+0x10"), ("0.5", "0+150x10"), ("+Inf", "0+150x10")]
+    """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, each taking
+    0.505 s (the shipped buckets' own bounds around it): rates of 2 and 0.5 a second,
+    and quantiles within the bucket (0.5 to 0.5453 s), under 10% from the truth."""
+    low = PROCESSING_BUCKETS.index(0.5)
+    below, above = PROCESSING_BUCKETS[low], PROCESSING_BUCKETS[low + 1]
+    buckets = [(f"{below:g}", "0+0x10"), (f"{above:g}", "0+150x10"), ("+Inf", "0+150x10")]
     series = [
         {"series": f"pgq_jobs_completed_total{{{_Q}}}", "values": "0+120x10"},
         {"series": f"pgq_jobs_failed_total{{{_Q}}}", "values": "0+30x10"},
@@ -76,8 +78,16 @@ def recording_tests() -> list[dict[str, Any]]:
     expected = [
         (rate_name("pgq_jobs_completed_total"), {}, 2.0),
         (rate_name("pgq_jobs_failed_total"), {}, 0.5),
-        (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.5"}, 0.375),
-        (quantile_name("pgq_job_processing_seconds"), {"quantile": "0.99"}, 0.4975),
+        (
+            quantile_name("pgq_job_processing_seconds"),
+            {"quantile": "0.5"},
+            below + (above - below) * 0.5,
+        ),
+        (
+            quantile_name("pgq_job_processing_seconds"),
+            {"quantile": "0.99"},
+            below + (above - below) * 0.99,
+        ),
     ]
     labels = {
         "job": "pgq-exporter",
