@@ -16,15 +16,15 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pgq_exporter.bundle import grafana
 from pgq_exporter.bundle.alerts import rule_groups
+from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json
 from pgq_exporter.bundle.recording import GROUP as RECORDING_GROUP
 from pgq_exporter.bundle.settings import AlertSetting, BundleConfig
 
 FOLDER = "mixin"
 # A matcher no real selector is: where it lands in the output, braces and comma
 # included, says how the configured selector is written there.
-_SELECTOR = 'pgq_mixin_selector="x"'
+_SELECTOR = 'mixin_selector_sentinel="x"'
 _SELECTOR_PLACES = (
     ("{" + _SELECTOR + "}", "selBraced"),  # name{selector}: name alone when there is none
     ("{" + _SELECTOR + ", ", "{%(selFirst)s"),
@@ -44,7 +44,7 @@ class _Setting:
 def _sentinels(config: BundleConfig) -> tuple[BundleConfig, list[_Setting]]:
     """``config`` with a sentinel in place of each setting the mixin exposes."""
     settings = [
-        _Setting("job", "pgq_mixin_job", None, "c.job"),
+        _Setting("job", "mixin-job-sentinel", None, "c.job"),
         _Setting("keepFiringFor", "8870001s", None, "c.keepFiringFor"),
         _Setting("blindMemory", "8870002s", None, "c.blindMemory"),
         _Setting("runbookBase", "https://pgq-mixin.invalid/runbooks", None, "c.runbookBase"),
@@ -65,7 +65,7 @@ def _sentinels(config: BundleConfig) -> tuple[BundleConfig, list[_Setting]]:
         config,
         selector=_SELECTOR,
         alerts=alerts,
-        job="pgq_mixin_job",
+        job="mixin-job-sentinel",
         keep_firing_for="8870001s",
         blind_memory="8870002s",
         runbook_base="https://pgq-mixin.invalid/runbooks",
@@ -181,8 +181,8 @@ def mixin_files(config: BundleConfig) -> dict[str, str]:
     alerts = [g for g in groups if g["name"] != RECORDING_GROUP]
     recording = [g for g in groups if g["name"] == RECORDING_GROUP]
     dashboards = {
-        f"{d.uid}.json": grafana.dashboard_json(d, sentinel)
-        for d in (build(sentinel) for build in grafana.DASHBOARDS)
+        f"{d.uid}.json": dashboard_json(d, sentinel)
+        for d in (build(sentinel) for build in DASHBOARDS)
     }
     return {
         f"{FOLDER}/mixin.libsonnet": _MIXIN,

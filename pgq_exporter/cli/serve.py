@@ -16,6 +16,7 @@ from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, load_config,
 from pgq_exporter.errors import PgqError, UsageError
 from pgq_exporter.http.server import ExporterServer
 from pgq_exporter.http.webconfig import WebConfigFile
+from pgq_exporter.pg.environment import take_libpq_environment, with_environment
 from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.runtime.preflight import check_custom_sql
 
@@ -27,7 +28,8 @@ def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
         config = load_config(args.config)
     else:
         # No config: one database, whatever queue it holds (as the container's config).
-        config = Config(databases=(DatabaseConfig("default", default_dsn, layout=AutoLayout()),))
+        dsn = with_environment(default_dsn)
+        config = Config(databases=(DatabaseConfig("default", dsn, layout=AutoLayout()),))
     web = config.web
     if args.listen_address:
         try:
@@ -81,6 +83,8 @@ def _record_only(signum: int, frame: FrameType | None) -> None:
 
 def serve(args: argparse.Namespace, default_dsn: str) -> int:
     """Collect and serve HTTP in this process until SIGTERM or SIGINT; reload on SIGHUP."""
+    # Before any config is read: libpq's variables reach the listed databases only.
+    take_libpq_environment()
     config = resolve_config(args, default_dsn)
     setup_logging(config.log.format, config.log.level)
     web = WebConfigFile(config.web.config_file)

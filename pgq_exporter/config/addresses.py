@@ -6,12 +6,17 @@ before any lookup or connection, and each part is refused unless it is plainly o
 value: libpq reads a comma in a host as a list of hosts, and a NUL ends the string.
 
 Hosts and the modules' host patterns are compared normalised: lower case, without a
-trailing dot, IDNA-encoded; an IPv6 address in its compressed form.
+trailing dot, IDNA-encoded; an IPv6 address in its compressed form. A host is either
+a DNS name or an IP address, never both: a name that the resolver would read as an
+address (``10.1``, ``0x0a000001``, or digits that become one only after IDNA) is
+refused, and a module's name patterns never match an address, nor its address
+networks a name.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -21,8 +26,17 @@ MAX_DATABASE_BYTES = 63
 _PORT = re.compile(r"[0-9]{1,10}")  # leading zeros allowed: 05432 is 5432
 _URI_PREFIX = re.compile(r"postgres(ql)?:", re.IGNORECASE)
 _HOST_RULE = "only letters, digits, '-' and '.', or an IPv6 address in brackets"
-# Host patterns may also hold fnmatch's wildcards, and ':' for an IPv6 address.
-_PATTERN_EXTRA = frozenset("*?[]:")
+# Name patterns may also hold fnmatch's wildcards.
+_PATTERN_EXTRA = frozenset("*?[]")
+# A pattern of addresses: labels of digits and wildcards only, one digit at least; or
+# one that ends in a numeric label, or holds a hexadecimal one, as no DNS name does.
+_ADDRESS_LABELS = re.compile(r"[0-9*?\[\]!-]+(\.[0-9*?\[\]!-]+)*\.?")
+_HEX_LABEL = re.compile(r"(^|\.)0x[0-9a-f*?]*(\.|$)", re.IGNORECASE)
+_ASCII_HOST = re.compile(r"[a-z0-9.-]+")
+_NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.IGNORECASE)
+
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class TargetSyntaxError(ValueError):
@@ -100,14 +114,38 @@ def normalise_host(host: str) -> str:
     bad = next((ch for ch in host if not (ch.isalnum() or ch in "-.")), None)
     if bad is not None:
         raise TargetSyntaxError(f"the host holds {bad!r}: {_HOST_RULE}")
-    return _idna(host)
+    encoded = _idna(host)
+    # IDNA maps some characters (fullwidth digits and dots): the result is read again.
+    if not _ASCII_HOST.fullmatch(encoded):
+        raise TargetSyntaxError(f"the host, IDNA-encoded, breaks the rule: {_HOST_RULE}")
+    if ip_literal(encoded) is not None:
+        if encoded != host.lower().removesuffix("."):
+            raise TargetSyntaxError("the host reads as an IP address only once IDNA-encoded")
+        return encoded
+    if _NUMERIC_LABEL.fullmatch(encoded.rsplit(".", 1)[-1]):
+        # No DNS name ends in a numeric label; the resolver reads such a host as an
+        # address (10.1 is 10.0.0.1, 0x0a000001 is 10.0.0.1).
+        raise TargetSyntaxError("the host is neither a DNS name nor an IP address in dotted form")
+    return encoded
+
+
+def ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a normalised host is, if it is one (dotted IPv4 or IPv6)."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
 
 
 def normalise_pattern(pattern: str) -> str:
-    """A module's host pattern, normalised as hosts are, its wildcards kept; ValueError
-    names the rule it breaks."""
-    if ":" in pattern and not set(pattern) & set("*?["):
-        return _ipv6(pattern)
+    """A module's name pattern, normalised as hosts are, its wildcards kept; an address
+    or address pattern is refused with its spelling as a network (``addresses:``).
+    TargetSyntaxError names the rule it breaks."""
+    if ":" in pattern or _is_address_pattern(pattern):
+        raise TargetSyntaxError(
+            f"{pattern!r} is an address, not a DNS name: list it under addresses: as a "
+            f"network, {network_spelling(pattern)}"
+        )
     bad = next((ch for ch in pattern if not (ch.isalnum() or ch in "-." or ch in _PATTERN_EXTRA)),
                None)  # fmt: skip
     if bad is not None:
@@ -116,6 +154,42 @@ def normalise_pattern(pattern: str) -> str:
     if "" in labels:
         raise TargetSyntaxError("the host pattern is not a valid DNS name (an empty label)")
     return ".".join(label if set(label) & _PATTERN_EXTRA else _idna(label) for label in labels)
+
+
+def _is_address_pattern(pattern: str) -> bool:
+    last = pattern.removesuffix(".").rsplit(".", 1)[-1]
+    return (
+        bool(_ADDRESS_LABELS.fullmatch(pattern) and re.search(r"[0-9]", pattern))
+        or bool(_HEX_LABEL.search(pattern))
+        or bool(_NUMERIC_LABEL.fullmatch(last))
+    )
+
+
+def network_spelling(pattern: str) -> str:
+    """How an address pattern reads as a network: 10.20.* is 10.20.0.0/16."""
+    if ":" in pattern:
+        return "e.g. fd00::/8, or 2001:db8::5/128 for one address"
+    octets = pattern.split(".")
+    fixed = list(itertools.takewhile(lambda o: o.isdigit(), octets))
+    rest = octets[len(fixed) :]
+    if len(fixed) == 4:
+        return f"{pattern}/32"
+    if fixed and len(octets) <= 4 and all(o == "*" for o in rest) and rest:
+        return ".".join(fixed + ["0"] * (4 - len(fixed))) + f"/{8 * len(fixed)}"
+    return "e.g. 10.20.0.0/16"
+
+
+def parse_network(text: str) -> IPNetwork:
+    """A module's address network (10.20.0.0/16, or one address); TargetSyntaxError
+    names the rule it breaks."""
+    try:
+        return ipaddress.ip_network(text, strict=True)
+    except ValueError as exc:
+        if "has host bits set" in str(exc):
+            network = ipaddress.ip_network(text, strict=False)
+            message = f"{text!r} has host bits set: the network is {network}"
+            raise TargetSyntaxError(message) from None
+        raise TargetSyntaxError(f"{text!r} is not an IP network (e.g. 10.20.0.0/16)") from None
 
 
 def check_dns_name(host: str) -> None:

@@ -18,7 +18,7 @@ from pgq_exporter.catalogue import (
     MetricType,
     columns_left_out,
 )
-from pgq_exporter.config.addresses import DEFAULT_PORT
+from pgq_exporter.config.addresses import DEFAULT_PORT, IPNetwork
 from pgq_exporter.presets.library import LibraryLayout
 
 DEFAULT_INTERVAL = 15.0
@@ -189,12 +189,15 @@ class DiscoverySource:
 class AuthModule:
     """`auth_modules:`: credentials and options for databases that Prometheus names,
     as /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME; ``template``'s DSN gives
-    everything but the host, port and database, and only ``hosts`` on ``ports`` may be
-    reached."""
+    everything but the host, port and database. A name target must match ``hosts``
+    (and, with ``addresses``, resolve into them); an address target must be in
+    ``addresses``; either on ``ports``."""
 
     template: DatabaseConfig
-    hosts: tuple[str, ...]  # normalised patterns (probe_address.normalise_pattern)
+    hosts: tuple[str, ...]  # name patterns, normalised (addresses.normalise_pattern)
     ports: tuple[int, ...] = (DEFAULT_PORT,)
+    # Networks an address target must be in, and a name target must resolve into.
+    addresses: tuple[IPNetwork, ...] = ()
 
     @property
     def name(self) -> str:

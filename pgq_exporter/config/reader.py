@@ -22,9 +22,11 @@ from pgq_exporter.catalogue import (
 )
 from pgq_exporter.config.addresses import (
     DEFAULT_PORT,
+    IPNetwork,
     TargetSyntaxError,
     check_dns_name,
     normalise_pattern,
+    parse_network,
 )
 from pgq_exporter.config.model import (
     AUTO_PRESET,
@@ -66,6 +68,7 @@ from pgq_exporter.config.yamlpos import (
     read_text,
 )
 from pgq_exporter.pg.dsn import parse_dsn
+from pgq_exporter.pg.environment import taken_environment, with_environment
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.queue.names import QUEUE_NAME
 
@@ -94,6 +97,9 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DATABASE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _PATTERN = re.compile(r"^[^/\x00]+$")
+_PATTERN_WITH_SLASH = re.compile(r"^[^\x00]+$")
+# What a probe names itself, and an auth module's DSN may not: where its password goes.
+ROUTING_KEYWORDS = frozenset({"host", "hostaddr", "service"})
 _DATABASE_KEYS = ("name", "dsn", "dsn_file", "dsn_env", "queues", "pool_size", "preset",
                   "schema", "preset_params")  # fmt: skip
 DSN_FILE_BYTES = 64 * 1024
@@ -297,10 +303,17 @@ class _Reader:
         return tuple(result[len(taken) :])
 
     def database(
-        self, path: Path_, name: str | None = None, preset: str | None = None
+        self,
+        path: Path_,
+        name: str | None = None,
+        preset: str | None = None,
+        *,
+        module: bool = False,
     ) -> DatabaseConfig:
         """One database: its name, DSN, queues, pool and preset, as the entry at ``path``
-        says; ``name`` and ``preset`` stand for the entry's when it has none."""
+        says; ``name`` and ``preset`` stand for the entry's when it has none. An auth
+        module's (``module``) DSN gives no host and gets nothing from libpq's
+        environment: the probe names the host."""
         entry = self.get(path)
         if preset is not None and "preset" not in entry:
             entry["preset"] = preset
@@ -313,7 +326,7 @@ class _Reader:
         )
         pool = self.integer((*path, "pool_size"), 1, 100) if "pool_size" in entry else 1
         layout = self.layout(path, entry)
-        dsn = self.dsn(path, entry)
+        dsn = self.dsn(path, entry, module=module)
         return DatabaseConfig(name, dsn, queues, pool, layout)
 
     def layout(self, path: Path_, entry: dict[str, Any]) -> LayoutChoice:
@@ -343,13 +356,29 @@ class _Reader:
             path: Path_ = ("auth_modules", name)
             if not _DATABASE_NAME.fullmatch(str(name)):
                 raise self.fail(path, f"invalid auth module name {name!r}")
-            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts", "ports"), ("hosts",))
+            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts", "addresses", "ports"))
+            if not {"hosts", "addresses"} & set(entry):
+                raise self.fail(path, "name the hosts (DNS names) or addresses (networks) a "
+                                "probe may reach")  # fmt: skip
             # The queue of the database a probe names is found when it is first probed.
-            template = self.database(path, name=str(name), preset=AUTO_PRESET)
-            hosts = self.host_patterns((*path, "hosts"))
+            template = self.database(path, name=str(name), preset=AUTO_PRESET, module=True)
+            hosts = self.host_patterns((*path, "hosts")) if "hosts" in entry else ()
+            addresses = self.networks((*path, "addresses")) if "addresses" in entry else ()
             ports = self.ports((*path, "ports")) if "ports" in entry else (DEFAULT_PORT,)
-            result[str(name)] = AuthModule(template, hosts, ports)
+            result[str(name)] = AuthModule(template, hosts, ports, addresses)
         return result
+
+    def networks(self, path: Path_) -> tuple[IPNetwork, ...]:
+        items = self.string_list(path, _PATTERN_WITH_SLASH, "network")
+        if not items:
+            raise self.fail(path, "name at least one network, or leave addresses out")
+        networks = []
+        for i, item in enumerate(items):
+            try:
+                networks.append(parse_network(item))
+            except TargetSyntaxError as exc:
+                raise self.fail((*path, i), str(exc)) from None
+        return tuple(networks)
 
     def host_patterns(self, path: Path_) -> tuple[str, ...]:
         patterns = self.string_list(path, _PATTERN, "host pattern")
@@ -459,7 +488,7 @@ class _Reader:
         # Without `schema:`, the schema is looked for where the library is installed.
         return LibraryLayout(preset, schema, params, where, find_schema="schema" not in entry)
 
-    def dsn(self, path: Path_, entry: dict[str, Any]) -> str:
+    def dsn(self, path: Path_, entry: dict[str, Any], *, module: bool = False) -> str:
         given = [key for key in ("dsn", "dsn_file", "dsn_env") if key in entry]
         if len(given) > 1:
             raise self.fail(
@@ -468,7 +497,8 @@ class _Reader:
         if not given:
             # As postgres_exporter users expect; else libpq's PG* variables.
             dsn = str(self.env.get("DATA_SOURCE_NAME", ""))
-            if not dsn and not any(key.startswith("PG") for key in self.env):
+            from_environment = taken_environment() or any(k.startswith("PG") for k in self.env)
+            if not dsn and not from_environment:
                 raise self.fail(path, "missing dsn: set dsn, dsn_file or dsn_env, "
                                 "$DATA_SOURCE_NAME or the libpq PG* variables")  # fmt: skip
         elif given[0] == "dsn":
@@ -490,13 +520,7 @@ class _Reader:
                 raise self.fail((*path, "dsn_file"), f"{file} is empty")
         key: Path_ = (*path, given[0] if given else "name")
         where = f"{self.doc.source}:{self.doc.line_of(key)}: {format_path(path)}.dsn"
-        params = parse_dsn(dsn, where=where)
-        for host in params.get("host", "").split(","):
-            try:
-                check_dns_name(host)
-            except TargetSyntaxError as exc:
-                raise ConfigError(f"{where}: host {host[:80]!r}: {exc}") from None
-        return dsn
+        return _checked_dsn(dsn, where, module=module)
 
     def expand(self, path: Path_, text: str) -> str:
         def replace(match: re.Match[str]) -> str:
@@ -718,3 +742,23 @@ def _kind(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: f"{value!r}", bool: f"{value}".lower()}.get(
         type(value), repr(value)
     )
+
+
+def _checked_dsn(dsn: str, where: str, *, module: bool) -> str:
+    """A listed database's DSN with libpq's environment for what it leaves out; an auth
+    module's as it is, refused where it names a host. ``where`` names the place."""
+    params = parse_dsn(dsn, where=where)
+    if module:
+        routed = sorted(ROUTING_KEYWORDS & {k for k, v in params.items() if v})
+        if routed:
+            raise ConfigError(
+                f"{where}: an auth module's dsn may not give {', '.join(routed)}"
+                ": the probe names the host, and hosts and addresses bound it"
+            )
+        return dsn
+    for host in params.get("host", "").split(","):
+        try:
+            check_dns_name(host)
+        except TargetSyntaxError as exc:
+            raise ConfigError(f"{where}: host {host[:80]!r}: {exc}") from None
+    return with_environment(dsn)

@@ -19,7 +19,7 @@ from http import HTTPStatus
 
 from pgq_exporter.catalogue import metric
 from pgq_exporter.config import Config
-from pgq_exporter.config.addresses import TargetSyntaxError
+from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.redaction import scrub
 from pgq_exporter.runtime.layout import describe
@@ -111,6 +111,10 @@ def _spec(registry: Registry, config: Config, name: str, module: str | None) -> 
     found = config.auth_modules.get(module)
     if found is None:
         raise UnknownTargetError(module)
+    # A running target keeps the address its name resolved to when it started.
+    running = registry.running(str(parse_target(name)), found.name)
+    if running is not None:
+        return running.spec
     return module_target(found, name)
 
 

@@ -73,7 +73,7 @@ class Registry:
         self._connections = connections
         self._specs = specs
         self._lock = threading.Lock()
-        self._running: dict[str, Target] = {}
+        self._running: dict[TargetKey, Target] = {}
         self._cap_log = CapLog()
         self._sources = _Sources(listed=_listed(config))
         self.refused = 0  # probes of a new target refused past probe.max_targets
@@ -89,9 +89,10 @@ class Registry:
         with self._lock:
             return [t for t in self._running.values() if not t.spec.always]
 
-    def running(self, name: str) -> Target | None:
+    def running(self, name: str, module: str = "") -> Target | None:
+        """The running target of that name (through that auth module, if one)."""
         with self._lock:
-            return self._running.get(name)
+            return self._running.get((name, module))
 
     def known(self) -> list[TargetSpec]:
         """Every target a probe may name by its name: listed, then discovered."""
@@ -114,10 +115,10 @@ class Registry:
         """The running target of ``spec``, started if it was not; never waits for SQL."""
         replaced = None
         with self._lock:
-            target = self._running.get(spec.name)
-            if target is not None and target.spec != spec:  # named again, another module
+            target = self._running.get(target_key(spec))
+            if target is not None and target.spec != spec:  # its database changed
                 replaced, target = target, None
-                del self._running[spec.name]
+                del self._running[target_key(spec)]
             started = target is None
             if target is None:
                 probed = sum(1 for t in self._running.values() if not t.spec.always)
@@ -137,7 +138,7 @@ class Registry:
         """A target, registered (lock held); started by the caller."""
         target = Target(spec, self.config, self._specs, self._connections, previous=previous,
                         on_render=self._rendered, cap_log=self._cap_log)  # fmt: skip
-        self._running[spec.name] = target
+        self._running[target_key(spec)] = target
         return target
 
     def _rendered(self, target: Target) -> None:
@@ -156,7 +157,7 @@ class Registry:
             stale = [t for t in self._running.values()
                      if not t.spec.always and t.idle_for(now) > idle]  # fmt: skip
             for target in stale:
-                del self._running[target.name]
+                del self._running[target_key(target.spec)]
         for target in stale:
             target.stop()
             log.info("probe target stopped: not probed", extra={"target": target.name})
@@ -171,7 +172,7 @@ class Registry:
                      if t.spec.origin is Origin.DISCOVERED and t.spec.source == source
                      and listed.get(t.name) != t.spec]  # fmt: skip
             for target in stale:
-                del self._running[target.name]
+                del self._running[target_key(target.spec)]
         for target in stale:
             target.stop()
             log.info("probe target stopped: no longer discovered or changed",
@@ -185,13 +186,13 @@ class Registry:
             self._sources = replace(self._sources, listed=_listed(config))
             running = dict(self._running)
         wanted = {db.name: TargetSpec(db, Origin.STATIC) for db in config.databases}
-        for name, target in running.items():
-            spec = wanted.pop(name, None) if target.spec.always else respec(target.spec)
+        for key, target in running.items():
+            spec = wanted.pop(target.name, None) if target.spec.always else respec(target.spec)
             if spec is not None and plan_key(config, spec) == plan_key(old_config, target.spec):
                 target.config = config  # the same values: nothing to change
                 continue
             with self._lock:
-                self._running.pop(name, None)
+                self._running.pop(key, None)
             target.stop()
             if spec is not None:
                 self._start(spec, previous=target)
@@ -204,6 +205,15 @@ class Registry:
             self._running.clear()
         for target in targets:
             target.stop()
+
+
+TargetKey = tuple[str, str]
+
+
+def target_key(spec: TargetSpec) -> TargetKey:
+    """A running target's key: its name, and the auth module that reaches it, so that
+    two modules naming one address run two targets, neither restarting the other."""
+    return spec.name, spec.source if spec.origin is Origin.MODULE else ""
 
 
 def _listed(config: Config) -> dict[str, TargetSpec]:

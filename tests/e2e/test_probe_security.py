@@ -37,7 +37,12 @@ def exporter(traps: tuple[PasswordTrap, PasswordTrap]) -> Iterator[ExporterProce
         "    hosts: ['*.db.internal', 'localhost', 'DB-1.Example.']\n"
         "  open:\n"
         f"    dsn: 'postgresql://{USER}:{PASSWORD}@/?connect_timeout=2'\n"
-        f"    hosts: ['{other.host}']\n"
+        f"    addresses: ['{other.host}/32']\n"
+        f"    ports: [{other.port}]\n"
+        "  pinned:\n"
+        f"    dsn: 'postgresql://{USER}:{PASSWORD}@/?connect_timeout=2'\n"
+        "    hosts: ['localhost']\n"
+        f"    addresses: ['{other.host}/32']\n"
         f"    ports: [{other.port}]\n"
         "probe: {wait: 5s}\n"
     )
@@ -101,6 +106,37 @@ def test_no_smuggled_target_reaches_a_host_or_port_outside_the_module(
         assert USER not in body + reason and PASSWORD not in body + reason
     assert (local.connections, other.connections) == (0, 0)
     assert PASSWORD not in exporter.logs()
+
+
+def test_a_name_that_resolves_outside_the_modules_addresses_is_refused(
+    exporter: ExporterProcess, traps: tuple[PasswordTrap, PasswordTrap]
+) -> None:
+    """localhost matches the pinned module's names but resolves to 127.0.0.1, outside
+    its addresses: refused before any connection, and the trap there is untouched."""
+    local, other = traps
+    status, body, _ = _probe(exporter, _target(f"localhost:{other.port}/db", "pinned"))
+    assert status == 403 and "does not resolve into its addresses" in body
+    assert "localhost" not in body
+    assert local.connections == 0
+
+
+def test_libpq_environment_does_not_choose_where_a_modules_password_goes() -> None:
+    """PGHOSTADDR in the exporter's environment would send a probe of an allowed name to
+    127.0.0.3; the exporter takes libpq's environment out before any connection."""
+    with PasswordTrap("127.0.0.3") as trap:
+        config = (
+            "auth_modules:\n  fleet:\n"
+            f"    dsn: 'postgresql://{USER}:{PASSWORD}@/?connect_timeout=2'\n"
+            f"    hosts: ['localhost']\n    ports: [{trap.port}]\n"
+            "probe: {wait: 3s}\n"
+        )
+        env = {"PGHOSTADDR": "127.0.0.3", "PGSSLMODE": "disable"}
+        with ExporterProcess(config, env=env) as running:
+            status, body, reason = _probe(running, _target(f"localhost:{trap.port}/db"))
+            logs = running.logs()
+    assert status == 200 and reason  # pgq_up 0: nothing listens on 127.0.0.1 there
+    assert trap.connections == 0 and trap.passwords == []
+    assert PASSWORD not in logs + body
 
 
 def test_a_listed_host_and_port_is_reached_and_its_failure_named_by_class_only(

@@ -3,6 +3,7 @@ the exporter's config holds the credentials."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from http import HTTPStatus
 
@@ -10,6 +11,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.config import parse_config
+from pgq_exporter.config.addresses import ip_literal
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import probe, probe_status, value
@@ -24,8 +26,11 @@ def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: D
     credentials = {k: v for k, v in params.items() if k in ("user", "password")}
     module_dsn = make_conninfo("", **credentials)
     port = str(params.get("port", "5432"))
+    # An address goes under addresses: as a network, a name under hosts:.
+    allowed = (f"addresses: ['{ipaddress.ip_network(host)}']" if ip_literal(host) is not None
+               else f"hosts: [{host!r}]")  # fmt: skip
     config = parse_config(
-        f"auth_modules:\n  tenants:\n    dsn: {module_dsn!r}\n    hosts: [{host!r}]\n"
+        f"auth_modules:\n  tenants:\n    dsn: {module_dsn!r}\n    {allowed}\n"
         f"    ports: [{port}]\nprobe: {{wait: 10s}}\n",
         "test.yaml",
         os.environ,

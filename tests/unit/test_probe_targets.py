@@ -16,14 +16,19 @@ CONFIG = """
 auth_modules:
   tenants:
     dsn: "postgresql://monitor:s3cret@/?sslmode=require&connect_timeout=3"
-    hosts: ["*.db.internal", "10.1.2.3", "::1"]
+    hosts: ["*.db.internal"]
+    addresses: ["10.1.2.3/32", "::1/128"]
     ports: [5432, 6432, 5433]
     preset: oban
 """
 
 
-def _module() -> AuthModule:
-    return parse_config(CONFIG, "fleet.yaml", {}).auth_modules["tenants"]
+def _module(config: str = CONFIG) -> AuthModule:
+    return parse_config(config, "fleet.yaml", {}).auth_modules["tenants"]
+
+
+def _no_lookup(host: str, port: int) -> list[str]:
+    raise AssertionError(f"{host} was resolved")
 
 
 @pytest.mark.parametrize(
@@ -38,9 +43,11 @@ def _module() -> AuthModule:
 def test_a_target_takes_host_port_and_database_the_rest_from_the_module(
     target: str, host: str, port: str | None
 ) -> None:
-    database = module_target(_module(), target).database
+    database = module_target(_module(), target, lambda h, p: ["10.1.2.3"]).database
     params = conninfo_to_dict(database.dsn)
     assert (params["host"], params.get("port"), params["dbname"]) == (host, port, "app")
+    # Never left to PGHOSTADDR: the address itself, or the one the name resolved to.
+    assert params["hostaddr"] == ("10.1.2.3" if host.endswith(".internal") else host)
     assert (params["user"], params["password"], params["sslmode"]) == (
         "monitor",
         "s3cret",
@@ -55,15 +62,58 @@ def test_a_target_takes_host_port_and_database_the_rest_from_the_module(
 @pytest.mark.parametrize(
     ("target", "words"),
     [
-        ("evil.example.com/app", "may not reach host evil.example.com"),
-        ("10.1.2.4:5432/app", "may not reach host 10.1.2.4"),
-        ("eu-1.db.internal:7777/app", "may not reach port 7777"),
-        ("[::ffff:10.1.2.3]/app", "may not reach host ::ffff:a01:203"),
+        ("evil.example.com/app", "may not reach this host"),
+        ("10.1.2.4:5432/app", "may not reach this address"),
+        ("eu-1.db.internal:7777/app", "may not reach this port"),
+        ("[::ffff:10.1.2.3]/app", "may not reach this address"),
     ],
 )
 def test_a_target_outside_the_module_hosts_or_ports_is_forbidden(target: str, words: str) -> None:
-    with pytest.raises(ForbiddenTargetError, match=re.escape(words)):
-        module_target(_module(), target)
+    with pytest.raises(ForbiddenTargetError, match=re.escape(words)) as refused:
+        module_target(_module(), target, lambda host, port: ["203.0.113.9"])
+    assert target.split("/", maxsplit=1)[0].split(":", maxsplit=1)[0] not in str(
+        refused.value
+    )  # no echo
+
+
+def test_a_name_pattern_never_matches_an_address_and_without_addresses_names_go_to_libpq() -> None:
+    names_only = CONFIG.replace('addresses: ["10.1.2.3/32", "::1/128"]', "").replace(
+        '"*.db.internal"', '"*"'
+    )
+    with pytest.raises(ForbiddenTargetError, match="may not reach this address"):
+        module_target(_module(names_only), "10.1.2.3/app", _no_lookup)
+    params = conninfo_to_dict(module_target(_module(names_only), "any.example/app", _no_lookup)
+                              .database.dsn)  # fmt: skip
+    assert (params["host"], params["hostaddr"]) == ("any.example", "")
+
+
+def test_with_addresses_a_name_is_resolved_once_and_the_connection_pinned_to_it() -> None:
+    config = CONFIG.replace('addresses: ["10.1.2.3/32", "::1/128"]', 'addresses: ["10.20.0.0/16"]')
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return ["203.0.113.9", "10.20.5.6"]
+
+    params = conninfo_to_dict(module_target(_module(config), "eu-1.db.internal/app", resolver)
+                              .database.dsn)  # fmt: skip
+    assert (params["host"], params["hostaddr"]) == ("eu-1.db.internal", "10.20.5.6")
+    assert lookups == ["eu-1.db.internal"]
+    with pytest.raises(ForbiddenTargetError, match="does not resolve into its addresses"):
+        module_target(_module(config), "eu-2.db.internal/app", lambda h, p: ["127.0.0.42"])
+    with pytest.raises(ForbiddenTargetError, match="does not resolve into its addresses"):
+        module_target(_module(config), "eu-3.db.internal/app", lambda h, p: [])
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["10.1/app", "0x0a010203/app", "2130706433/app", "db.internal.123/app",
+     "\uff11\uff10.1.2.3/app"],  # fullwidth digits: 10.1.2.3 only once IDNA-encoded
+)  # fmt: skip
+def test_a_name_a_resolver_would_read_as_an_address_is_refused(target: str) -> None:
+    target = target.encode().decode("unicode_escape")
+    with pytest.raises(TargetSyntaxError):
+        module_target(_module(), target, _no_lookup)
 
 
 @pytest.mark.parametrize(
@@ -84,4 +134,4 @@ def test_a_target_that_is_not_one_host_port_and_database_is_refused(
     target: str, words: str
 ) -> None:
     with pytest.raises(TargetSyntaxError, match=re.escape(words)):
-        module_target(_module(), target)
+        module_target(_module(), target, _no_lookup)
