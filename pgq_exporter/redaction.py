@@ -21,6 +21,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 SECRET_KEYS = frozenset({"password", "sslpassword"})
 MASK = "****"
+# A piece of a password (split at a URI delimiter) is secret only from this length: a
+# shorter one is a word anything may hold ("oad" in "reload"), and masking it where a
+# caller's own text comes back would confirm a guess of it.
+MIN_FRAGMENT = 8
 
 _URI = re.compile(r"\s*postgres(?:ql)?://", re.IGNORECASE)
 _URI_DELIMITERS = re.compile(r"[@/:?#]")
@@ -72,7 +76,8 @@ def password_values(dsn: str) -> set[str]:
             # A delimiter left unencoded ('@', '/', ':', '?', '#'): libpq ends the part
             # it reads at the first one, and takes the rest for a host, a port or a
             # database name, which its errors show. Every piece is secret.
-            values.update({password, *_URI_DELIMITERS.split(password)})
+            pieces = _URI_DELIMITERS.split(password)
+            values.update({password, *(p for p in pieces if len(p) >= MIN_FRAGMENT)})
         values.update(_URI_PARAM.findall(rest))
     else:
         for token in _KEYWORD.findall(dsn):

@@ -25,7 +25,7 @@ from pgq_exporter.redaction import scrub
 from pgq_exporter.runtime.layout import describe
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
-from pgq_exporter.runtime.target import Target, TargetSpec
+from pgq_exporter.runtime.target import Origin, Target, TargetSpec
 from pgq_exporter.samples import Sample
 
 # Prometheus needs this long to read an answer given at the scrape's own deadline.
@@ -62,16 +62,22 @@ def deadline(config: Config, scrape_timeout: str | None) -> float:
 
 
 def answer(
-    registry: Registry, config: Config, params: dict[str, list[str]], scrape_timeout: str | None
+    registry: Registry,
+    config: Config,
+    params: dict[str, list[str]],
+    scrape_timeout: str | None,
+    *,
+    detailed: bool = False,
 ) -> Answer:
-    """The answer to one /probe request."""
+    """The answer to one /probe request; ``detailed``: its debug text may name what
+    libpq's errors name (users, addresses)."""
     started = _start(registry, config, params)
     if isinstance(started, Answer):
         return started
     wait = deadline(config, scrape_timeout)
     collected = started.first_collection.wait(wait)
     if params.get("debug", ["false"])[-1].lower() in ("1", "true"):
-        return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait))
+        return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait, detailed))
     if not collected:
         return Answer(HTTPStatus.OK, _down(started.name), reason=f"no collection within {wait:g}s")
     return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason(), target=started)
@@ -125,16 +131,22 @@ def _down(name: str) -> Snapshot:
 _SPECS = {"pgq_up": metric("pgq_up")}
 
 
-def debug_text(target: Target, collected: bool, wait: float) -> str:
+def debug_text(target: Target, collected: bool, wait: float, detailed: bool = False) -> str:
     """What the target is doing: its layout, each collector's last run, and what it waits
-    on; secrets taken out (the errors are libpq's words)."""
+    on; secrets taken out. Not ``detailed``: a probed address is not repeated and each
+    error is its class, as libpq's words name users and addresses."""
     now = time.time()
     state = "up" if target.up else "not connected yet" if target.up is None else "down"
+
+    def said(error: str) -> str:
+        return error if detailed else failure_class(error)
+
+    named = target.name if detailed or target.spec.origin is not Origin.MODULE else "as asked"
     lines = [
-        f"target: {target.name} ({target.spec.origin.value}"
+        f"target: {named} ({target.spec.origin.value}"
         f"{', ' + target.spec.source if target.spec.source else ''})",
         f"layout: {describe(target.layout or target.spec.database.layout)}",
-        f"database: {state}" + (f": {target.error}" if target.error else ""),
+        f"database: {state}" + (f": {said(target.error)}" if target.error else ""),
         f"first collection: {'done' if collected else f'not within {wait:g}s'}",
         f"probed: {time.monotonic() - target.last_probe:.1f}s ago",
     ]
@@ -146,7 +158,7 @@ def debug_text(target: Target, collected: bool, wait: float) -> str:
         if not run.ran:
             lines.append(f"  {name}: not run yet, due in {slot.due - time.monotonic():.1f}s")
             continue
-        outcome = "ok" if run.success else f"failed: {run.error}"
+        outcome = "ok" if run.success else f"failed: {said(run.error or '')}"
         lines.append(
             f"  {name}: {outcome}; last run {now - run.last_run:.1f}s ago, took "
             f"{run.duration * 1000:.1f} ms after {run.connection_wait * 1000:.1f} ms for a "
@@ -154,3 +166,27 @@ def debug_text(target: Target, collected: bool, wait: float) -> str:
             f"{max(slot.due - time.monotonic(), 0):.1f}s"
         )
     return scrub("\n".join(lines) + "\n")
+
+
+# libpq's words for a failure, and the class a probe's reason header gives for them.
+_FAILURE_CLASSES = (
+    (("password authentication failed", "authentication", "pg_hba.conf"), "authentication failed"),
+    (("does not exist",), "database or object does not exist"),
+    (("could not translate host name", "failed to resolve host", "name or service not known"),
+     "host name not resolved"),
+    (("connection refused",), "connection refused"),
+    (("timeout expired", "timed out", "no collection within"), "timed out"),
+    (("too many connections", "remaining connection slots"), "too many connections"),
+    (("ssl", "tls", "certificate"), "TLS failed"),
+    (("permission denied",), "permission denied"),
+    (("cap stayed full",), "connection cap reached"),
+)  # fmt: skip
+
+
+def failure_class(reason: str) -> str:
+    """What kind of failure ``reason`` is, in words that name no user, host or address."""
+    lowered = reason.lower()
+    for words, name in _FAILURE_CLASSES:
+        if any(word in lowered for word in words):
+            return name
+    return "cannot connect or collect"

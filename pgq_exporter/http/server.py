@@ -20,7 +20,7 @@ from pgq_exporter import __version__
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Form, content_type
 from pgq_exporter.http.pages import http_sd_targets, landing_page
-from pgq_exporter.http.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER, answer
+from pgq_exporter.http.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER, answer, failure_class
 from pgq_exporter.http.webconfig import WebConfigFile
 from pgq_exporter.redaction import scrub
 from pgq_exporter.runtime.exporter import Exporter
@@ -315,8 +315,11 @@ class Handler(BaseHTTPRequestHandler):
         probed; /probe?target=HOST[:PORT]/DATABASE&auth_module=NAME: a database Prometheus
         names, reached with the module's credentials (see probe.py)."""
         params = urllib.parse.parse_qs(self.path.partition("?")[2])
+        # debug=true gives libpq's own words (users, addresses) only to a caller the web
+        # config authenticated; anyone else gets each failure's class.
+        detailed = self.server.web.current().authenticates()
         found = answer(exporter.registry, exporter.config, params,
-                       self.headers.get(SCRAPE_TIMEOUT_HEADER))  # fmt: skip
+                       self.headers.get(SCRAPE_TIMEOUT_HEADER), detailed=detailed)  # fmt: skip
         if found.snapshot is None:
             self._send(found.status, found.text.encode())
             return
@@ -410,27 +413,3 @@ def accepts(header: str, wanted: str) -> bool:
         except ValueError:
             return False
     return False
-
-
-# libpq's words for a failure, and the class a probe's reason header gives for them.
-_FAILURE_CLASSES = (
-    (("password authentication failed", "authentication", "pg_hba.conf"), "authentication failed"),
-    (("does not exist",), "database or object does not exist"),
-    (("could not translate host name", "failed to resolve host", "name or service not known"),
-     "host name not resolved"),
-    (("connection refused",), "connection refused"),
-    (("timeout expired", "timed out", "no collection within"), "timed out"),
-    (("too many connections", "remaining connection slots"), "too many connections"),
-    (("ssl", "tls", "certificate"), "TLS failed"),
-    (("permission denied",), "permission denied"),
-    (("cap stayed full",), "connection cap reached"),
-)  # fmt: skip
-
-
-def failure_class(reason: str) -> str:
-    """What kind of failure ``reason`` is, in words that name no user, host or address."""
-    lowered = reason.lower()
-    for words, name in _FAILURE_CLASSES:
-        if any(word in lowered for word in words):
-            return name
-    return "cannot connect or collect"

@@ -63,6 +63,11 @@ class WebConfig:
             context.load_verify_locations(self.tls["client_ca_file"])
         return context
 
+    def authenticates(self) -> bool:
+        """Whether every caller proves who it is: basic auth, or a verified certificate."""
+        required = self.tls.get("client_auth_type") == "RequireAndVerifyClientCert"
+        return bool(self.users) or required
+
     def authorised(self, header: str | None) -> bool:
         if not self.users:
             return True

@@ -162,3 +162,33 @@ def test_a_probe_to_a_database_named_in_any_script_answers_pgq_up_0(
     status, body, reason = _probe(exporter, _target(target, "open"))
     assert status == 200 and reason
     assert value(parse_samples(body), "pgq_up", database=target) == 0
+
+
+def test_no_answer_confirms_a_guess_of_a_secret(
+    traps: tuple[PasswordTrap, PasswordTrap],
+) -> None:
+    """A refusal never repeats the target, and debug=true shows no probed address, user
+    or libpq words to a caller the web config did not authenticate: a right guess of a
+    password piece (battery7) gets the same answer as a wrong one (battery8)."""
+    _, other = traps
+    words = "horse:battery7:staple"
+    config = (
+        "auth_modules:\n  guarded:\n"
+        f"    dsn: 'postgresql://{USER}:{words}@/?connect_timeout=2'\n"
+        f"    addresses: ['{other.host}/32']\n    ports: [{other.port}]\n"
+        "probe: {wait: 3s}\n"
+    )
+    with ExporterProcess(config) as running:
+        refusals = [_probe(running, _target(f"{guess}.example/db", "guarded"))
+                    for guess in ("battery7", "battery8")]  # fmt: skip
+        debug = [
+            _probe(running, _target(f"{other.host}:{other.port}/{guess}", "guarded")
+                   + "&debug=true")
+            for guess in ("battery7", "battery8")
+        ]  # fmt: skip
+    assert refusals[0] == refusals[1] and refusals[0][0] == 403
+    assert "battery" not in refusals[0][1] and "****" not in refusals[0][1]
+    for status, body, _ in debug:
+        assert status == 200 and "authentication failed" in body
+        for leak in ("battery", "****", USER, other.host, "horse"):
+            assert leak not in body, (leak, body)

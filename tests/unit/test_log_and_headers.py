@@ -7,8 +7,9 @@ import logging
 import pytest
 
 from pgq_exporter.cli.logsetup import JsonFormatter, LogfmtFormatter
-from pgq_exporter.http.server import accepts, failure_class, header_value
-from pgq_exporter.redaction import remember_dsn
+from pgq_exporter.http.probe import failure_class
+from pgq_exporter.http.server import accepts, header_value
+from pgq_exporter.redaction import remember_dsn, scrub
 
 
 def _record(**fields: str) -> logging.LogRecord:
@@ -71,3 +72,13 @@ def test_a_header_value_is_one_line_of_ascii() -> None:
 )  # fmt: skip
 def test_a_probe_reason_names_the_class_of_failure_only(reason: str, shown: str) -> None:
     assert failure_class(reason) == shown
+
+
+def test_no_piece_of_a_password_shorter_than_eight_characters_becomes_a_secret() -> None:
+    """Each word of horse:battery7:staple could be confirmed alone if each were masked
+    where a caller's text comes back; and rel/oad made "reload" read rel****."""
+    remember_dsn("postgresql://u:horse:battery7:staple@/db")
+    remember_dsn("postgresql://u:rel/oad@/db")
+    assert scrub("horse staple reload oad") == "horse staple reload oad"
+    assert scrub("battery7") == "****"  # eight characters: a piece worth guarding
+    assert scrub("horse:battery7:staple rel/oad") == "**** ****"
