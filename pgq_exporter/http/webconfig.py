@@ -12,6 +12,7 @@ import hashlib
 import re
 import ssl
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,10 @@ class WebConfig:
         return bool(self.users) or required
 
     def authorised(self, header: str | None) -> bool:
+        """Whether the Authorization header names a user and its password. A wrong one
+        costs as long whoever is named: a known user's bcrypt, an unknown one's at the
+        highest cost configured, each then waits out a floor (see _FailureFloor), so
+        neither the names nor their costs can be told by timing."""
         if not self.users:
             return True
         if not header or not header.startswith("Basic "):
@@ -77,11 +82,59 @@ class WebConfig:
             user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
         except (binascii.Error, UnicodeDecodeError):
             return False
+        started = time.monotonic()
+        highest = max(_cost(hashed) for hashed in self.users.values())
         hashed = self.users.get(user)
         if hashed is None:
-            # Spend the same time as for a known user, so names cannot be probed.
-            hashed = _DUMMY_HASH
-        return _verified(password.encode(), hashed) and user in self.users
+            _verified(password.encode(), _dummy_hash(highest))
+            allowed = False
+        else:
+            allowed = _verified(password.encode(), hashed)
+        if not allowed:
+            _FAILURE_FLOOR.wait_out(started, highest)
+        return allowed
+
+
+def _cost(hashed: bytes) -> int:
+    return int(hashed.split(b"$")[2])
+
+
+_dummy_hashes: dict[int, bytes] = {}
+
+
+def _dummy_hash(cost: int) -> bytes:
+    """A hash of nothing at ``cost``, made once: what an unknown user is checked against."""
+    with _verified_lock:
+        found = _dummy_hashes.get(cost)
+    if found is None:
+        found = bcrypt.hashpw(b"no such user", bcrypt.gensalt(rounds=cost))
+        with _verified_lock:
+            _dummy_hashes[cost] = found
+    return found
+
+
+class _FailureFloor:
+    """The least time a failed check takes: twice a bcrypt at the highest cost, as it
+    ran here the first time it was needed. Every failure sleeps until then (a sleep,
+    not work: it costs the process no CPU), so a cheap hash answers no sooner."""
+
+    def __init__(self) -> None:
+        self._floors: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def wait_out(self, started: float, cost: int) -> None:
+        with self._lock:
+            floor = self._floors.get(cost)
+        if floor is None:
+            timed = time.monotonic()
+            bcrypt.checkpw(b"timing", _dummy_hash(cost))
+            floor = 2 * (time.monotonic() - timed)
+            with self._lock:
+                floor = self._floors.setdefault(cost, floor)
+        time.sleep(max(0.0, started + floor - time.monotonic()))
+
+
+_FAILURE_FLOOR = _FailureFloor()
 
 
 _verified_cache: OrderedDict[tuple[bytes, bytes], bool] = OrderedDict()
@@ -101,9 +154,6 @@ def _verified(password: bytes, hashed: bytes) -> bool:
         while len(_verified_cache) > _VERIFIED_MAX:
             _verified_cache.popitem(last=False)
     return answer
-
-
-_DUMMY_HASH = bcrypt.hashpw(b"dummy", bcrypt.gensalt(rounds=10))
 
 
 def parse_web_config(text: str, source: str) -> WebConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import time
 
 import bcrypt
 import pytest
@@ -53,4 +54,44 @@ def test_a_repeated_login_costs_one_bcrypt(monkeypatch: pytest.MonkeyPatch) -> N
         assert not config.authorised(header("alice", "wrong"))
         assert config.authorised(header("alice", "right"))
         assert not config.authorised(header("mallory", "right"))
-    assert len(calls) == 3  # one per distinct (password, hash): wrong, right, unknown user
+    # One per distinct (password, hash): wrong, right, unknown user; and one that times
+    # the floor a failure waits out.
+    assert len([c for c in calls if c != b"timing"]) == 3
+
+
+def test_a_wrong_password_answers_at_the_same_time_whoever_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a clock that bcrypt advances by its cost: a known user hashed at cost 4 or 6,
+    and an unknown user, all fail at the same moment, and the unknown one is checked
+    against a hash of the highest cost."""
+    from pgq_exporter.http import webconfig  # noqa: PLC0415
+
+    cheap = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=4)).decode()
+    dear = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=6)).decode()
+    config = parse_web_config(f"basic_auth_users:\n  cheap: '{cheap}'\n  dear: '{dear}'\n",
+                              "web.yml")  # fmt: skip
+    now = [1000.0]
+    costs: list[int] = []
+
+    def checkpw(password: bytes, hashed: bytes) -> bool:
+        cost = int(hashed.split(b"$")[2])
+        costs.append(cost)
+        now[0] += 2.0**cost / 1000  # a bcrypt's time doubles with each cost step
+        return False
+
+    monkeypatch.setattr(bcrypt, "checkpw", checkpw)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", lambda seconds: now.__setitem__(0, now[0] + seconds))
+    monkeypatch.setattr(webconfig, "_FAILURE_FLOOR", webconfig._FailureFloor())
+
+    def fail_as(user: str) -> float:
+        started = now[0]
+        header = "Basic " + base64.b64encode(f"{user}:wrong-{started}".encode()).decode()
+        assert not config.authorised(header)
+        return now[0] - started
+
+    fail_as("dear")  # the first failure also times the floor
+    taken = {user: fail_as(user) for user in ("cheap", "dear", "nobody")}
+    assert taken["cheap"] == taken["dear"] == taken["nobody"] > 0, taken
+    assert costs[-1] == 6  # the unknown user: the highest cost
