@@ -63,14 +63,17 @@ from pgq_exporter.config.yamlpos import (
     ConfigError,
     Located,
     format_path,
+    guard_permissions,
     load_located,
     read_regular_file,
     read_text,
+    shown_as_written,
 )
 from pgq_exporter.pg.dsn import parse_dsn
 from pgq_exporter.pg.environment import taken_environment, with_environment
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.queue.names import QUEUE_NAME
+from pgq_exporter.redaction import password_values
 
 Path_ = tuple[str | int, ...]
 
@@ -138,7 +141,24 @@ def parse_duration(text: str) -> float:
 def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
     source = str(path)
     text = read_text(str(path), source, "config file")
-    return parse_config(text, source, os.environ if environ is None else environ)
+    config = parse_config(text, source, os.environ if environ is None else environ)
+    guard_permissions(source, source, "config file", secret=_holds_password(text, source))
+    return config
+
+
+def _holds_password(text: str, source: str) -> bool:
+    """Whether a dsn: of the file gives a password itself (not through ${VAR})."""
+    stack = [load_located(text, source).value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+            found = value.get("dsn")
+            if isinstance(found, str) and any("${" not in p for p in password_values(found)):
+                return True
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 def parse_config(text: str, source: str, environ: Any) -> Config:
@@ -169,7 +189,9 @@ class _Reader:
     ) -> dict[str, Any]:
         value = self.get(path)
         if value is not None and not isinstance(value, dict):
-            raise self.fail(path, f"expected a mapping, got {_kind(value)}")
+            # The whole file is not a mapping: it may be no config at all, not shown.
+            got = _kind(value) if path else "a list" if isinstance(value, list) else "a value"
+            raise self.fail(path, f"expected a mapping, got {got}")
         value = self.doc.mapping(path, allowed)
         for key in required:
             if key not in value:
@@ -237,12 +259,15 @@ class _Reader:
 
     # -- sections -------------------------------------------------------------
     def config(self) -> Config:
-        top = self.mapping(
-            (),
-            ("databases", "mapping", "collectors", "custom_collectors", "window",
-             "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
-             "probe", "limits", "discover", "auth_modules"),
-        )  # fmt: skip
+        keys = ("databases", "mapping", "collectors", "custom_collectors", "window",
+                "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
+                "probe", "limits", "discover", "auth_modules")  # fmt: skip
+        whole = self.get(())
+        if isinstance(whole, dict) and whole and not set(whole) & set(keys):
+            # Not one key of a config: it is some other file, and none of it is repeated.
+            raise self.fail((), "not a pgq-exporter config: none of its keys is one of "
+                            f"{', '.join(keys)}")  # fmt: skip
+        top = self.mapping((), keys)
         if not {"databases", "targets", "discover", "auth_modules"} & set(top):
             raise self.fail(
                 (),
@@ -512,6 +537,7 @@ class _Reader:
             file = self.string((*path, "dsn_file"))
             where = self.where((*path, "dsn_file"))
             try:
+                guard_permissions(file, where, f"file {file}", secret=True)
                 dsn = read_regular_file(file, where, f"file {file}", DSN_FILE_BYTES).decode()
             except UnicodeDecodeError:
                 raise self.fail((*path, "dsn_file"), f"cannot read {file}: not UTF-8") from None
@@ -737,9 +763,13 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def _kind(value: Any) -> str:
+    """What a value is, for an error; a string is quoted only when it is a plain word,
+    so that a file that is not a config (a password file) is not printed back."""
     if value is None:
         return "nothing"
-    return {dict: "a mapping", list: "a list", str: f"{value!r}", bool: f"{value}".lower()}.get(
+    if isinstance(value, str):
+        return repr(value) if shown_as_written(value) else "a string"
+    return {dict: "a mapping", list: "a list", bool: f"{value}".lower()}.get(
         type(value), repr(value)
     )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import stat
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +12,8 @@ from typing import Any
 import yaml
 
 from pgq_exporter.errors import UsageError, first_line
+
+log = logging.getLogger("pgq_exporter.config")
 
 
 class ConfigError(UsageError):
@@ -55,16 +59,32 @@ class Located:
         return value
 
 
+# A key or word an error may repeat: a file that is not a config (a password file,
+# a key) must not be printed back by check-config, a line at a time.
+_SHOWN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+def shown_as_written(text: str) -> bool:
+    """Whether an error may quote ``text``: a plain word, as config keys and names are."""
+    return bool(_SHOWN.fullmatch(text))
+
+
 def format_path(path: tuple[str | int, ...]) -> str:
     text = ""
     for part in path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+        if isinstance(part, int):
+            text += f"[{part}]"
+            continue
+        shown = part if shown_as_written(part) else "(a key that is not a name)"
+        text += f".{shown}" if text else shown
     return text or "(top level)"
 
 
 # A config is a few kilobytes: these bound what a hostile file can cost.
 MAX_BYTES = 1 << 20
 MAX_VALUES = 10_000
+# Mappings and lists within one another; the composer and the converter recurse.
+MAX_DEPTH = 64
 _CORE_TAGS = frozenset(
     f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map")
 )
@@ -79,6 +99,24 @@ def read_text(path: str, source: str, what: str) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{source}:{line}: the {what} is not UTF-8 text") from None
+
+
+def guard_permissions(path: str, source: str, what: str, *, secret: bool) -> None:
+    """A file others may write is refused when it holds a secret (they could send it
+    elsewhere), and warned of otherwise (they could change what the exporter does)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # read_regular_file says why it cannot be read
+    if not stat.S_ISREG(mode):
+        return  # and refuses what is not a regular file
+    who = "anyone" if mode & stat.S_IWOTH else "its group" if mode & stat.S_IWGRP else None
+    if who is None:
+        return
+    if secret:
+        raise UsageError(f"{source}: refusing the {what}: it holds a password and {who} may "
+                         f"change it (chmod go-w {path})")  # fmt: skip
+    log.warning("%s: %s may change the %s (chmod go-w %s)", source, who, what, path)
 
 
 def read_regular_file(path: str, source: str, what: str, limit: int = MAX_BYTES) -> bytes:
@@ -110,6 +148,7 @@ def load_located(text: str, source: str) -> Located:
         line = text[: text.index("\x00")].count("\n") + 1
         raise ConfigError(f"{source}:{line}: a NUL character")
     try:
+        _check_depth(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -119,6 +158,20 @@ def load_located(text: str, source: str) -> Located:
     lines: dict[tuple[str | int, ...], int] = {}
     value = _Converter(source, lines).convert(node, ()) if node is not None else {}
     return Located(value=value, lines=lines, source=source)
+
+
+def _check_depth(text: str, source: str) -> None:
+    """ConfigError at the line where mappings and lists nest deeper than MAX_DEPTH, read
+    from the parser's events (which do not recurse) before anything is composed."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 1
+                raise ConfigError(f"{source}:{line}: nested deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 class _Converter:

@@ -128,3 +128,20 @@ def test_a_sighup_storm_neither_wedges_reloads_nor_blocks_sigterm(db: Database) 
                 assert "config reloaded" in exporter.logs()
                 assert exporter.process is not None and exporter.process.returncode == 0
     assert len(exits) == STORMS and max(exits) < 5
+
+
+def test_a_reload_of_deeply_nested_yaml_is_one_located_line_and_counted_failed(
+    db: Database,
+) -> None:
+    deep = basic_config(db.dsn) + "custom_collectors: " + "[" * 600 + "]" * 600 + "\n"
+    with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
+        exporter.wait_until(lambda s: "pgq_config_last_reload_successful" in s)
+        exporter.config_path.write_text(deep)
+        status, body = exporter.get("/-/reload", method="POST")
+        samples = exporter.wait_until(lambda s: value(s, "pgq_config_last_reload_successful") == 0)
+        status_after, _ = exporter.get("/healthz")
+        logs = exporter.logs()
+    assert status == 500 and b"nested deeper than 64 levels" in body
+    assert body.count(b"\n") == 1 and b"config.yaml:" in body
+    assert value(samples, "pgq_up", database="main") == 1 and status_after == 200
+    assert "Traceback" not in logs and "RecursionError" not in logs

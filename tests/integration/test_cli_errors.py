@@ -134,3 +134,61 @@ def test_a_database_without_the_reference_queue_is_one_line_that_names_preset(
         "set `preset:` (`preset: auto` finds it)",
     )
     assert result.returncode == 2
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "root:$6$Zr0Pq9$Secret0HashPart:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",
+        "secret-token-value-123\n",
+        "s3cr3t-a: 1\n",
+        "- s3cr3t-list-item\n",
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n",
+        "x: " + "[" * 300 + "]" * 300 + "\n",
+    ],
+)
+def test_check_config_of_a_file_that_is_no_config_prints_none_of_it(
+    content: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "not-a-config"
+    path.write_text(content)
+    result = run_cli("check-config", str(path))
+    assert_clean_failure(result, f"{path}:")
+    for word in ("Secret0", "secret-token", "s3cr3t", "MIIEvQ", "PRIVATE"):
+        assert word not in result.stderr + result.stdout, result.stderr
+
+
+def test_a_config_or_dsn_file_others_may_change_is_refused_when_it_holds_a_password(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "dsn"
+    secret.write_text("postgresql://u:Writable-PW1@db.internal/app\n")
+    secret.chmod(0o664)
+    with_file = tmp_path / "file.yaml"
+    with_file.write_text(f"databases:\n  - name: main\n    dsn_file: {secret}\n")
+    inline = tmp_path / "inline.yaml"
+    inline.write_text("databases:\n  - name: main\n    dsn: postgresql://u:Inline-PW2@db/app\n")
+    inline.chmod(0o646)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("databases:\n  - name: main\n    dsn: postgresql://u:${DB_PW}@db/app\n")
+    plain.chmod(0o666)
+    refused = run_cli("check-config", str(with_file))
+    assert_clean_failure(refused, f"{with_file}:3:", "it holds a password and its group")
+    refused = run_cli("check-config", str(inline))
+    assert_clean_failure(refused, "refusing the config file", "anyone may change it")
+    warned = run_cli("check-config", str(plain), env={"DB_PW": "from-the-environment"})
+    assert warned.returncode == 0, warned.stderr
+    assert "anyone may change the config file" in warned.stderr
+    for result in (refused, warned):
+        assert "Writable-PW1" not in result.stderr and "Inline-PW2" not in result.stderr
+
+
+def test_serve_that_cannot_listen_says_so_in_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "--web.listen-address", f"127.0.0.1:{port}",
+                         env={"DATA_SOURCE_NAME": "host=/nonexistent"})  # fmt: skip
+    assert result.returncode == 1
+    assert_clean_failure(result, f"cannot listen on 127.0.0.1:{port}: Address already in use")
