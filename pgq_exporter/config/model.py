@@ -168,6 +168,9 @@ class ProbeSettings:
     idle: float = 600.0
     # Targets probed at once, at most: a probe of one more is refused (503).
     max_targets: int = 2_000
+    # Workers that may run first probes (finding a target's layout) at once; 0: a
+    # quarter of limits.collections, at least one.
+    first_workers: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,8 @@ class AuthModule:
     ports: tuple[int, ...] = (DEFAULT_PORT,)
     # Networks an address target must be in, and a name target must resolve into.
     addresses: tuple[IPNetwork, ...] = ()
+    # Its targets running at once, at most; None: probe.max_targets.
+    max_targets: int | None = None
 
     @property
     def name(self) -> str:

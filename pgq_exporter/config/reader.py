@@ -381,7 +381,8 @@ class _Reader:
             path: Path_ = ("auth_modules", name)
             if not _DATABASE_NAME.fullmatch(str(name)):
                 raise self.fail(path, f"invalid auth module name {name!r}")
-            entry = self.mapping(path, (*_DATABASE_KEYS[1:], "hosts", "addresses", "ports"))
+            keys = (*_DATABASE_KEYS[1:], "hosts", "addresses", "ports", "max_targets")
+            entry = self.mapping(path, keys)
             if not {"hosts", "addresses"} & set(entry):
                 raise self.fail(path, "name the hosts (DNS names) or addresses (networks) a "
                                 "probe may reach")  # fmt: skip
@@ -390,7 +391,12 @@ class _Reader:
             hosts = self.host_patterns((*path, "hosts")) if "hosts" in entry else ()
             addresses = self.networks((*path, "addresses")) if "addresses" in entry else ()
             ports = self.ports((*path, "ports")) if "ports" in entry else (DEFAULT_PORT,)
-            result[str(name)] = AuthModule(template, hosts, ports, addresses)
+            cap = (
+                self.integer((*path, "max_targets"), 1, MAX_PROBE_TARGETS)
+                if "max_targets" in entry
+                else None
+            )
+            result[str(name)] = AuthModule(template, hosts, ports, addresses, cap)
         return result
 
     def networks(self, path: Path_) -> tuple[IPNetwork, ...]:
@@ -449,9 +455,14 @@ class _Reader:
         return tuple(result)
 
     def probe(self) -> ProbeSettings:
-        entry = self.mapping(("probe",), ("wait", "idle", "max_targets"))
+        entry = self.mapping(("probe",), ("wait", "idle", "max_targets", "first_workers"))
         default = ProbeSettings()
         return ProbeSettings(
+            first_workers=(
+                self.integer(("probe", "first_workers"), 1, 1000)
+                if "first_workers" in entry
+                else default.first_workers
+            ),
             wait=self.duration(("probe", "wait")) if "wait" in entry else default.wait,
             idle=self.duration(("probe", "idle")) if "idle" in entry else default.idle,
             max_targets=(

@@ -95,10 +95,10 @@ def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> 
         return registry.probe(_spec(registry, config, names[0], modules[0] if modules else None))
     except (UnknownTargetError, TargetSyntaxError, ForbiddenTargetError,
             TooManyTargetsError) as exc:  # fmt: skip
-        return _refusal(exc, config, by_module=bool(modules))
+        return _refusal(exc, by_module=bool(modules))
 
 
-def _refusal(exc: Exception, config: Config, *, by_module: bool) -> Answer:
+def _refusal(exc: Exception, *, by_module: bool) -> Answer:
     if isinstance(exc, UnknownTargetError):
         what = "auth module (see auth_modules:" if by_module else "target (see targets:"
         return Answer(HTTPStatus.NOT_FOUND, text=f"unknown {what} in the config)\n")
@@ -107,7 +107,8 @@ def _refusal(exc: Exception, config: Config, *, by_module: bool) -> Answer:
     if isinstance(exc, ForbiddenTargetError):
         return Answer(HTTPStatus.FORBIDDEN, text=f"{exc}\n")
     return Answer(HTTPStatus.SERVICE_UNAVAILABLE,
-                  text=f"probe.max_targets ({config.probe.max_targets}) targets are running; "
+                  text="the probe targets (probe.max_targets, or the auth module's "
+                       "max_targets) are all running; "
                        "try again when one has gone idle\n")  # fmt: skip
 
 

@@ -28,7 +28,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.config.addresses import TargetSyntaxError, normalise_host
-from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME, Conn, close_failed_attempts
+from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME, Conn, release_failed_attempt
 from pgq_exporter.pg.dsn import describe_connect_error
 from pgq_exporter.redaction import scrub
 
@@ -202,13 +202,13 @@ class Connections:
         except (psycopg.Error, UnicodeError) as exc:
             # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
             message = describe_connect_error(dsn, exc)
+            release_failed_attempt(exc)
         else:
             # Every transaction on it (BEGIN, with these) reads one snapshot and writes nothing.
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
             return conn
         self._release(key)
-        close_failed_attempts()
         raise ConnectionUnavailableError(message)
 
     def _give_back(self, conn: Conn, dsn: str, key: str) -> None:

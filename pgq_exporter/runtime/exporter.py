@@ -35,7 +35,7 @@ from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.process import process_samples
 from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
-from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.runtime.target import Origin, Target, TargetSpec, budget_caps
 from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter")
@@ -71,6 +71,7 @@ class Exporter:
         self._specs = metric_specs(config)
         self.connections = Connections(config.limits.server_connections)
         self.scheduler = Scheduler(config.limits.collections)
+        self.scheduler.set_caps(budget_caps(config, config.limits.collections))
         self._renderer = _Renderer(self)
         self.registry = Registry(config, self.scheduler, self.connections, self.specs,
                                  self._renderer.changed)  # fmt: skip
@@ -151,6 +152,7 @@ class Exporter:
         old = self.config
         self.config, self._specs = config, metric_specs(config)
         self.scheduler.resize(config.limits.collections)
+        self.scheduler.set_caps(budget_caps(config, config.limits.collections))
         self.connections.cap = config.limits.server_connections
         if config.discover != old.discover:
             self._stop_discovery(old.discover, keep=config.discover)

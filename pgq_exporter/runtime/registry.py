@@ -121,8 +121,7 @@ class Registry:
                 del self._running[target_key(spec)]
             started = target is None
             if target is None:
-                probed = sum(1 for t in self._running.values() if not t.spec.always)
-                if probed >= self.config.probe.max_targets:
+                if self._full(spec):
                     self.refused += 1
                     raise TooManyTargetsError(spec.name)
                 target = self._new(spec)
@@ -133,6 +132,20 @@ class Registry:
             target.start(self._scheduler)
             log.info("probe target started", extra={"target": spec.name})
         return target
+
+    def _full(self, spec: TargetSpec) -> bool:
+        """Whether the probe targets, or those of ``spec``'s auth module, are at their
+        cap (lock held): one module's flood leaves the others their places."""
+        probed = [t for t in self._running.values() if not t.spec.always]
+        if len(probed) >= self.config.probe.max_targets:
+            return True
+        module = self.config.auth_modules.get(spec.source)
+        if spec.origin is not Origin.MODULE or module is None or module.max_targets is None:
+            return False
+        mine = sum(
+            1 for t in probed if t.spec.origin is Origin.MODULE and t.spec.source == spec.source
+        )
+        return mine >= module.max_targets
 
     def _new(self, spec: TargetSpec, previous: Target | None = None) -> Target:
         """A target, registered (lock held); started by the caller."""

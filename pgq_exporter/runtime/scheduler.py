@@ -14,6 +14,13 @@ GROW_AFTER, so that workers held by a server that never answers cannot leave the
 jobs waiting. A worker with nothing to do for a while ends. Fewer workers at once
 take turns at the interpreter with the HTTP threads less often, which keeps a probe's
 tail latency down (docs/benchmarks.md, "Figures behind the design").
+
+Budgets: each job is scheduled in a lane, the budgets it counts against (a listed
+database's jobs in none; a probe target's in "probes" and its origin's, and its first
+job in "first" too). A budget runs at most its cap of jobs at once (``set_caps``); a
+worker takes the job due first among the lanes whose budgets all have room. So a
+flood of probe targets waits for its own share of the workers, and the listed
+databases, the sweep and the renders keep the rest.
 """
 
 from __future__ import annotations
@@ -45,10 +52,19 @@ class Job(Protocol):
         (time.monotonic()), or None for never."""
 
 
+# The budgets a job counts against; the lane of the exporter's own jobs and of the
+# listed databases counts against none.
+Lane = tuple[str, ...]
+UNBUDGETED: Lane = ()
+_Entry = tuple[float, int, Job]
+
+
 class Scheduler:
     def __init__(self, workers: int) -> None:
         self._size = workers
-        self._heap: list[tuple[float, int, Job]] = []
+        self._lanes: dict[Lane, list[_Entry]] = {}  # a heap of jobs per lane
+        self._caps: dict[str, int] = {}  # budget -> jobs it may run at once
+        self._running: dict[str, int] = {}  # budget -> jobs running now
         self._order = itertools.count()  # ties run in the order they were scheduled
         self._lock = threading.Lock()
         # One idle worker (the leader) sleeps until the first job is due; the others
@@ -88,18 +104,27 @@ class Scheduler:
         self._threads.append(thread)
         thread.start()
 
-    def at(self, due: float, job: Job) -> None:
-        """Run ``job`` at ``due`` (time.monotonic()), or as soon after as a worker is free."""
+    def set_caps(self, caps: dict[str, int]) -> None:
+        """How many jobs each budget may run at once; a budget not named has no cap."""
+        with self._lock:
+            self._caps = dict(caps)
+            self._followers_wake.notify_all()
+            self._leader_wakes.notify_all()
+
+    def at(self, due: float, job: Job, lane: Lane = UNBUDGETED) -> None:
+        """Run ``job`` at ``due`` (time.monotonic()), or as soon after as a worker is free
+        and its lane's budgets have room."""
         with self._lock:
             if self._stopping:
                 return
             entry = (due, next(self._order), job)
-            heapq.heappush(self._heap, entry)
-            if self._heap[0] is entry:  # due before the one the leader sleeps for
+            first = self._first_eligible()
+            heapq.heappush(self._lanes.setdefault(lane, []), entry)
+            if first is None or entry[:2] < first[:2]:  # before what the leader sleeps for
                 (self._leader_wakes if self._has_leader else self._followers_wake).notify()
 
-    def now(self, job: Job) -> None:
-        self.at(time.monotonic(), job)
+    def now(self, job: Job, lane: Lane = UNBUDGETED) -> None:
+        self.at(time.monotonic(), job, lane)
 
     @property
     def busy(self) -> int:
@@ -108,16 +133,19 @@ class Scheduler:
             return self._busy
 
     def late(self) -> float:
-        """How long the first due job has waited for a worker; 0 when none waits."""
+        """How long the first due job outside any budget (a listed database's, the
+        exporter's own) has waited for a worker; 0 when none waits. A budgeted job may
+        wait for its budget by design."""
         with self._lock:
-            if not self._heap:
+            heap = self._lanes.get(UNBUDGETED)
+            if not heap:
                 return 0.0
-            return max(0.0, time.monotonic() - self._heap[0][0])
+            return max(0.0, time.monotonic() - heap[0][0])
 
     @property
     def queued(self) -> int:
         with self._lock:
-            return len(self._heap)
+            return sum(len(heap) for heap in self._lanes.values())
 
     def stop(self, wait: float) -> list[threading.Thread]:
         """Take no more jobs; wait up to ``wait`` seconds for those running to end, and
@@ -125,7 +153,7 @@ class Scheduler:
         self._stopped.set()
         with self._lock:
             self._stopping = True
-            self._heap.clear()
+            self._lanes.clear()
             self._leader_wakes.notify_all()
             self._followers_wake.notify_all()
         deadline = time.monotonic() + wait
@@ -136,43 +164,62 @@ class Scheduler:
     def _work(self) -> None:
         while True:
             with self._lock:
-                job, due = self._next()
+                job, due, lane = self._next()
                 if job is None:
                     return
                 self._busy += 1
+                for budget in lane:
+                    self._running[budget] = self._running.get(budget, 0) + 1
             try:
-                self._run(job, due)
+                self._run(job, due, lane)
             finally:
                 with self._lock:
                     self._busy -= 1
+                    for budget in lane:
+                        self._running[budget] -= 1
+                    if lane:  # room in its budgets: a job waiting on them may be due
+                        (self._leader_wakes if self._has_leader else self._followers_wake).notify()
 
-    def _next(self) -> tuple[Job | None, float]:
-        """The next due job, waiting for it (lock held); (None, 0) once stopping, or for
-        a worker too many after a resize."""
+    def _next(self) -> tuple[Job | None, float, Lane]:
+        """The next due job whose budgets have room, waiting for it (lock held); None
+        once stopping, or for a worker too many after a resize."""
         while not self._stopping:
             if len(self._threads) > self._size:  # one too many: this one retires
                 self._threads.remove(threading.current_thread())
                 self._followers_wake.notify_all()
                 self._leader_wakes.notify_all()
-                return None, 0.0
+                return None, 0.0, UNBUDGETED
             now = time.monotonic()
-            if self._heap and self._heap[0][0] <= now:
-                due, _, job = heapq.heappop(self._heap)
+            first = self._first_eligible()
+            if first is not None and first[0] <= now:
+                due, _, job, lane = first
+                heapq.heappop(self._lanes[lane])
                 if not self._has_leader:
                     self._followers_wake.notify()  # one of them sleeps for the next job
                 self._grow(now - due)
-                return job, due
-            if self._has_leader or not self._heap:
+                return job, due, lane
+            if self._has_leader or first is None:
                 if not self._followers_wake.wait(IDLE_END) and len(self._threads) > 1:
                     self._threads.remove(threading.current_thread())
-                    return None, 0.0
+                    return None, 0.0, UNBUDGETED
                 continue
             self._has_leader = True
             try:
-                self._leader_wakes.wait(self._heap[0][0] - time.monotonic())
+                self._leader_wakes.wait(first[0] - time.monotonic())
             finally:
                 self._has_leader = False
-        return None, 0.0
+        return None, 0.0, UNBUDGETED
+
+    def _first_eligible(self) -> tuple[float, int, Job, Lane] | None:
+        """The job due first among the lanes whose budgets have room (lock held)."""
+        best: tuple[float, int, Job, Lane] | None = None
+        for lane, heap in self._lanes.items():
+            if heap and (best is None or heap[0][:2] < best[:2]) and self._room(lane):
+                best = (*heap[0], lane)
+        return best
+
+    def _room(self, lane: Lane) -> bool:
+        return all(self._running.get(b, 0) < self._caps.get(b, self._size) for b in lane)
 
     def _grow(self, late: float, taking: int = 1) -> None:
         """One more worker, when a job is ``late`` with every worker busy (lock held;
@@ -182,13 +229,14 @@ class Scheduler:
             self._spawn_locked()
 
     def _watch(self) -> None:
-        """Grow the pool when every worker is held and the first job waits past due."""
+        """Grow the pool when every worker is held and a job that may run waits past due."""
         while not self._stopped.wait(GROW_AFTER):
             with self._lock:
-                if self._heap:
-                    self._grow(time.monotonic() - self._heap[0][0], taking=0)
+                first = self._first_eligible()
+                if first is not None:
+                    self._grow(time.monotonic() - first[0], taking=0)
 
-    def _run(self, job: Job, due: float) -> None:
+    def _run(self, job: Job, due: float, lane: Lane) -> None:
         if job.cancelled:
             return
         now = time.monotonic()
@@ -198,4 +246,4 @@ class Scheduler:
             log.exception("scheduled job failed", extra={"job": type(job).__name__})
             return
         if again is not None and not job.cancelled:
-            self.at(again, job)
+            self.at(again, job, lane)

@@ -38,7 +38,7 @@ from pgq_exporter.runtime.connections import (
     ConnectionUnavailableError,
 )
 from pgq_exporter.runtime.layout import needs_catalog, resolve
-from pgq_exporter.runtime.scheduler import Scheduler
+from pgq_exporter.runtime.scheduler import UNBUDGETED, Lane, Scheduler
 from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter.targets")
@@ -79,6 +79,40 @@ class TargetSpec:
     @property
     def always(self) -> bool:
         return self.origin is Origin.STATIC
+
+
+# The budgets of the workers (Scheduler.set_caps): every probe target's jobs, those of
+# its origin (the discovered databases, or one auth module's targets), and first probes.
+PROBES, DISCOVERED_BUDGET, FIRST = "probes", "discovered", "first"
+
+
+def lane_of(spec: TargetSpec) -> Lane:
+    """A listed database's jobs count against no budget; a probe target's against the
+    probes' and its origin's."""
+    if spec.origin is Origin.STATIC:
+        return UNBUDGETED
+    if spec.origin is Origin.DISCOVERED:
+        return (PROBES, DISCOVERED_BUDGET)
+    return (PROBES, module_budget(spec.source))
+
+
+def module_budget(module: str) -> str:
+    return f"module:{module}"
+
+
+def budget_caps(config: Config, workers: int) -> dict[str, int]:
+    """Each budget's cap, of ``workers``: the probe targets together leave a quarter of
+    the workers (one at least) to the listed databases and the exporter's own jobs;
+    each origin (the discovered databases, each auth module) gets an equal part of
+    theirs; first probes at most probe.first_workers (a quarter, by default)."""
+    reserved = max(1, workers // 4)
+    probes = max(1, workers - reserved)
+    origins = len(config.auth_modules) + (1 if config.discover else 0)
+    each = max(1, probes // max(origins, 1))
+    caps = {PROBES: probes, DISCOVERED_BUDGET: each,
+            FIRST: config.probe.first_workers or max(1, workers // 4)}  # fmt: skip
+    caps.update({module_budget(name): each for name in config.auth_modules})
+    return caps
 
 
 def plan_key(config: Config, spec: TargetSpec) -> tuple[object, ...]:
@@ -154,13 +188,18 @@ class Target:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def lane(self) -> Lane:
+        """The budgets its jobs count against: a probe target's origin's (see budgets)."""
+        return lane_of(self.spec)
+
     # -- lifecycle ----------------------------------------------------------------
     def start(self, scheduler: Scheduler) -> None:
         """Schedule its first job: finding its layout, then its collectors."""
         self._scheduler = scheduler
         self._connections.attach(self.spec.database.dsn)
         self._attached = True
-        scheduler.now(_Setup(self))
+        scheduler.now(_Setup(self), (*self.lane, FIRST) if self.lane else UNBUDGETED)
 
     def stop(self) -> None:
         """Its jobs end when they next come due; its connections close once unused."""
@@ -186,7 +225,7 @@ class Target:
         assert self._scheduler is not None
         self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
         for job in self._jobs:
-            self._scheduler.now(job)
+            self._scheduler.now(job, self.lane)
         if not self._groups:
             self._render()
         return None
@@ -325,7 +364,7 @@ class Target:
             if self._render_due:
                 return
             self._render_due = True
-        self._scheduler.at(time.monotonic() + RENDER_WAIT, _RenderJob(self))
+        self._scheduler.at(time.monotonic() + RENDER_WAIT, _RenderJob(self), self.lane)
 
     def render_if_due(self) -> None:
         """The render _render_soon put off, unless one came since."""
@@ -351,7 +390,7 @@ class Target:
                 self._jobs[index] = _GroupJob(self, index)
                 resumed.append(self._jobs[index])
         for job in resumed:
-            self._scheduler.now(job)
+            self._scheduler.now(job, self.lane)
 
     def _note(self, limit: str, outcome: str) -> None:
         with self._lock:

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from http import HTTPStatus
 from pathlib import Path
@@ -20,6 +21,7 @@ from pgq_exporter.http.probe import answer
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.target import Origin, TargetSpec
 from pgq_exporter.samples import Sample
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, probe, probe_status, value
@@ -353,3 +355,33 @@ def test_a_group_that_ends_while_another_waits_on_a_lock_is_served_at_once(db: D
         finally:
             exporter.stop()
             holder.rollback()
+
+
+def test_one_address_probed_through_two_modules_runs_two_steady_targets(db: Database) -> None:
+    """A target's identity includes its module: probing the address through the second
+    module neither stops nor restarts the first one's target, and both collect."""
+    exporter = _exporter(
+        "auth_modules:\n"
+        "  a: {dsn: 'user=x', hosts: ['db.internal']}\n"
+        "  b: {dsn: 'user=y', hosts: ['db.internal']}\n"
+        f"probe: {{wait: 10s}}\n{FAST}"
+    )
+    name = "db.internal:5432/app"
+    base = exporter.config.auth_modules["a"].template
+    specs = {
+        module: TargetSpec(replace(base, name=name, dsn=db.dsn), Origin.MODULE, module)
+        for module in ("a", "b")
+    }
+    exporter.start()
+    try:
+        first = {module: exporter.registry.probe(spec) for module, spec in specs.items()}
+        for _ in range(4):
+            for module, spec in specs.items():
+                assert exporter.registry.probe(spec) is first[module], module
+        for target in first.values():
+            assert target.first_collection.wait(10)
+            assert target.up is True and not target.stopped
+        assert first["a"] is not first["b"]
+        assert exporter.registry.running(name, "a") is first["a"]
+    finally:
+        exporter.stop()

@@ -130,3 +130,45 @@ def test_a_smaller_cap_ends_the_workers_too_many() -> None:
         hold.set()
     wait_for(lambda: scheduler.workers == 1, "two workers to end")
     scheduler.stop(1)
+
+
+def test_a_budget_runs_at_most_its_cap_and_leaves_the_other_workers_to_the_rest() -> None:
+    """Jobs of a full budget wait however overdue they are; a job outside it, due later,
+    runs at once; once the budget has room, its next job runs."""
+    scheduler = Scheduler(3)
+    scheduler.set_caps({"probes": 2})
+    scheduler.start()
+    holds = [threading.Event() for _ in range(4)]
+    flood = [_Job(hold=hold) for hold in holds]
+    for job in flood:
+        scheduler.at(time.monotonic() - 10, job, ("probes", "module:a"))
+    wait_for(lambda: scheduler.busy == 2, "the budget's two jobs running")
+    listed = _Job(every=0.05)
+    scheduler.now(listed)
+    wait_for(lambda: len(listed.runs) >= 5, "the listed job on its interval")
+    assert sum(bool(job.runs) for job in flood) == 2 and scheduler.busy == 2
+    holds[0].set()
+    wait_for(lambda: sum(bool(job.runs) for job in flood) == 3, "the next in the budget")
+    for hold in holds:
+        hold.set()
+    wait_for(lambda: all(job.runs for job in flood), "every flood job")
+    scheduler.stop(1)
+
+
+def test_nested_budgets_each_hold_their_cap() -> None:
+    scheduler = Scheduler(4)
+    scheduler.set_caps({"probes": 3, "first": 1})
+    scheduler.start()
+    holds = [threading.Event() for _ in range(6)]
+    firsts = [_Job(hold=holds[i]) for i in range(3)]
+    others = [_Job(hold=holds[3 + i]) for i in range(3)]
+    for job in firsts:
+        scheduler.now(job, ("probes", "module:a", "first"))
+    for job in others:
+        scheduler.now(job, ("probes", "module:a"))
+    wait_for(lambda: scheduler.busy == 3, "the probes budget full")
+    assert sum(bool(j.runs) for j in firsts) == 1 and sum(bool(j.runs) for j in others) == 2
+    for hold in holds:
+        hold.set()
+    wait_for(lambda: all(j.runs for j in firsts + others), "every job")
+    scheduler.stop(1)
