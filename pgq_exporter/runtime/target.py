@@ -87,9 +87,10 @@ PROBES, DISCOVERED_BUDGET, FIRST = "probes", "discovered", "first"
 
 
 def lane_of(spec: TargetSpec) -> Lane:
-    """A listed database's jobs count against no budget; a probe target's against the
-    probes' and its origin's."""
-    if spec.origin is Origin.STATIC:
+    """The jobs of a database the operator listed (under databases: or targets:) count
+    against no budget; those of a probe target found or named from outside (discovered,
+    or through an auth module) against the probes' and its origin's."""
+    if spec.origin in (Origin.STATIC, Origin.LISTED):
         return UNBUDGETED
     if spec.origin is Origin.DISCOVERED:
         return (PROBES, DISCOVERED_BUDGET)
