@@ -47,6 +47,7 @@ FLEET_DATABASES = 200
 PROBE_TARGETS = (200, 1000)
 BEFORE_TARGETS = 200
 PROBE_SECONDS = 120
+FLOOD = 2_000  # first probes of targets that never answer, beside the probe targets
 PRESET_JOBS = 10_000_000
 
 
@@ -128,6 +129,7 @@ def _probe_targets(dsn: str, quick: bool, before: Path | None) -> dict[str, Any]
     sizes, seconds = ((20,), 30) if quick else (PROBE_TARGETS, PROBE_SECONDS)
     result: dict[str, Any] = {str(n): probe_targets(dsn, n, seconds) for n in sizes}
     result["apart"] = probe_targets(dsn, sizes[-1], seconds, apart=True)
+    result["flooded"] = probe_targets(dsn, sizes[-1], seconds, flood=20 if quick else FLOOD)
     if before is not None:
         result["before"] = probe_targets(dsn, sizes[0] if quick else BEFORE_TARGETS, seconds,
                                          source=before)  # fmt: skip
@@ -246,7 +248,7 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
           "intervals ==")  # fmt: skip
     print("(apart: each queue collector in a transaction of its own; before: the code "
           "before one scheduler)")  # fmt: skip
-    last = [key for key in ("apart", "before") if key in runs]
+    last = [key for key in ("apart", "flooded", "before") if key in runs]
     columns = [key for key in runs if key not in last] + last
     print(f"{'':34}" + "".join(f"{_probe_column(runs[c], c):>14}" for c in columns))
     for key, label in (("first_probes_exact", "first probes exact"),
@@ -267,6 +269,11 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
     if apart.get("cpu_ms_per_run") and together.get("cpu_ms_per_run"):
         ratio = apart["cpu_ms_per_run"] / together["cpu_ms_per_run"]
         print(f"CPU per run, each collector apart / due ones together: {ratio:.2f}x")
+    if "flooded" in runs:
+        flood = runs["flooded"]["flood"]
+        print(f"flooded: {flood['flood_first_probes']} first probes of targets that never "
+              f"answer, beside them: {flood['listed_dropped_runs']:g} runs dropped of the "
+              "database listed under databases:")  # fmt: skip
     if "before" in runs:
         now = runs[str(runs["before"]["targets"])]
         if now.get("cpu_ms_per_run") and runs["before"].get("cpu_ms_per_run"):
@@ -275,7 +282,8 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
 
 
 def _probe_column(run: dict[str, Any], key: str) -> str:
-    names = {"before": f"{run['targets']} (before)", "apart": f"{run['targets']} (apart)"}
+    names = {"before": f"{run['targets']} (before)", "apart": f"{run['targets']} (apart)",
+             "flooded": f"{run['targets']} (flood)"}  # fmt: skip
     return names.get(key, f"{run['targets']} targets")
 
 

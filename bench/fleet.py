@@ -4,18 +4,22 @@ is being collected, against the same scrapers while the exporter is idle."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -256,18 +260,32 @@ def _wait_collected(url: str, timeout: float = 120) -> None:
 
 
 def probe_targets(
-    dsn: str, targets: int, seconds: int, source: Path | None = None, *, apart: bool = False
+    dsn: str,
+    targets: int,
+    seconds: int,
+    source: Path | None = None,
+    *,
+    apart: bool = False,
+    flood: int = 0,
 ) -> dict[str, Any]:
     """``targets`` probe targets, distinct names on one small database (so that PostgreSQL
     is not the limit), in one exporter at the default intervals: every target probed
     once (its first probe must be exact), then ``seconds`` of collection with no probe,
     then PROBERS probers probing the cached targets, paced and then as fast as they are
-    answered, then SIGTERM. ``source``: an earlier checkout's package, for the figures before."""
+    answered, then SIGTERM. ``source``: an earlier checkout's package, for the figures
+    before. ``flood``: during the collection, FLOOD_CLIENTS clients send first probes
+    of up to that many targets on a server that never answers, through an auth module,
+    beside a database listed under databases: (its dropped runs are reported)."""
     database = fleet(dsn, 1)[0]
     target_dsn = make_conninfo(dsn, dbname=database)
     own = "    pool_size: 5\n" if apart else ""
     entries = "".join(f"  - name: t{i:04d}\n    dsn: {target_dsn!r}\n{own}" for i in range(targets))
-    config = f"targets:\n{entries}probe: {{wait: 30s, idle: 1h}}\n"
+    config = f"targets:\n{entries}probe: {{wait: 30s, idle: 1h, max_targets: {targets + flood}}}\n"
+    tarpit = _Tarpit() if flood else None
+    if tarpit is not None:
+        config += (f"databases:\n  - name: main\n    dsn: {target_dsn!r}\n"
+                   "auth_modules:\n  tarpit:\n    dsn: 'user=flood connect_timeout=2'\n"
+                   f"    addresses: ['127.0.0.1/32']\n    ports: [{tarpit.port}]\n")  # fmt: skip
     names = [f"t{i:04d}" for i in range(targets)]
     with _exporter(config, source) as (port, process):
         wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
@@ -276,8 +294,10 @@ def probe_targets(
         first = _probe_each(port, names)
         first_probes_s = time.monotonic() - started
         before = tree.cpu_seconds()
-        time.sleep(seconds)  # collection alone, at the default intervals
+        flooded = _flood(port, tarpit.port, flood, seconds) if tarpit else None
+        time.sleep(seconds)  # collection alone, at the default intervals (and the flood)
         cpu = tree.cpu_seconds() - before
+        flood_probes = flooded.result() if flooded is not None else None
         threads, rss = tree.threads(), tree.rss_bytes()
         paths = [f"/probe?target={name}" for name in names]
         url = f"http://127.0.0.1:{port}/"
@@ -286,6 +306,11 @@ def probe_targets(
         cached = paced(url, PROBE_SECONDS, PROBERS, every=PROBE_EVERY, paths=paths)
         closed = paced(url, PROBE_SECONDS, PROBERS, every=0, paths=paths)
         dropped = _sum_from_probes(port, names, "pgq_limit_dropped_total")
+        listed_dropped = (
+            _sum_metric(_get(f"http://127.0.0.1:{port}/metrics")[0].decode(),
+                        "pgq_limit_dropped_total")
+            if tarpit else None
+        )  # fmt: skip
         stop_began = time.monotonic()
         process.send_signal(signal.SIGTERM)
         try:
@@ -296,7 +321,11 @@ def probe_targets(
     # Every collector of every target runs once per 15 s interval: a run's CPU cost is
     # the process's CPU over the runs made in the window.
     runs = targets * len(BUILTIN_COLLECTORS) * seconds / 15 - dropped
+    if tarpit is not None:
+        tarpit.close()
+    flooding = {"flood_first_probes": flood_probes, "listed_dropped_runs": listed_dropped}
     return {
+        **({"flood": flooding} if flood else {}),
         "targets": targets,
         "first_probes_exact": sum(1 for _, exact in first if exact),
         "first_probes_s": round(first_probes_s, 1),
@@ -310,6 +339,57 @@ def probe_targets(
         "closed_loop_probes_per_s": round(closed["requests"] / PROBE_SECONDS),
         "sigterm_s": sigterm_s,
     }
+
+
+FLOOD_CLIENTS = 32
+
+
+class _Tarpit:
+    """A server that accepts every connection and never answers."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=1024)
+        self.port: int = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self._held.append(self._listener.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._listener.close()
+        for held in self._held:
+            held.close()
+
+
+def _flood(port: int, tarpit: int, targets: int, seconds: float) -> Future[int]:
+    """First probes of up to ``targets`` new targets on the tarpit for ``seconds``, from
+    FLOOD_CLIENTS clients; the probes sent."""
+    numbers = itertools.count()
+    stop = time.monotonic() + seconds
+
+    def client() -> int:
+        sent = 0
+        while time.monotonic() < stop and (n := next(numbers)) < targets:
+            query = urllib.parse.urlencode({"target": f"127.0.0.1:{tarpit}/flood_{n}",
+                                            "auth_module": "tarpit"})  # fmt: skip
+            # A 503 once the module's targets are all running: the flood goes on.
+            with contextlib.suppress(OSError):
+                _get(f"http://127.0.0.1:{port}/probe?{query}")
+            sent += 1
+        return sent
+
+    pool = ThreadPoolExecutor(FLOOD_CLIENTS)
+    futures = [pool.submit(client) for _ in range(FLOOD_CLIENTS)]
+    pool.shutdown(wait=False)
+    done: Future[int] = Future()
+    threading.Thread(target=lambda: done.set_result(sum(f.result() for f in futures)),
+                     daemon=True).start()  # fmt: skip
+    return done
 
 
 def _latencies(run: dict[str, Any]) -> dict[str, Any]:
