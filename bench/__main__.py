@@ -75,7 +75,8 @@ def main() -> int:
     )
     parser.add_argument("--before", type=Path,
                         help="a checkout of an earlier version: the fleet part also runs its "
-                             f"exporter with {BEFORE_TARGETS} probe targets")  # fmt: skip
+                             f"exporter with {BEFORE_TARGETS} probe targets, and the collection "
+                             "part its cycle on the same rows")  # fmt: skip
     args = parser.parse_args()
     parts = args.only or PARTS
     report: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count()}
@@ -85,7 +86,7 @@ def main() -> int:
         if "contract" in parts:
             _contract(dsn, args.quick, report)
         if "collection" in parts:
-            _collection(dsn, args.quick, report)
+            _collection(dsn, args.quick, report, args.before)
         if "throughput" in parts:
             build(dsn, jobs=20_000 if args.quick else 100_000, queues=100)
             report["footprint_100_queues"] = footprint(dsn, seconds=15 if args.quick else 60)
@@ -151,12 +152,12 @@ def _contract(dsn: str, quick: bool, report: dict[str, Any]) -> None:
     print("claim through a drain measured", flush=True)
 
 
-def _collection(dsn: str, quick: bool, report: dict[str, Any]) -> None:
+def _collection(dsn: str, quick: bool, report: dict[str, Any], before: Path | None) -> None:
     growth = []
     collection = QUICK_COLLECTION if quick else COLLECTION
     for jobs, unfinished in collection:
         dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished)
-        figures = measure(dsn)
+        figures = measure(dsn, before)
         growth.append({"jobs": jobs, "unfinished": dataset.unfinished,
                        "build_s": round(dataset.seconds, 1), **figures})  # fmt: skip
         print(
@@ -170,7 +171,7 @@ def _collection(dsn: str, quick: bool, report: dict[str, Any]) -> None:
     jobs, unfinished = collection[0]
     dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished, finished_multiplier=10)
     report["finished_x10"] = {"jobs": dataset.jobs, "unfinished": dataset.unfinished,
-                              **measure(dsn)}  # fmt: skip
+                              **measure(dsn, before)}  # fmt: skip
 
 
 def _ms(value: float | None) -> str:
@@ -302,6 +303,12 @@ def print_serving(serving: dict[str, Any]) -> None:
         )
     if collecting["p99_ms"] and idle["p99_ms"]:
         print(f"p99 collecting / idle: {collecting['p99_ms'] / idle['p99_ms']:.2f}x")
+    print("wrk, 10 connections in a closed loop (each scrapes again once answered):")
+    for label, key in (("collecting every 1 s", "collecting_ten"),
+                       ("idle after one collection", "idle_ten")):  # fmt: skip
+        row = serving[key]
+        print(f"{label:34} p50 {_ms(row['p50_ms'])}  p99 {_ms(row['p99_ms'])}  "
+              f"({row['requests']:,} answered, {row['timeouts']} timed out)")  # fmt: skip
 
 
 def print_presets(rows: list[dict[str, Any]]) -> None:
@@ -342,6 +349,13 @@ def print_collection(report: dict[str, Any]) -> None:
         per, indexed = row["per_collector_ms"], row["index_counting_per_collector_ms"]
         cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
         print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {cells}")
+    for row in (row for row in rows if "before" in row):
+        before = row["before"]
+        cells = ", ".join(f"{k} {v:.1f}" for k, v in before["per_collector_ms"].items())
+        ratio = row["exporter_ms"] / before["exporter_ms"]
+        print(f"  before ({before['commit']}), {_size(row['jobs'])} ({row['unfinished']:,} "
+              f"unfinished): cycle {before['exporter_ms']:.1f} ms "
+              f"(now / before {ratio:.2f}x): {cells}")  # fmt: skip
     print("\n== A surge of jobs into one queue, no ANALYZE in between ==")
     for row in report["backlog_growth"]:
         print(f"{row['way']:<28} pending: true {row['true_pending']:>9,}  reported "

@@ -7,11 +7,16 @@ without them, so that the choice between the two rests on figures.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -124,12 +129,14 @@ def _target(exporter: Exporter) -> Target:
     return target
 
 
-def measure(dsn: str) -> dict[str, Any]:
+def measure(dsn: str, before: Path | None = None) -> dict[str, Any]:
+    """The seed queries and the exporter's cycle on the rows as they are; ``before``, a
+    checkout of an earlier version, has its cycle measured on the same rows."""
     seed = seed_cycle_seconds(dsn)
     cycle, per = exporter_cycle_seconds(dsn)
     with without_kept_counts(dsn):
         indexed, indexed_per = exporter_cycle_seconds(dsn)
-    return {
+    figures = {
         "seed_ms": seed * 1000,
         "exporter_ms": cycle * 1000,
         "ratio": seed / cycle,
@@ -137,6 +144,34 @@ def measure(dsn: str) -> dict[str, Any]:
         "index_counting_ms": indexed * 1000,
         "index_counting_per_collector_ms": {k: v * 1000 for k, v in indexed_per.items()},
     }
+    if before is not None:
+        figures["before"] = before_cycle(dsn, before)
+    return figures
+
+
+# Run in the earlier checkout's own code: its bench measures its exporter's cycle.
+BEFORE_SCRIPT = """
+import json, sys
+from bench.collection import exporter_cycle_seconds
+cycle, per = exporter_cycle_seconds(sys.argv[1])
+print(json.dumps({"exporter_ms": cycle * 1000,
+                  "per_collector_ms": {k: v * 1000 for k, v in per.items()}}))
+"""
+
+
+def before_cycle(dsn: str, source: Path) -> dict[str, Any]:
+    """The cycle of the exporter in checkout ``source`` (same interpreter), on these rows."""
+    result = subprocess.run(
+        [sys.executable, "-c", BEFORE_SCRIPT, dsn],
+        cwd=source, env={**os.environ, "PYTHONPATH": str(source)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    figures: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    figures["commit"] = subprocess.run(
+        ["git", "-C", str(source), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    return figures
 
 
 _Hiding = Callable[[str], AbstractContextManager[None]] | None

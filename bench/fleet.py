@@ -29,7 +29,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from bench.dataset import build
-from bench.serving import ProcessTree, paced, wait_http
+from bench.serving import ProcessTree, paced, wait_http, wrk
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.admin import add_queue
@@ -220,6 +220,9 @@ with Producer(sys.argv[1]) as producer:
 """
 
 
+TEN_SCRAPERS = 10
+
+
 def serving_while_collecting(dsn: str, jobs: int, seconds: int) -> dict[str, Any]:
     """Paced scrapers (50, each every 100 ms, Prometheus's headers) while every collector
     runs each second, against the same scrapers while the exporter sits idle after one
@@ -238,6 +241,8 @@ def serving_while_collecting(dsn: str, jobs: int, seconds: int) -> dict[str, Any
                 wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
                 _wait_collected(url)  # the first read of the window is a start's cost
                 results[phase] = paced(url, seconds)
+                # Ten scrapers in a closed loop: each asks again as soon as answered.
+                results[f"{phase}_ten"] = wrk(url, seconds, connections=TEN_SCRAPERS)
     return results
 
 
