@@ -75,6 +75,11 @@ class Context:
             return self.queues.refresh(lambda: queue_names(conn, layout))
         return self.queues.discover(conn, self.layout)
 
+    @property
+    def feed_prepares(self) -> bool:
+        """Whether the feed reads something before the snapshot of its read."""
+        return self.feed.reads_before_snapshot
+
     def prepare_feed(self, conn: Conn) -> None:
         """What the feed reads before the snapshot of the transaction it reads in."""
         self.feed.prepare(conn)
@@ -119,6 +124,10 @@ class Collector(ABC):
 
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
+
+    def prepares(self, ctx: Context) -> bool:
+        """Whether ``prepare`` reads anything (a transaction is spent on it only then)."""
+        return self.reads_feed and ctx.feed_prepares
 
     def prepare(self, conn: Conn, ctx: Context) -> None:
         """Before the transaction ``collect`` runs in, in one of its own."""

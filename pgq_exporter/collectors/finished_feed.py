@@ -37,6 +37,9 @@ from pgq_exporter.config import SchemaMapping
 class FinishedFeed:
     """The reference queue's finished jobs into ``jobs``; each read is serialised."""
 
+    # Its horizon is the read's own snapshot's: there is nothing to read before it.
+    reads_before_snapshot = False
+
     def __init__(self) -> None:
         self.jobs = FinishedJobs()
         self.horizon: int | None = None

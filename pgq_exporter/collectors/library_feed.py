@@ -35,6 +35,8 @@ MAX_THREADS = 64
 
 
 class LibraryFeed:
+    reads_before_snapshot = True
+
     """A library's finished jobs into ``jobs``; each read is serialised."""
 
     def __init__(self) -> None:

@@ -100,6 +100,7 @@ class GroupRun:
         self.up: bool | None = None  # None: no connection was tried (a cap was full)
         self.waited_for_server = False
         self.started = time.monotonic()
+        self._prepared: dict[str, float] = {}  # each slot's time in prepare, by name
 
     @property
     def _wait(self) -> float:
@@ -172,14 +173,19 @@ class GroupRun:
                 continue
 
     def _prepare(self, conn: Conn, pending: list[Slot], waited: float) -> None:
-        """Each slot's reads before its transaction; a slot whose read fails is failed."""
+        """Each slot's reads before its transaction, where it has any (their time counts
+        in its duration); a slot whose read fails is failed."""
+        self._prepared.clear()
         for slot in list(pending):
+            if not slot.collector.prepares(self.ctx):
+                continue
             began = time.monotonic()
             try:
                 # A transaction of its own, whose snapshot ends before the collector's.
                 with conn.transaction():
                     set_transaction_settings(conn, slot.plan.settings.timeout)
                     slot.collector.prepare(conn, self.ctx)
+                self._prepared[slot.name] = time.monotonic() - began
             except psycopg.OperationalError as exc:
                 if lost_connection(exc):
                     raise  # the run retries on a new connection
@@ -190,7 +196,7 @@ class GroupRun:
                 pending.remove(slot)
 
     def _run_one(self, conn: Conn, slot: Slot, waited: float) -> None:
-        began = time.monotonic()
+        began = time.monotonic() - self._prepared.pop(slot.name, 0.0)
         try:
             samples = slot.collector.collect(conn, self.ctx)
         except PartialCollectionError as exc:  # its transaction is whole: go on in it
