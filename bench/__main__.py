@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.collection import backlog_growth, measure
 from bench.contract import claim_through_drain, measure_contract
-from bench.dataset import build
+from bench.dataset import build, churned
 from bench.jit import jit_scrapes
 from bench.server import durable_postgres, fresh_database
 from bench.serving import footprint, scrape_latency
@@ -158,11 +158,14 @@ def _collection(dsn: str, quick: bool, report: dict[str, Any], before: Path | No
     for jobs, unfinished in collection:
         dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished)
         figures = measure(dsn, before)
+        with churned(dsn):
+            figures["live"] = measure(dsn, before)
         growth.append({"jobs": jobs, "unfinished": dataset.unfinished,
                        "build_s": round(dataset.seconds, 1), **figures})  # fmt: skip
         print(
             f"{_size(jobs)} jobs, {dataset.unfinished:,} unfinished: seed "
-            f"{figures['seed_ms']:.1f} ms, exporter {figures['exporter_ms']:.1f} ms",
+            f"{figures['seed_ms']:.1f} ms, exporter {figures['exporter_ms']:.1f} ms "
+            f"(live: {figures['live']['exporter_ms']:.1f} ms)",
             flush=True,
         )
     report["collection"] = growth
@@ -349,6 +352,21 @@ def print_collection(report: dict[str, Any]) -> None:
         per, indexed = row["per_collector_ms"], row["index_counting_per_collector_ms"]
         cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
         print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {cells}")
+    print("\nlive (leases renewed and a third of the pending jobs rewritten since the last "
+          "vacuum), per collector, ms (kept counts / index counting):")  # fmt: skip
+    for row in (row for row in rows if "live" in row):
+        live = row["live"]
+        per, indexed = live["per_collector_ms"], live["index_counting_per_collector_ms"]
+        cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
+        print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): cycle "
+              f"{live['exporter_ms']:.1f} ms, seed {live['seed_ms']:.1f} ms "
+              f"({live['ratio']:.1f}x): {cells}")  # fmt: skip
+        if "before" in live:
+            ratio = live["exporter_ms"] / live["before"]["exporter_ms"]
+            print(f"    before ({live['before']['commit']}): cycle "
+                  f"{live['before']['exporter_ms']:.1f} ms (now / before {ratio:.2f}x): "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in
+                              live["before"]["per_collector_ms"].items()))  # fmt: skip
     for row in (row for row in rows if "before" in row):
         before = row["before"]
         cells = ", ".join(f"{k} {v:.1f}" for k, v in before["per_collector_ms"].items())

@@ -9,6 +9,8 @@ updated after loading, so the tables carry dead tuples as a live queue does.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +56,41 @@ FROM generate_series(%(start)s, %(stop)s - 1) AS n,
 """
 
 
+# What a live queue's workers and producers wrote since the last vacuum: every live
+# lease renewed, and a third of the pending jobs rewritten (retried, rescheduled).
+CHURN = (
+    "UPDATE pgq.jobs SET locked_until = now() + interval '1 day'"
+    " WHERE status = 'processing' AND locked_until > now()",
+    "UPDATE pgq.jobs SET payload = '{\"rewritten\": true}' WHERE status = 'pending' AND id % 3 = 0",
+)
+
+
+@contextmanager
+def churned(dsn: str) -> Iterator[None]:
+    """The dataset as a live queue holds it between vacuums: the rows written lately
+    sit on pages not all-visible, so a read of them visits the heap, and their old
+    versions are dead. Autovacuum is held off until the block ends, then the table
+    is vacuumed back to the built state."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        leaves = _leaves(conn)
+        for leaf in leaves:
+            conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)".encode())
+        for statement in CHURN:
+            conn.execute(statement.encode())
+    try:
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for leaf in leaves:
+                conn.execute(f"ALTER TABLE {leaf} RESET (autovacuum_enabled)".encode())
+            conn.execute("VACUUM (ANALYZE) pgq.jobs")
+
+
+def _leaves(conn: psycopg.Connection[Any]) -> list[str]:
+    return [row[0] for row in conn.execute(
+        "SELECT relid::text FROM pg_partition_tree('pgq.jobs') WHERE isleaf")]  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Dataset:
     jobs: int
@@ -79,8 +116,7 @@ def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int 
         apply_schema(conn, "pgq")
         for q in range(min(partitions, queues)):
             add_queue(conn, "pgq", f"q{q:03d}")
-        leaves = [row[0] for row in conn.execute(
-            "SELECT relid::text FROM pg_partition_tree('pgq.jobs') WHERE isleaf")]  # fmt: skip
+        leaves = _leaves(conn)
         for leaf in leaves:
             conn.execute(f"ALTER TABLE {leaf} SET (autovacuum_enabled = off)".encode())
         # Loading tens of millions of rows is faster with the partial indexes built
