@@ -1,7 +1,7 @@
 """Que 2.x: que_jobs keeps finished and expired jobs; a worker holds an advisory lock
 on the job it runs, which goes with its connection, so no job is left stuck."""
 
-from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_WINDOW
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_WINDOW
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -12,7 +12,11 @@ PRESET = LibraryPreset(
     detection=Detection("que_jobs", columns=("queue", "run_at", "finished_at", "expired_at")),
     statuses=("pending", "processing", "done", "failed"),
     knows_processing=False,  # Que records no start
-    indexes={"index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    indexes={
+        "index_done": (QUEUE_DEPTH,),
+        "index_expired": (QUEUE_DEPTH,),
+        "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
         "workers": (
