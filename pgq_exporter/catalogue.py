@@ -141,8 +141,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "exact_count_limit, if lower); see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_delayed_jobs", G,
-               "Pending jobs scheduled in the future (delayed or backing off). Exact up to "
-               "exact_count_limit on the reference schema, elsewhere up to 10,000 (or "
+               "Pending jobs scheduled in the future (delayed or backing off). Exact at any "
+               "size on the reference schema (version 8 on, which keeps them by ten-second "
+               "tick; before it up to exact_count_limit), elsewhere up to 10,000 (or "
                "exact_count_limit, if lower); see pgq_queue_count_approximate.",
                DBQ, QUEUE_DEPTH),
     MetricSpec("pgq_queue_count_approximate", G,

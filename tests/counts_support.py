@@ -31,3 +31,24 @@ def assert_counts_exact(conn: psycopg.Connection[Any]) -> None:
         ).fetchall()
     }
     assert kept_counts(conn) == truth
+    assert_delayed_exact(conn)
+
+
+# The delayed jobs as the reference schema keeps them (version 8): the ticks after
+# now()'s from delayed_counts, the rest of the current tick through the table.
+KEPT_DELAYED = """
+SELECT coalesce((SELECT sum(jobs) FROM delayed_counts
+                 WHERE tick > floor(extract(epoch FROM now()) / 10)::bigint), 0)
+     + (SELECT count(*) FROM jobs WHERE status = 'pending' AND scheduled_at > now()
+          AND scheduled_at < to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10))
+"""
+TRUE_DELAYED = "SELECT count(*) FROM jobs WHERE status = 'pending' AND scheduled_at > now()"
+
+
+def assert_delayed_exact(conn: psycopg.Connection[Any]) -> None:
+    """The kept delayed jobs equal count(*) at the same now() (one transaction)."""
+    with conn.transaction():
+        kept = conn.execute(KEPT_DELAYED).fetchone()
+        truth = conn.execute(TRUE_DELAYED).fetchone()
+    assert kept is not None and truth is not None
+    assert int(kept[0]) == int(truth[0])

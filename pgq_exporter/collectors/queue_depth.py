@@ -2,11 +2,13 @@
 
 On the reference schema (version 3 on), pending, processing, done and failed
 come from its queue_counts table, which the schema's triggers keep exact in
-every snapshot: the cost does not depend on the number of jobs; delayed, which it
-does not keep, is exact up to exact_count_limit, read from the pending index, and
-estimated from a sample of the table above it. Elsewhere each count is exact up to
-10,000 (or exact_count_limit, if lower), read from the partial indexes, and above it
-served from the last exact recount (see counting.py).
+every snapshot: the cost does not depend on the number of jobs. Delayed jobs, which
+turn ready as the clock passes, are kept by ten-second tick of scheduled_at (version 8
+on): the ticks after now()'s are summed, and the rest of the current tick counted
+through the pending index; before version 8 they are counted there whole, exact up to
+exact_count_limit and estimated from a sample of the table above it. Elsewhere each
+count is exact up to 10,000 (or exact_count_limit, if lower), read from the partial
+indexes, and above it served from the last exact recount (see counting.py).
 ``pgq_queue_count_approximate`` says which values are estimates.
 """
 
@@ -42,8 +44,9 @@ class QueueDepth(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.queues.discover(conn, ctx.mapping)
-        if ctx.mapping.is_reference and bool(fetch(conn, "has_counts", ctx)[0][0]):
-            counts = _kept(conn, ctx, queues)
+        kept, by_tick = fetch(conn, "has_counts", ctx)[0] if ctx.mapping.is_reference else (0, 0)
+        if kept:
+            counts = _by_tick(conn, ctx, queues) if by_tick else _kept(conn, ctx, queues)
         else:
 
             def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
@@ -68,6 +71,28 @@ def _kept(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
         (queue, status): sampled.bounded(queue, status, n) if status == "delayed" else exact(n)
         for (queue, status), n in by_key(fetch(conn, "kept_counts", ctx, params), COUNTED).items()
     }
+
+
+# The columns of kept_counts_by_tick, after the queue.
+BY_TICK = ("pending", "delayed_later", "delayed_now", "processing", "done", "failed")
+
+
+def _by_tick(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
+    """The kept counts, and the delayed jobs as the ticks after now()'s keep them plus
+    the rest of the current tick: exact, unless that rest passes exact_count_limit."""
+    limit = ctx.config.exact_count_limit
+    params = {"cap": limit + 1, "queues": queues}
+    sampled = SampledCounts(conn, ctx)
+    counts: dict[Key, Count] = {}
+    for queue, *row in fetch(conn, "kept_counts_by_tick", ctx, params):
+        found = dict(zip(BY_TICK, row, strict=True))
+        later, now = int(found.pop("delayed_later")), int(found.pop("delayed_now"))
+        counts.update({(queue, status): exact(int(n)) for status, n in found.items()})
+        delayed = later + now
+        counts[(queue, "delayed")] = (
+            exact(delayed) if now <= limit else sampled.bounded(queue, "delayed", delayed)
+        )
+    return counts
 
 
 def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:

@@ -8,7 +8,7 @@ import re
 from psycopg import sql
 
 from pgq_exporter.collectors.library_sql import queue_names
-from pgq_exporter.collectors.rendering import COUNTS_TABLE, Conn
+from pgq_exporter.collectors.rendering import COUNTS_TABLE, DELAYED_TABLE, Conn
 from pgq_exporter.config import Layout, SchemaMapping
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sql import query
@@ -48,7 +48,7 @@ def _per_queue_tables(conn: Conn, layout: LibraryLayout) -> set[str]:
 
 
 def _reference_extras(layout: SchemaMapping) -> tuple[str, ...]:
-    return (COUNTS_TABLE, VERSION_TABLE) if layout.is_reference else ()
+    return (COUNTS_TABLE, DELAYED_TABLE, VERSION_TABLE) if layout.is_reference else ()
 
 
 def quoted(schema: str, tables: list[str]) -> list[sql.Composable]:

@@ -16,6 +16,8 @@ Row = tuple[Any, ...]
 Conn = psycopg.Connection[Any]
 # The reference schema's table of exact counts (schema version 3 on).
 COUNTS_TABLE = "queue_counts"
+# Its delayed jobs by tick of scheduled_at (schema version 8 on).
+DELAYED_TABLE = "delayed_counts"
 
 
 # The placeholders of a library preset's catalog queries, which name no mapped table.
@@ -29,6 +31,8 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
         "jobs_name": sql.Literal(sql.Identifier(mapping.schema, mapping.table).as_string()),
         "counts": sql.Identifier(mapping.schema, COUNTS_TABLE),
         "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
+        "delayed": sql.Identifier(mapping.schema, DELAYED_TABLE),
+        "delayed_name": sql.Literal(sql.Identifier(mapping.schema, DELAYED_TABLE).as_string()),
         "tables": table_list([sql.Identifier(mapping.schema, mapping.table).as_string()]),
     }
     parts.update(

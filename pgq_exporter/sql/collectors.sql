@@ -54,8 +54,10 @@ SELECT q.queue,
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
 -- name: has_counts
--- Whether the reference schema keeps exact counts (version 3 and later).
-SELECT to_regclass({counts_name}) IS NOT NULL AS present;
+-- Whether the reference schema keeps exact counts (version 3 and later), and
+-- the delayed jobs by tick (version 8 and later).
+SELECT to_regclass({counts_name}) IS NOT NULL AS present,
+       to_regclass({delayed_name}) IS NOT NULL AS delayed;
 
 -- name: kept_counts
 -- The reference schema's exact counts, summed over the writers' slots, and
@@ -66,6 +68,31 @@ SELECT q.queue,
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} > now()
             LIMIT %(cap)s) AS c) AS delayed,
+       coalesce(k.processing, 0) AS processing,
+       coalesce(k.done, 0) AS done,
+       coalesce(k.failed, 0) AS failed
+FROM unnest(%(queues)s::text[]) AS q(queue)
+LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS processing,
+                  sum(c.done) AS done, sum(c.failed) AS failed
+           FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
+
+-- name: kept_counts_by_tick
+-- The reference schema's exact counts, as kept_counts, and its delayed jobs in two
+-- parts: the ticks after now()'s, kept by the triggers (see migration 8), and the
+-- rest of the current tick, counted through the pending index up to %(cap)s. The
+-- cost follows the jobs due within ten seconds, not the delayed ones.
+SELECT q.queue,
+       coalesce(k.pending, 0) AS pending,
+       coalesce((SELECT sum(d.jobs) FROM {delayed} d
+                 WHERE d.queue = q.queue
+                   AND d.tick > floor(extract(epoch FROM now()) / 10)::bigint), 0)::bigint
+           AS delayed_later,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+              AND j.{c_scheduled_at} > now()
+              AND j.{c_scheduled_at}
+                  < to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)
+            LIMIT %(cap)s) AS c) AS delayed_now,
        coalesce(k.processing, 0) AS processing,
        coalesce(k.done, 0) AS done,
        coalesce(k.failed, 0) AS failed

@@ -13,7 +13,12 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.counts_support import assert_counts_exact, kept_counts
+from tests.counts_support import (
+    TRUE_DELAYED,
+    assert_counts_exact,
+    assert_delayed_exact,
+    kept_counts,
+)
 from tests.exporter_support import basic_config, collect_once, parse_samples, value
 from tests.support import wait_for
 
@@ -94,6 +99,7 @@ def test_fold_moves_ended_sessions_into_slot_zero_and_keeps_the_sums(db: Databas
             with db.connect(autocommit=True) as writer:
                 writers.append(writer.info.backend_pid)
                 _enqueue(writer, "mail", 4)
+                _enqueue(writer, "mail", 2, "1 hour")
                 writer.execute("SELECT count(*) FROM claim('mail', 1)")
         _enqueue(conn, "mail", 2)  # this session stays: its slot is not folded
         slots = {r[0] for r in conn.execute("SELECT slot FROM queue_counts").fetchall()}
@@ -105,6 +111,8 @@ def test_fold_moves_ended_sessions_into_slot_zero_and_keeps_the_sums(db: Databas
         assert slots == {0, conn.info.backend_pid}
         assert kept_counts(conn) == before
         assert_counts_exact(conn)
+        delayed_slots = conn.execute("SELECT DISTINCT slot FROM delayed_counts").fetchall()
+        assert delayed_slots == [(0,)]
 
 
 def test_recount_repairs_counts_after_writes_to_a_partition_directly(db: Database) -> None:
@@ -260,17 +268,85 @@ def test_counts_above_the_bound_are_estimates_marked_approximate(db: Database) -
     assert value(samples, "pgq_queue_lease_count_approximate", status="stuck", **mail) == 1
 
 
-def test_delayed_jobs_above_the_bound_are_marked_on_the_reference_schema(db: Database) -> None:
+def test_delayed_jobs_are_exact_above_the_bound_on_the_reference_schema(db: Database) -> None:
+    """Kept by tick (version 8), delayed jobs are exact at any size: only the rest of the
+    current tick is counted through the table."""
     with db.connect(autocommit=True) as conn:
         _enqueue(conn, "later", 300, "1 hour")
         _enqueue(conn, "later", 50)
     samples = collect_once(basic_config(db.dsn, extra="exact_count_limit: 100\n"))
     later = {**MAIN, "queue": "later"}
-    assert value(samples, "pgq_queue_jobs", status="pending", **later) == 350
-    assert value(samples, "pgq_queue_count_approximate", status="pending", **later) == 0
-    assert value(samples, "pgq_queue_count_approximate", status="delayed", **later) == 1
-    assert value(samples, "pgq_queue_count_approximate", status="ready", **later) == 1
-    assert value(samples, "pgq_queue_delayed_jobs", **later) == pytest.approx(300, rel=0.05)
+    assert value(samples, "pgq_queue_delayed_jobs", **later) == 300
+    assert value(samples, "pgq_queue_ready_jobs", **later) == 50
+    for status in ("pending", "ready", "delayed"):
+        assert value(samples, "pgq_queue_count_approximate", status=status, **later) == 0
+
+
+def _early_in_a_tick(conn: Conn) -> None:
+    """Until the clock is in the first half of a ten-second tick: what a test puts at the
+    tick's end then stays delayed for five seconds at least."""
+    wait_for(lambda: conn.execute("SELECT (extract(epoch FROM clock_timestamp()) % 10)::float8"
+                                  ).fetchone(),
+             "the first half of a tick", until=lambda row: row is not None and row[0] < 4,
+             interval=0.05)  # fmt: skip
+
+
+def test_the_current_ticks_delayed_jobs_above_the_bound_are_marked(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _early_in_a_tick(conn)
+        conn.execute(
+            "INSERT INTO jobs (queue, scheduled_at) SELECT 'soon', to_timestamp((floor("
+            "extract(epoch FROM clock_timestamp()) / 10) + 1) * 10) - interval '1 ms'"
+            " FROM generate_series(1, 300)"
+        )
+        samples = collect_once(basic_config(db.dsn, extra="exact_count_limit: 100\n"))
+        [(still,)] = conn.execute(TRUE_DELAYED).fetchall()
+    assert still == 300, "the tick ended before the collection: too slow a machine"
+    soon = {**MAIN, "queue": "soon"}
+    assert value(samples, "pgq_queue_count_approximate", status="delayed", **soon) == 1
+    assert value(samples, "pgq_queue_delayed_jobs", **soon) == pytest.approx(300, rel=0.05)
+
+
+def test_the_delayed_jobs_kept_by_tick_follow_every_kind_of_write(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", 20, "1 hour")
+        _enqueue(conn, "mail", 10, "25 seconds")
+        _enqueue(conn, "mail", 10)
+        assert_delayed_exact(conn)
+        claimed = conn.execute("SELECT id, lease_token FROM claim('mail', 5)").fetchall()
+        conn.execute("SELECT fail(%s, %s, 'boom')", claimed[0])  # retried after a backoff
+        assert_delayed_exact(conn)
+        conn.execute("UPDATE jobs SET scheduled_at = now() + interval '2 hours'"
+                     " WHERE id IN (SELECT id FROM jobs WHERE scheduled_at > now() LIMIT 5)")  # fmt: skip
+        conn.execute("UPDATE jobs SET scheduled_at = now()"
+                     " WHERE id IN (SELECT id FROM jobs WHERE scheduled_at > now() LIMIT 3)")  # fmt: skip
+        conn.execute("UPDATE jobs SET status = 'failed', finished_at = now()"
+                     " WHERE id IN (SELECT id FROM jobs WHERE scheduled_at > now() LIMIT 2)")  # fmt: skip
+        conn.execute("DELETE FROM jobs WHERE id IN"
+                     " (SELECT id FROM jobs WHERE scheduled_at > now() LIMIT 4)")  # fmt: skip
+        assert_counts_exact(conn)
+        with pytest.raises(psycopg.errors.RaiseException), conn.transaction():
+            _enqueue(conn, "mail", 7, "1 hour")
+            conn.execute("DO $$ BEGIN RAISE EXCEPTION 'rolled back'; END $$")
+        assert_counts_exact(conn)
+        conn.execute("SELECT recount()")
+        assert_counts_exact(conn)
+        conn.execute("TRUNCATE jobs")
+        assert conn.execute("SELECT count(*) FROM delayed_counts").fetchone() == (0,)
+
+
+def test_delayed_jobs_turn_ready_as_the_clock_passes_their_tick(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", 4, "3 seconds")
+        _enqueue(conn, "mail", 6, "13 seconds")
+        for left in (6, 0):  # each group's delay passes, and the kept count follows
+            _wait_delayed(conn, left)
+            assert_delayed_exact(conn)
+
+
+def _wait_delayed(conn: Conn, left: int) -> None:
+    wait_for(lambda: conn.execute(TRUE_DELAYED).fetchone(), f"{left} delayed jobs",
+             timeout=30, until=lambda row: row == (left,), interval=0.1)  # fmt: skip
 
 
 def _window_truth(conn: Conn, window: int) -> dict[str, tuple[int, int, float]]:
