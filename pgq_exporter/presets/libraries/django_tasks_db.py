@@ -15,6 +15,7 @@ PRESET = LibraryPreset(
     stamp_lag=60.0,  # finished_at comes from Python's clock
     indexes={
         "index_unfinished": (QUEUE_DEPTH, QUEUE_LATENCY),
+        "index_finished_by_queue": (QUEUE_DEPTH,),
         "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).

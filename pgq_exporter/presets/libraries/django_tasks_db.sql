@@ -108,6 +108,13 @@ CREATE INDEX CONCURRENTLY django_tasks_db_unfinished_idx
     ON {schema}.django_tasks_database_dbtaskresult (queue_name, status, run_after, enqueued_at)
     WHERE status IN ('READY', 'RUNNING');
 
+-- name: index_finished_by_queue
+-- Finished tasks per queue and status, for their counts up to the cap (through
+-- the backend's queue_name index each count read every task of the queue).
+CREATE INDEX CONCURRENTLY django_tasks_db_finished_queue_idx
+    ON {schema}.django_tasks_database_dbtaskresult (queue_name, status)
+    WHERE status IN ('SUCCESSFUL', 'FAILED');
+
 -- name: index_finished
 -- The finished tasks by finished_at, for the feed of finished jobs.
 CREATE INDEX CONCURRENTLY django_tasks_db_finished_idx

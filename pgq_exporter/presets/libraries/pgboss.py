@@ -1,7 +1,7 @@
 """pg-boss 10: job partitioned by queue (hashed partition names; pgboss.queue names
 them), finished jobs moved to archive."""
 
-from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_LEASES, QUEUE_WINDOW
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LEASES, QUEUE_WINDOW
 from pgq_exporter.presets.library import Detection, LibraryPreset
 
 PRESET = LibraryPreset(
@@ -16,7 +16,11 @@ PRESET = LibraryPreset(
     knows_exhausted=True,
     version_from="version",
     knows_wait=True,
-    indexes={"index_active": (QUEUE_LEASES,), "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    indexes={
+        "index_active": (QUEUE_LEASES,),
+        "index_ended_by_queue": (QUEUE_DEPTH,),
+        "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
     # Its status type, the values its blocks count (any other is counted as unknown),
     # and where a job's queue and status are.
     status_enum="job_state",

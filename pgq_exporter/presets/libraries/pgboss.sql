@@ -100,6 +100,13 @@ CREATE INDEX pgboss_job_active_expiry_idx
 CREATE INDEX pgboss_job_finished_idx
     ON {schema}.job (completed_on) WHERE state IN ('completed', 'failed');
 
+-- name: index_ended_by_queue
+-- The ended jobs per queue and state, for their counts up to the cap (pg-boss
+-- indexes none of them by state: each count read the queue's partition whole);
+-- like index_active, built on the partitioned table without CONCURRENTLY.
+CREATE INDEX pgboss_job_ended_idx
+    ON {schema}.job (name, state) WHERE state IN ('completed', 'cancelled', 'failed');
+
 -- name: table_labels
 -- Each queue's partition is labelled with the queue's name, not its hashed one.
 SELECT q.partition_name, q.name FROM {schema}.queue q WHERE q.partition_name IS NOT NULL;
