@@ -6,6 +6,7 @@ preset's (library_feed.py) fill it; job_histograms and queue_window read it.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import threading
@@ -33,12 +34,26 @@ class Histogram:
         self.total += value
 
     def cumulative(self) -> tuple[tuple[str, float], ...]:
-        running = 0
-        result = []
-        for bound, count in zip([*map(_le, self.bounds), "+Inf"], self.counts, strict=True):
-            running += count
-            result.append((bound, float(running)))
+        """The (le, cumulative count) pairs. A fleet of targets holds one per queue
+        and histogram, each of up to 154 pairs: the labels, the empty buckets' pairs
+        and each repeated count are shared objects, not copies."""
+        zeros = _zero_pairs(self.bounds)
+        first = next((i for i, count in enumerate(self.counts) if count), len(self.counts))
+        result = list(zeros[:first])
+        running, value = 0, 0.0
+        for (bound, _), count in zip(zeros[first:], self.counts[first:], strict=True):
+            if count:
+                running += count
+                value = float(running)
+            result.append((bound, value))
         return tuple(result)
+
+
+@functools.cache
+def _zero_pairs(bounds: tuple[float, ...]) -> tuple[tuple[str, float], ...]:
+    """Each bucket's (le, 0.0): the pairs of empty buckets, shared by every histogram."""
+    zero = 0.0
+    return tuple((bound, zero) for bound in (*map(_le, bounds), "+Inf"))
 
 
 @dataclass

@@ -118,3 +118,21 @@ def test_bounds_rise_by_less_than_a_tenth_after_rounding() -> None:
     assert max(ratios) < 1.0915 and min(ratios) > 1.089
     assert PROCESSING_BUCKETS[0] < 0.01 and PROCESSING_BUCKETS[-1] > 600
     assert bisect_left(PROCESSING_BUCKETS, 0.5) == PROCESSING_BUCKETS.index(0.5)
+
+
+def test_cumulative_pairs_count_every_bucket_and_share_the_empty_ones() -> None:
+    observed = [0.004, 0.5, 0.5, 0.51, 3.0, 9_999.0]
+    histogram = Histogram(PROCESSING_BUCKETS)
+    for value in observed:
+        histogram.observe(value)
+    pairs = histogram.cumulative()
+    bounds = [*PROCESSING_BUCKETS, float("inf")]
+    assert [le for le, _ in pairs][-1] == "+Inf"
+    assert [n for _, n in pairs] == [sum(v <= b for v in observed) for b in bounds]
+    empty = Histogram(PROCESSING_BUCKETS).cumulative()
+    assert all(
+        a is b for a, b in zip(empty, Histogram(PROCESSING_BUCKETS).cumulative(), strict=True)
+    )
+    later = Histogram(PROCESSING_BUCKETS)
+    later.observe(0.5)
+    assert later.cumulative()[0] is empty[0]  # below its first observation: shared
