@@ -51,13 +51,18 @@ BEGIN
                     failed = c.failed + excluded.failed,
                     completed_total = c.completed_total + excluded.completed_total,
                     failed_total = c.failed_total + excluded.failed_total;
-            INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
-            SELECT d.queue, d.tick, pg_backend_pid(), count(*)
-            FROM (SELECT n.queue, floor(extract(epoch FROM n.scheduled_at) / 10)::bigint AS tick
-                  FROM inserted_jobs n WHERE n.status = 'pending') AS d
-            WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
-            GROUP BY d.queue, d.tick
-            ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            -- Most jobs are ready at once: a look costs less than an empty INSERT.
+            IF EXISTS (SELECT FROM inserted_jobs n
+                       WHERE n.status = 'pending' AND n.scheduled_at >= %2$s) THEN
+                INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
+                SELECT d.queue, d.tick, pg_backend_pid(), count(*)
+                FROM (SELECT n.queue,
+                             floor(extract(epoch FROM n.scheduled_at) / 10)::bigint AS tick
+                      FROM inserted_jobs n WHERE n.status = 'pending') AS d
+                WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
+                GROUP BY d.queue, d.tick
+                ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            END IF;
             RETURN NULL;
         END
         $$;
@@ -96,19 +101,25 @@ BEGIN
                     failed = c.failed + excluded.failed,
                     completed_total = c.completed_total + excluded.completed_total,
                     failed_total = c.failed_total + excluded.failed_total;
-            -- A claim takes jobs whose tick the clock has reached: nothing is written.
-            INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
-            SELECT d.queue, d.tick, pg_backend_pid(), sum(d.jobs)
-            FROM (SELECT n.queue, floor(extract(epoch FROM n.scheduled_at) / 10)::bigint AS tick,
-                         1 AS jobs
-                  FROM updated_jobs n WHERE n.status = 'pending'
-                  UNION ALL
-                  SELECT o.queue, floor(extract(epoch FROM o.scheduled_at) / 10)::bigint, -1
-                  FROM replaced_jobs o WHERE o.status = 'pending') AS d
-            WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
-            GROUP BY d.queue, d.tick
-            HAVING sum(d.jobs) <> 0
-            ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            -- A claim or a completion moves no job of a later tick: only a look is made.
+            IF EXISTS (SELECT FROM updated_jobs n
+                       WHERE n.status = 'pending' AND n.scheduled_at >= %2$s)
+               OR EXISTS (SELECT FROM replaced_jobs o
+                          WHERE o.status = 'pending' AND o.scheduled_at >= %2$s) THEN
+                INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
+                SELECT d.queue, d.tick, pg_backend_pid(), sum(d.jobs)
+                FROM (SELECT n.queue,
+                             floor(extract(epoch FROM n.scheduled_at) / 10)::bigint AS tick,
+                             1 AS jobs
+                      FROM updated_jobs n WHERE n.status = 'pending'
+                      UNION ALL
+                      SELECT o.queue, floor(extract(epoch FROM o.scheduled_at) / 10)::bigint, -1
+                      FROM replaced_jobs o WHERE o.status = 'pending') AS d
+                WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
+                GROUP BY d.queue, d.tick
+                HAVING sum(d.jobs) <> 0
+                ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            END IF;
             RETURN NULL;
         END
         $$;
@@ -130,13 +141,17 @@ BEGIN
                     processing = c.processing + excluded.processing,
                     done = c.done + excluded.done,
                     failed = c.failed + excluded.failed;
-            INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
-            SELECT d.queue, d.tick, pg_backend_pid(), -count(*)
-            FROM (SELECT o.queue, floor(extract(epoch FROM o.scheduled_at) / 10)::bigint AS tick
-                  FROM deleted_jobs o WHERE o.status = 'pending') AS d
-            WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
-            GROUP BY d.queue, d.tick
-            ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            IF EXISTS (SELECT FROM deleted_jobs o
+                       WHERE o.status = 'pending' AND o.scheduled_at >= %2$s) THEN
+                INSERT INTO %1$I.delayed_counts AS c (queue, tick, slot, jobs)
+                SELECT d.queue, d.tick, pg_backend_pid(), -count(*)
+                FROM (SELECT o.queue,
+                             floor(extract(epoch FROM o.scheduled_at) / 10)::bigint AS tick
+                      FROM deleted_jobs o WHERE o.status = 'pending') AS d
+                WHERE d.tick > floor(extract(epoch FROM now()) / 10)::bigint
+                GROUP BY d.queue, d.tick
+                ON CONFLICT (queue, tick, slot) DO UPDATE SET jobs = c.jobs + excluded.jobs;
+            END IF;
             RETURN NULL;
         END
         $$;
@@ -151,7 +166,9 @@ BEGIN
             RETURN NULL;
         END
         $$;
-    $function$, current_schema());
+    $function$, current_schema(),
+    -- The start of the tick after now()'s: a job scheduled from there on is counted.
+    'to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)');
 END
 $migration$;
 
