@@ -125,13 +125,17 @@ class Collector(ABC):
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
 
+    def reads_feed_of(self, ctx: Context) -> bool:
+        """Whether this run reads the feed (``reads_feed``, unless the layout decides)."""
+        return self.reads_feed
+
     def prepares(self, ctx: Context) -> bool:
         """Whether ``prepare`` reads anything (a transaction is spent on it only then)."""
-        return self.reads_feed and ctx.feed_prepares
+        return self.reads_feed_of(ctx) and ctx.feed_prepares
 
     def prepare(self, conn: Conn, ctx: Context) -> None:
         """Before the transaction ``collect`` runs in, in one of its own."""
-        if self.reads_feed:
+        if self.reads_feed_of(ctx):
             ctx.prepare_feed(conn)
 
 

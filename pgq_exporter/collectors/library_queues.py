@@ -72,12 +72,8 @@ class LibraryDepth(Collector):
         self._observed_at_recount: dict[tuple[str, str], int] | None = None
         self._unknown = UnknownStatuses()
 
-    def prepares(self, ctx: Context) -> bool:
-        return _has_feed(ctx) and ctx.feed_prepares
-
-    def prepare(self, conn: Conn, ctx: Context) -> None:
-        if _has_feed(ctx):
-            ctx.prepare_feed(conn)
+    def reads_feed_of(self, ctx: Context) -> bool:
+        return _has_feed(ctx)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
