@@ -338,6 +338,22 @@ def print_jit(jit: dict[str, Any]) -> None:
         print(f"jit {setting:<3} {times} ms")
 
 
+def _both_ways(figures: dict[str, Any]) -> str:
+    """Each collector's ms with kept counts / counting through the indexes."""
+    indexed = figures["index_counting_per_collector_ms"]
+    return ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}"
+                     for k, v in figures["per_collector_ms"].items())  # fmt: skip
+
+
+def _before(figures: dict[str, Any]) -> str:
+    """The earlier checkout's cycle beside ``figures``' own, and its collectors'."""
+    before = figures["before"]
+    ratio = figures["exporter_ms"] / before["exporter_ms"]
+    cells = ", ".join(f"{k} {v:.1f}" for k, v in before["per_collector_ms"].items())
+    return (f"before ({before['commit']}): cycle {before['exporter_ms']:.1f} ms "
+            f"(now / before {ratio:.2f}x): {cells}")  # fmt: skip
+
+
 def print_collection(report: dict[str, Any]) -> None:
     print("\n== Collection cost per serial cycle (median of 5; database time, local socket) ==")
     print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}"
@@ -349,31 +365,19 @@ def print_collection(report: dict[str, Any]) -> None:
               f"{row['index_counting_ms']:>12.1f} ms {row.get('note', '')}")  # fmt: skip
     print("\nper collector, ms (kept counts / index counting):")
     for row in rows:
-        per, indexed = row["per_collector_ms"], row["index_counting_per_collector_ms"]
-        cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
-        print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {cells}")
+        print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): {_both_ways(row)}")
     print("\nlive (leases renewed and a third of the pending jobs rewritten since the last "
           "vacuum), per collector, ms (kept counts / index counting):")  # fmt: skip
     for row in (row for row in rows if "live" in row):
         live = row["live"]
-        per, indexed = live["per_collector_ms"], live["index_counting_per_collector_ms"]
-        cells = ", ".join(f"{k} {v:.1f}/{indexed[k]:.1f}" for k, v in per.items())
         print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished): cycle "
               f"{live['exporter_ms']:.1f} ms, seed {live['seed_ms']:.1f} ms "
-              f"({live['ratio']:.1f}x): {cells}")  # fmt: skip
+              f"({live['ratio']:.1f}x): {_both_ways(live)}")  # fmt: skip
         if "before" in live:
-            ratio = live["exporter_ms"] / live["before"]["exporter_ms"]
-            print(f"    before ({live['before']['commit']}): cycle "
-                  f"{live['before']['exporter_ms']:.1f} ms (now / before {ratio:.2f}x): "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in
-                              live["before"]["per_collector_ms"].items()))  # fmt: skip
+            print(f"    {_before(live)}")
     for row in (row for row in rows if "before" in row):
-        before = row["before"]
-        cells = ", ".join(f"{k} {v:.1f}" for k, v in before["per_collector_ms"].items())
-        ratio = row["exporter_ms"] / before["exporter_ms"]
-        print(f"  before ({before['commit']}), {_size(row['jobs'])} ({row['unfinished']:,} "
-              f"unfinished): cycle {before['exporter_ms']:.1f} ms "
-              f"(now / before {ratio:.2f}x): {cells}")  # fmt: skip
+        print(f"  {_size(row['jobs'])} ({row['unfinished']:,} unfinished), {_before(row)}")
+
     print("\n== A surge of jobs into one queue, no ANALYZE in between ==")
     for row in report["backlog_growth"]:
         print(f"{row['way']:<28} pending: true {row['true_pending']:>9,}  reported "
