@@ -565,6 +565,44 @@ def test_django_tasks_db_preset_reads_every_state(
     assert "pgq_queue_stuck_jobs" not in samples
 
 
+def test_django_tasks_db_oldest_ready_task_became_ready_at_a_passed_run_after(
+    empty_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task enqueued before its run_after became ready at its run_after, one enqueued
+    after it when enqueued: the oldest is not the first by run_after here."""
+    dsn = empty_db.dsn
+    monkeypatch.setenv("PGQ_DJANGO_DSN", dsn)
+    from django.core.management import call_command  # noqa: PLC0415
+    from django.db import connections  # noqa: PLC0415
+
+    from tests.libraries import django_tasks as tasks  # noqa: PLC0415
+
+    # (seconds enqueued ago, seconds since run_after, or None: no run_after)
+    shapes = [(100, None), (400, 300), (1000, 200), (100, 350)]
+    # Django read its settings once, for the first test's database: this test's instead.
+    parts = conninfo_to_dict(dsn)
+    connections["default"].settings_dict.update(
+        NAME=parts.get("dbname"), HOST=parts.get("host", ""), PORT=parts.get("port", "")
+    )
+    try:
+        call_command("migrate", verbosity=0)
+        ids = [str(tasks.ok.using(queue_name="alpha").enqueue().id) for _ in shapes]
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for task, (enqueued, due) in zip(ids, shapes, strict=True):
+                conn.execute(
+                    "UPDATE django_tasks_database_dbtaskresult SET "
+                    "enqueued_at = now() - make_interval(secs => %s), "
+                    "run_after = coalesce(now() - make_interval(secs => %s), run_after) "
+                    "WHERE id = %s",
+                    (enqueued, due, task),
+                )
+        samples = collect_once(preset_config(dsn, "django_tasks_db", ""))
+    finally:
+        connections.close_all()
+    age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue="alpha")
+    assert 300 <= age < 300 + 60
+
+
 @contextmanager
 def django_worker(dsn: str, queue: str) -> Iterator[subprocess.Popen[bytes]]:
     process = subprocess.Popen(

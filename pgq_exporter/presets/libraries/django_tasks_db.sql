@@ -71,20 +71,28 @@ WHERE r.status IN ('SUCCESSFUL', 'FAILED') AND r.queue_name = ANY ({queues})
 GROUP BY r.queue_name;
 
 -- name: oldest_ready
--- A ready task became ready when it was enqueued, or at its run_after if later:
--- one pass over the READY tasks, through the backend's partial index of them.
-WITH oldest AS (
-    SELECT r.queue_name::text AS queue,
-           min(CASE WHEN r.run_after >= '9999-01-01 00:00+00' THEN r.enqueued_at
-                    ELSE greatest(r.enqueued_at, r.run_after) END) AS since
-    FROM {schema}.django_tasks_database_dbtaskresult r
-    WHERE r.status = 'READY'
-      AND (r.run_after <= now() OR r.run_after >= '9999-01-01 00:00+00')
-    GROUP BY r.queue_name
-)
-SELECT q.queue, coalesce(extract(epoch FROM now() - o.since)::float8, 0) AS age
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN oldest o ON o.queue = q.queue;
+-- A ready task became ready when it was enqueued, or at its run_after if later.
+-- Per queue, the oldest of the two kinds of ready task, each from the first
+-- entries of doctor's index of unfinished tasks: of those with the backend's "no
+-- run_after" mark, the first enqueued; of those whose run_after has passed, none
+-- became ready before the first by run_after did, nor after run_after passed the
+-- moment that one became ready, so only the entries up to it are read.
+SELECT q.queue,
+       coalesce(extract(epoch FROM now() - least(
+           (SELECT r.enqueued_at FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'READY'
+              AND r.run_after = '9999-01-01 00:00+00'
+            ORDER BY r.enqueued_at LIMIT 1),
+           (SELECT min(greatest(r.enqueued_at, r.run_after))
+            FROM {schema}.django_tasks_database_dbtaskresult r
+            WHERE r.queue_name = q.queue AND r.status = 'READY'
+              AND r.run_after <= least(now(), (
+                  SELECT greatest(f.enqueued_at, f.run_after)
+                  FROM {schema}.django_tasks_database_dbtaskresult f
+                  WHERE f.queue_name = q.queue AND f.status = 'READY' AND f.run_after <= now()
+                  ORDER BY f.run_after LIMIT 1)))
+       ))::float8, 0) AS age
+FROM unnest({queues}) AS q(queue);
 
 -- name: finished
 -- Tasks that succeeded or failed at or after {since} (seconds since the epoch),
