@@ -1,7 +1,7 @@
 """graphile-worker (0.16 and later): _private_jobs has no status; completed jobs are
 deleted, and a job whose attempts are spent stays with its last error."""
 
-from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_LEASES, QUEUE_WINDOW
+from pgq_exporter.catalogue import JOB_HISTOGRAMS, QUEUE_DEPTH, QUEUE_LEASES, QUEUE_WINDOW
 from pgq_exporter.presets.library import WEEK, Detection, LibraryPreset, Param
 
 PRESET = LibraryPreset(
@@ -21,7 +21,12 @@ PRESET = LibraryPreset(
     version_from="migrations",
     finishes=("failed",),  # a completed job is deleted
     knows_processing=False,
-    indexes={"index_locked": (QUEUE_LEASES,), "index_failed": (JOB_HISTOGRAMS, QUEUE_WINDOW)},
+    indexes={
+        "index_locked": (QUEUE_LEASES,),
+        "index_queued": (QUEUE_DEPTH,),
+        "index_unqueued": (QUEUE_DEPTH,),
+        "index_failed": (JOB_HISTOGRAMS, QUEUE_WINDOW),
+    },
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
         "workers": (

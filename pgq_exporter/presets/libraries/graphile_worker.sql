@@ -19,37 +19,57 @@ LEFT JOIN {schema}._private_job_queues q ON q.id = j.job_queue_id;
 -- name: depth
 -- The table holds only jobs not completed: per queue label and state, up to
 -- its state's cap, and the failed ones up to its state's cap (0 once the last
--- recount has them all above the cap: see collectors/counting.py).
-SELECT q.queue,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
-            JOIN {schema}._private_tasks t ON t.id = j.task_id
-            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
-            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
-              AND j.locked_at IS NULL AND j.attempts < j.max_attempts
-              AND j.run_at <= now() AND jq.locked_at IS NULL
+-- recount has them all above the cap: see collectors/counting.py). A label's
+-- jobs are those of its named queue and those of its task outside any named
+-- queue, each counted apart so that an index on the queue or on the task (doctor's)
+-- holds them in run_at order; a locked named queue holds back all its jobs.
+WITH labels AS MATERIALIZED (
+    SELECT q.queue, jq.id AS queue_id, jq.locked_at AS queue_locked_at, t.id AS task_id
+    FROM unnest({queues}) AS q(queue)
+    LEFT JOIN {schema}._private_job_queues jq ON jq.queue_name = q.queue
+    LEFT JOIN {schema}._private_tasks t ON t.identifier = q.queue
+)
+SELECT l.queue,
+       (SELECT count(*) FROM (
+            (SELECT 1 FROM {schema}._private_jobs j
+             WHERE j.job_queue_id = l.queue_id AND l.queue_locked_at IS NULL
+               AND j.is_available AND j.run_at <= now()
+             LIMIT {ready_cap})
+            UNION ALL
+            (SELECT 1 FROM {schema}._private_jobs j
+             WHERE j.job_queue_id IS NULL AND j.task_id = l.task_id
+               AND j.is_available AND j.run_at <= now()
+             LIMIT {ready_cap})
             LIMIT {ready_cap}) AS c) AS ready,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
-            JOIN {schema}._private_tasks t ON t.id = j.task_id
-            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
-            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
-              AND j.locked_at IS NULL AND j.attempts < j.max_attempts
-              AND (j.run_at > now() OR jq.locked_at IS NOT NULL)
+       (SELECT count(*) FROM (
+            (SELECT 1 FROM {schema}._private_jobs j
+             WHERE j.job_queue_id = l.queue_id AND l.queue_locked_at IS NULL
+               AND j.is_available AND j.run_at > now()
+             LIMIT {delayed_cap})
+            UNION ALL
+            (SELECT 1 FROM {schema}._private_jobs j
+             WHERE j.job_queue_id = l.queue_id AND l.queue_locked_at IS NOT NULL
+               AND j.is_available
+             LIMIT {delayed_cap})
+            UNION ALL
+            (SELECT 1 FROM {schema}._private_jobs j
+             WHERE j.job_queue_id IS NULL AND j.task_id = l.task_id
+               AND j.is_available AND j.run_at > now()
+             LIMIT {delayed_cap})
             LIMIT {delayed_cap}) AS c) AS delayed,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
-            JOIN {schema}._private_tasks t ON t.id = j.task_id
-            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
-            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
-              AND j.locked_at IS NOT NULL
+            WHERE j.locked_at IS NOT NULL
+              AND (j.job_queue_id = l.queue_id
+                   OR (j.job_queue_id IS NULL AND j.task_id = l.task_id))
             LIMIT {processing_cap}) AS c) AS processing,
        NULL::bigint AS done,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}._private_jobs j
-            JOIN {schema}._private_tasks t ON t.id = j.task_id
-            LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
-            WHERE coalesce(jq.queue_name, t.identifier) = q.queue
-              AND j.locked_at IS NULL AND j.attempts >= j.max_attempts
+            WHERE j.locked_at IS NULL AND j.attempts >= j.max_attempts
+              AND (j.job_queue_id = l.queue_id
+                   OR (j.job_queue_id IS NULL AND j.task_id = l.task_id))
             LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue);
+FROM labels l;
 
 -- name: unfinished
 -- Every job per queue label, uncapped, in one pass (for recounts).
@@ -176,6 +196,17 @@ CROSS JOIN LATERAL (
 ) AS f
 WHERE j.attempts >= j.max_attempts AND j.locked_at IS NULL
   AND j.run_at >= to_timestamp({since}) AND f.at >= to_timestamp({since});
+
+-- name: index_queued
+-- The available jobs of each named queue in run_at order, for their counts up to
+-- the cap (graphile-worker's own indexes start with the priority).
+CREATE INDEX CONCURRENTLY graphile_jobs_queued_run_at_idx
+    ON {schema}._private_jobs (job_queue_id, run_at) WHERE is_available AND job_queue_id IS NOT NULL;
+
+-- name: index_unqueued
+-- The available jobs outside a named queue, by task and run_at, likewise.
+CREATE INDEX CONCURRENTLY graphile_jobs_unqueued_run_at_idx
+    ON {schema}._private_jobs (task_id, run_at) WHERE is_available AND job_queue_id IS NULL;
 
 -- name: index_failed
 -- The jobs out of attempts by run_at, for the feed of finished jobs.
