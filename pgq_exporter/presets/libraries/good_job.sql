@@ -23,51 +23,50 @@ SELECT queue FROM q WHERE queue IS NOT NULL;
 
 -- name: depth
 -- Per queue and state, unfinished jobs up to their state's cap through
--- index_good_jobs_on_queue_name_and_scheduled_at (held: locked_by_id set, or the
--- advisory lock on the job, keyed by the md5 of its id, in pg_locks, read once), and
--- finished ones up to its state's cap (0 once the last recount has them all above the
--- cap: see collectors/counting.py).
+-- index_good_jobs_on_queue_name_and_scheduled_at, and finished ones up to its
+-- state's cap (0 once the last recount has them all above the cap: see
+-- collectors/counting.py). A job is held by locked_by_id, or by the advisory lock
+-- on it, keyed by the md5 of its id: the jobs of the keys in pg_locks are found
+-- once (through good_jobs_lock_key_idx where doctor's index is there, else by one
+-- pass over the unfinished jobs, each hashed), and the ready and delayed counts
+-- are those of the jobs not held by locked_by_id less the held ones among them;
+-- each such count reads as many more jobs as it will take away, so it is still
+-- exact below the cap, and the cap's when above it.
 WITH held AS MATERIALIZED (
-    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    SELECT DISTINCT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
     FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), held_jobs AS MATERIALIZED (
+    SELECT j.queue_name AS queue,
+           (j.scheduled_at IS NULL OR j.scheduled_at <= now()) AS due
+    FROM held h
+    JOIN {schema}.good_jobs j
+      ON ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint = h.key
+    WHERE EXISTS (SELECT FROM held)
+      AND j.finished_at IS NULL AND j.locked_by_id IS NULL AND j.queue_name = ANY ({queues})
+), held_by_queue AS (
+    SELECT q.queue,
+           count(hj.queue) FILTER (WHERE hj.due) AS due,
+           count(hj.queue) FILTER (WHERE NOT hj.due) AS later
+    FROM unnest({queues}) AS q(queue)
+    LEFT JOIN held_jobs hj ON hj.queue = q.queue
+    GROUP BY q.queue
 )
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
               AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
-              AND NOT EXISTS (
-                  SELECT FROM held h
-                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
-                                ::bit(64)::bigint)
-            LIMIT {ready_cap}) AS c) AS ready,
+            LIMIT {ready_cap} + q.due) AS c) - q.due AS ready,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.locked_by_id IS NULL
               AND j.scheduled_at > now()
-              AND NOT EXISTS (
-                  SELECT FROM held h
-                  WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
-                                ::bit(64)::bigint)
-            LIMIT {delayed_cap}) AS c) AS delayed,
-       (SELECT count(*) FROM (
-            (SELECT 1 FROM {schema}.good_jobs j
-             WHERE j.queue_name = q.queue AND j.finished_at IS NULL
-               AND j.locked_by_id IS NOT NULL
-             LIMIT {processing_cap})
-            UNION ALL
-            -- The jobs held by an advisory lock alone, when any lock is held: each key
-            -- through good_jobs_lock_key_idx where doctor's index is there, else one
-            -- pass over the queue's unfinished jobs, each hashed.
-            (SELECT 1 FROM held h
-             JOIN {schema}.good_jobs j
-               ON ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))::bit(64)::bigint
-                  = h.key
-             WHERE EXISTS (SELECT FROM held)
-               AND j.queue_name = q.queue AND j.finished_at IS NULL
-               AND j.locked_by_id IS NULL
-             LIMIT {processing_cap})
-            LIMIT {processing_cap}) AS c) AS processing,
+            LIMIT {delayed_cap} + q.later) AS c) - q.later AS delayed,
+       least((SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
+                  WHERE j.queue_name = q.queue AND j.finished_at IS NULL
+                    AND j.locked_by_id IS NOT NULL
+                  LIMIT {processing_cap}) AS c) + q.due + q.later,
+             {processing_cap}) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.good_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL AND j.error IS NULL
             LIMIT {done_cap}) AS c) AS done,
@@ -76,7 +75,7 @@ SELECT q.queue,
               AND j.error IS NOT NULL
             LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue);
+FROM held_by_queue q;
 
 -- name: unfinished
 -- The unfinished jobs per queue, uncapped, in one pass (for recounts): held as
