@@ -35,7 +35,7 @@ from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.process import process_samples
 from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
-from pgq_exporter.runtime.target import Origin, Target, TargetSpec, budget_caps
+from pgq_exporter.runtime.target import PROBES, Origin, Target, TargetSpec, budget_caps
 from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter")
@@ -71,7 +71,7 @@ class Exporter:
         self._specs = metric_specs(config)
         self.connections = Connections(config.limits.server_connections)
         self.scheduler = Scheduler(config.limits.collections)
-        self.scheduler.set_caps(budget_caps(config, config.limits.collections))
+        self._size_scheduler(config)
         self._renderer = _Renderer(self)
         self.registry = Registry(config, self.scheduler, self.connections, self.specs,
                                  self._renderer.changed)  # fmt: skip
@@ -132,6 +132,12 @@ class Exporter:
         return {target.name: target.up for target in self.registry.static()}
 
     # -- reload ---------------------------------------------------------------------
+    def _size_scheduler(self, config: Config) -> None:
+        """The listed databases' workers, and the probe targets' beside them."""
+        caps = budget_caps(config, config.limits.collections)
+        self.scheduler.resize(config.limits.collections)
+        self.scheduler.set_caps(caps, beside=caps[PROBES])
+
     def reload(self) -> tuple[bool, str]:
         """Load the config file again; a bad one is rejected and the running one kept.
         One reload at a time: a second caller waits for the first."""
@@ -151,8 +157,7 @@ class Exporter:
             return False, str(exc)
         old = self.config
         self.config, self._specs = config, metric_specs(config)
-        self.scheduler.resize(config.limits.collections)
-        self.scheduler.set_caps(budget_caps(config, config.limits.collections))
+        self._size_scheduler(config)
         self.connections.cap = config.limits.server_connections
         if config.discover != old.discover:
             self._stop_discovery(old.discover, keep=config.discover)

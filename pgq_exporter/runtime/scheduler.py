@@ -8,7 +8,7 @@ back at the time it asks for. So the threads are as many as the runs at once, wh
 the number of targets, and a scrape never waits for SQL: jobs store samples, and HTTP
 serves what they rendered last.
 
-The pool grows only when it must: one worker to start, and one more (up to the cap)
+The pool grows only when it must: one worker to start, and one more (up to the caps)
 whenever a job is late while every worker is busy; a watch looks for that every
 GROW_AFTER, so that workers held by a server that never answers cannot leave the due
 jobs waiting. A worker with nothing to do for a while ends. Fewer workers at once
@@ -17,10 +17,11 @@ tail latency down (docs/benchmarks.md, "Figures behind the design").
 
 Budgets: each job is scheduled in a lane, the budgets it counts against (a listed
 database's jobs in none; a probe target's in "probes" and its origin's, and its first
-job in "first" too). A budget runs at most its cap of jobs at once (``set_caps``); a
-worker takes the job due first among the lanes whose budgets all have room. So a
-flood of probe targets waits for its own share of the workers, and the listed
-databases, the sweep and the renders keep the rest.
+job in "first" too). The jobs of no budget run on up to ``workers`` workers, and the
+budgeted ones on up to ``beside`` more of their own, each budget at most its cap of
+jobs at once (``set_caps``); a worker takes the job due first among the lanes that
+have room. So a flood of probe targets, however long it holds its workers, waits for
+its own share, and the listed databases, the sweep and the renders keep all of theirs.
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ _Entry = tuple[float, int, Job]
 
 class Scheduler:
     def __init__(self, workers: int) -> None:
-        self._size = workers
+        self._size = workers  # for the jobs of no budget
+        self._beside = 0  # for the budgeted jobs, beside those (set_caps)
         self._lanes: dict[Lane, list[_Entry]] = {}  # a heap of jobs per lane
         self._caps: dict[str, int] = {}  # budget -> jobs it may run at once
         self._running: dict[str, int] = {}  # budget -> jobs running now
+        self._running_unbudgeted = 0
+        self._running_budgeted = 0
         self._order = itertools.count()  # ties run in the order they were scheduled
         self._lock = threading.Lock()
         # One idle worker (the leader) sleeps until the first job is due; the others
@@ -88,8 +92,9 @@ class Scheduler:
             return len(self._threads)
 
     def resize(self, workers: int) -> None:
-        """Run up to ``workers`` jobs at once from now on (a reload of limits.collections):
-        the ones too many end once their job is done; more start when jobs are late."""
+        """Run up to ``workers`` jobs of no budget at once from now on (a reload of
+        limits.collections): the workers too many end once their job is done; more start
+        when jobs are late."""
         with self._lock:
             self._size = workers
             self._followers_wake.notify_all()
@@ -104,10 +109,12 @@ class Scheduler:
         self._threads.append(thread)
         thread.start()
 
-    def set_caps(self, caps: dict[str, int]) -> None:
-        """How many jobs each budget may run at once; a budget not named has no cap."""
+    def set_caps(self, caps: dict[str, int], *, beside: int) -> None:
+        """How many jobs each budget may run at once (a budget not named has no cap
+        but ``beside``), on up to ``beside`` workers of their own together."""
         with self._lock:
             self._caps = dict(caps)
+            self._beside = beside
             self._followers_wake.notify_all()
             self._leader_wakes.notify_all()
 
@@ -168,6 +175,7 @@ class Scheduler:
                 if job is None:
                     return
                 self._busy += 1
+                self._count(lane, 1)
                 for budget in lane:
                     self._running[budget] = self._running.get(budget, 0) + 1
             try:
@@ -175,6 +183,7 @@ class Scheduler:
             finally:
                 with self._lock:
                     self._busy -= 1
+                    self._count(lane, -1)
                     for budget in lane:
                         self._running[budget] -= 1
                     if lane:  # room in its budgets: a job waiting on them may be due
@@ -184,7 +193,7 @@ class Scheduler:
         """The next due job whose budgets have room, waiting for it (lock held); None
         once stopping, or for a worker too many after a resize."""
         while not self._stopping:
-            if len(self._threads) > self._size:  # one too many: this one retires
+            if len(self._threads) > self._most:  # one too many: this one retires
                 self._threads.remove(threading.current_thread())
                 self._followers_wake.notify_all()
                 self._leader_wakes.notify_all()
@@ -218,14 +227,29 @@ class Scheduler:
                 best = (*heap[0], lane)
         return best
 
+    @property
+    def _most(self) -> int:
+        """Workers the pool may hold (lock held)."""
+        return self._size + self._beside
+
+    def _count(self, lane: Lane, step: int) -> None:
+        if lane:
+            self._running_budgeted += step
+        else:
+            self._running_unbudgeted += step
+
     def _room(self, lane: Lane) -> bool:
-        return all(self._running.get(b, 0) < self._caps.get(b, self._size) for b in lane)
+        if not lane:
+            return self._running_unbudgeted < self._size
+        return self._running_budgeted < self._beside and all(
+            self._running.get(b, 0) < self._caps.get(b, self._beside) for b in lane
+        )
 
     def _grow(self, late: float, taking: int = 1) -> None:
         """One more worker, when a job is ``late`` with every worker busy (lock held;
         ``taking``: the caller is a worker about to take it)."""
         running = len(self._threads)
-        if late > GROW_AFTER and self._busy + taking >= running and running < self._size:
+        if late > GROW_AFTER and self._busy + taking >= running and running < self._most:
             self._spawn_locked()
 
     def _watch(self) -> None:

@@ -102,12 +102,12 @@ def module_budget(module: str) -> str:
 
 
 def budget_caps(config: Config, workers: int) -> dict[str, int]:
-    """Each budget's cap, of ``workers``: the probe targets together leave a quarter of
-    the workers (one at least) to the listed databases and the exporter's own jobs;
-    each origin (the discovered databases, each auth module) gets an equal part of
-    theirs; first probes at most probe.first_workers (a quarter, by default)."""
-    reserved = max(1, workers // 4)
-    probes = max(1, workers - reserved)
+    """Each budget's cap: the probe targets together run on workers of their own beside
+    the ``workers`` of the listed databases and the exporter's own jobs, three quarters
+    as many (one at least); each origin (the discovered databases, each auth module)
+    gets an equal part of them; first probes at most probe.first_workers (a quarter of
+    ``workers``, by default)."""
+    probes = max(1, workers - workers // 4)
     origins = len(config.auth_modules) + (1 if config.discover else 0)
     each = max(1, probes // max(origins, 1))
     caps = {PROBES: probes, DISCOVERED_BUDGET: each,

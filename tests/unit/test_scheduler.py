@@ -135,8 +135,8 @@ def test_a_smaller_cap_ends_the_workers_too_many() -> None:
 def test_a_budget_runs_at_most_its_cap_and_leaves_the_other_workers_to_the_rest() -> None:
     """Jobs of a full budget wait however overdue they are; a job outside it, due later,
     runs at once; once the budget has room, its next job runs."""
-    scheduler = Scheduler(3)
-    scheduler.set_caps({"probes": 2})
+    scheduler = Scheduler(1)
+    scheduler.set_caps({"probes": 2}, beside=2)
     scheduler.start()
     holds = [threading.Event() for _ in range(4)]
     flood = [_Job(hold=hold) for hold in holds]
@@ -156,8 +156,8 @@ def test_a_budget_runs_at_most_its_cap_and_leaves_the_other_workers_to_the_rest(
 
 
 def test_nested_budgets_each_hold_their_cap() -> None:
-    scheduler = Scheduler(4)
-    scheduler.set_caps({"probes": 3, "first": 1})
+    scheduler = Scheduler(1)
+    scheduler.set_caps({"probes": 3, "first": 1}, beside=3)
     scheduler.start()
     holds = [threading.Event() for _ in range(6)]
     firsts = [_Job(hold=holds[i]) for i in range(3)]
@@ -171,4 +171,28 @@ def test_nested_budgets_each_hold_their_cap() -> None:
     for hold in holds:
         hold.set()
     wait_for(lambda: all(j.runs for j in firsts + others), "every job")
+    scheduler.stop(1)
+
+
+def test_budgeted_jobs_holding_all_their_workers_leave_every_listed_worker() -> None:
+    """A flood that holds every worker of the budgets (each job waiting out a connect)
+    takes none of the listed databases': as many listed jobs as there are workers for
+    them run at once beside it."""
+    scheduler = Scheduler(2)
+    scheduler.set_caps({"probes": 2, "module:a": 2}, beside=2)
+    scheduler.start()
+    release = threading.Event()
+    flood = [_Job(hold=release) for _ in range(10)]
+    for job in flood:
+        scheduler.at(time.monotonic() - 10, job, ("probes", "module:a"))
+    wait_for(lambda: scheduler.busy == 2, "the flood holding its two workers")
+    listed = [_Job(hold=release) for _ in range(3)]
+    for job in listed:
+        scheduler.now(job)
+    wait_for(lambda: scheduler.busy == 4, "both listed workers busy beside the flood")
+    assert sum(bool(job.runs) for job in listed) == 2  # the third waits for a listed one
+    assert sum(bool(job.runs) for job in flood) == 2
+    assert scheduler.workers == 4
+    release.set()
+    wait_for(lambda: all(job.runs for job in flood + listed), "every job")
     scheduler.stop(1)
