@@ -73,6 +73,9 @@ def main() -> int:
         type=int,
         help="about this many of a preset's jobs running (default 3%% of them)",
     )
+    parser.add_argument("--indexed-only", action="store_true",
+                        help="with --only presets: measure a preset only with doctor's "
+                             "indexes, where doctor has any")  # fmt: skip
     parser.add_argument("--before", type=Path,
                         help="a checkout of an earlier version: the fleet part also runs its "
                              f"exporter with {BEFORE_TARGETS} probe targets, and the collection "
@@ -98,7 +101,8 @@ def main() -> int:
 
             report["presets"] = preset_cycles(dsn, jobs=20_000 if args.quick else args.preset_jobs,
                                               only=args.preset,
-                                              running=args.preset_running)  # fmt: skip
+                                              running=args.preset_running,
+                                              indexed_only=args.indexed_only)  # fmt: skip
         if "fleet" in parts:
             from bench.fleet import fleet_footprint  # noqa: PLC0415
 

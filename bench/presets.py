@@ -169,12 +169,18 @@ def _database(name: str, dsn: str) -> DatabaseConfig:
 
 
 def preset_cycles(
-    dsn: str, *, jobs: int, only: list[str] | None = None, running: int | None = None
+    dsn: str,
+    *,
+    jobs: int,
+    only: list[str] | None = None,
+    running: int | None = None,
+    indexed_only: bool = False,
 ) -> list[dict[str, Any]]:
     """Per preset (those of ``only``, else all): the time to fill ``jobs`` jobs (about
     ``running`` of them running, else 3%), and the median collection cycle, in total and
     per collector; then again with the indexes `doctor` suggests for it, where it
-    suggests any. Each database is dropped after."""
+    suggests any (``indexed_only``: only then, where it does). Each database is dropped
+    after."""
     running_every = max(1, round(jobs * RUNNING_SHARE / running)) if running else 1
     rows = []
     for name, install in INSTALL.items():
@@ -187,7 +193,8 @@ def preset_cycles(
         fill(target, name, jobs, running_every=running_every)
         filled = time.perf_counter() - started
         mix = {"running_every": running_every}
-        rows.append(_measured(name, target, jobs, filled) | mix | _recounts(name, target))
+        if not (indexed_only and has_doctor_indexes(name)):
+            rows.append(_measured(name, target, jobs, filled) | mix | _recounts(name, target))
         if has_doctor_indexes(name):
             with psycopg.connect(target, autocommit=True) as conn:
                 for statement in _doctor_indexes(name, target):
