@@ -347,6 +347,7 @@ def probe_targets(
 
 
 FLOOD_CLIENTS = 32
+FLOOD_HEADERS = {"X-Prometheus-Scrape-Timeout-Seconds": "1"}
 
 
 class _Tarpit:
@@ -382,9 +383,11 @@ def _flood(port: int, tarpit: int, targets: int, seconds: float) -> Future[int]:
         while time.monotonic() < stop and (n := next(numbers)) < targets:
             query = urllib.parse.urlencode({"target": f"127.0.0.1:{tarpit}/flood_{n}",
                                             "auth_module": "tarpit"})  # fmt: skip
-            # A 503 once the module's targets are all running: the flood goes on.
+            # A 503 once the module's targets are all running: the flood goes on. Each
+            # probe asks for an answer within a second, so that the clients send new
+            # first probes rather than wait out probe.wait on the tarpit.
             with contextlib.suppress(OSError):
-                _get(f"http://127.0.0.1:{port}/probe?{query}")
+                _get(f"http://127.0.0.1:{port}/probe?{query}", FLOOD_HEADERS)
             sent += 1
         return sent
 
