@@ -135,6 +135,9 @@ def _probe_targets(dsn: str, quick: bool, before: Path | None) -> dict[str, Any]
     result: dict[str, Any] = {str(n): probe_targets(dsn, n, seconds) for n in sizes}
     result["apart"] = probe_targets(dsn, sizes[-1], seconds, apart=True)
     result["flooded"] = probe_targets(dsn, sizes[-1], seconds, flood=20 if quick else FLOOD)
+    result["flooded, waiting"] = probe_targets(
+        dsn, sizes[-1], seconds, flood=20 if quick else FLOOD, flood_waits=True
+    )
     if before is not None:
         result["before"] = probe_targets(dsn, sizes[0] if quick else BEFORE_TARGETS, seconds,
                                          source=before)  # fmt: skip
@@ -256,7 +259,7 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
           "intervals ==")  # fmt: skip
     print("(apart: each queue collector in a transaction of its own; before: the code "
           "before one scheduler)")  # fmt: skip
-    last = [key for key in ("apart", "flooded", "before") if key in runs]
+    last = [key for key in ("apart", "flooded", "flooded, waiting", "before") if key in runs]
     columns = [key for key in runs if key not in last] + last
     print(f"{'':34}" + "".join(f"{_probe_column(runs[c], c):>14}" for c in columns))
     for key, label in (("first_probes_exact", "first probes exact"),
@@ -277,11 +280,13 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
     if apart.get("cpu_ms_per_run") and together.get("cpu_ms_per_run"):
         ratio = apart["cpu_ms_per_run"] / together["cpu_ms_per_run"]
         print(f"CPU per run, each collector apart / due ones together: {ratio:.2f}x")
-    if "flooded" in runs:
-        flood = runs["flooded"]["flood"]
-        print(f"flooded: {flood['flood_first_probes']} first probes of targets that never "
-              f"answer, beside them: {flood['listed_dropped_runs']:g} runs dropped of the "
-              "database listed under databases:")  # fmt: skip
+    for key, how in (("flooded", "each answered within a second"),
+                     ("flooded, waiting", "each client waiting out probe.wait")):  # fmt: skip
+        if key in runs:
+            flood = runs[key]["flood"]
+            print(f"{key}: {flood['flood_first_probes']} first probes of targets that never "
+                  f"answer ({how}), beside them: {flood['listed_dropped_runs']:g} runs "
+                  "dropped of the database listed under databases:")  # fmt: skip
     if "before" in runs:
         now = runs[str(runs["before"]["targets"])]
         if now.get("cpu_ms_per_run") and runs["before"].get("cpu_ms_per_run"):
@@ -291,7 +296,8 @@ def print_probe_targets(runs: dict[str, Any]) -> None:
 
 def _probe_column(run: dict[str, Any], key: str) -> str:
     names = {"before": f"{run['targets']} (before)", "apart": f"{run['targets']} (apart)",
-             "flooded": f"{run['targets']} (flood)"}  # fmt: skip
+             "flooded": f"{run['targets']} (flood)",
+             "flooded, waiting": f"{run['targets']} (flood/w)"}  # fmt: skip
     return names.get(key, f"{run['targets']} targets")
 
 
@@ -414,7 +420,8 @@ def print_throughput(report: dict[str, Any]) -> None:
         print(f"{row['variant']:<58} {row['workers']:>7} {row['batch']:>5} "
               f"{row['jobs_per_s']:>9.0f} {row['ratio']:>6.2f}x")  # fmt: skip
         if "vs_pgqueuer" in row:
-            print(f"{'':<58} {row['vs_pgqueuer']:.2f}x PgQueuer's rate at batch 100")
+            print(f"{'':<58} {row['vs_pgqueuer']:.2f}x PgQueuer's rate at batch 100 "
+                  f"(medians of {row['rounds']} alternating rounds)")  # fmt: skip
         if "vs_seed" in row:
             print(f"{'':<58} {row['vs_seed']:.2f}x the seed loop's {row['seed_jobs_per_s']:.0f}"
                   f" jobs/s (medians of {row['rounds']} alternating rounds)")  # fmt: skip

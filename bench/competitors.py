@@ -3,8 +3,8 @@
 PgQueuer (asyncpg, the driver its docs lead with) and Procrastinate (psycopg)
 each get a database of their own, their own schema installed by their own
 code, the same number of no-op jobs, and the same number of worker
-processes as the reference worker. The rate is jobs per second from the
-workers' start until the last job has left the ready state for good.
+processes as the reference worker. The rate is jobs per second from the first
+job finished until the last job has left the ready state for good.
 """
 
 from __future__ import annotations
@@ -104,18 +104,15 @@ def _procrastinate_worker(dsn: str, concurrency: int) -> None:
     app.run_worker(queues=["bench"], concurrency=concurrency, wait=True)
 
 
-def run_competitors(dsn: str, *, jobs: int, workers: int, batch: int = 100,
-                    concurrency: int = 4) -> list[dict[str, Any]]:  # fmt: skip
-    """One drain of each library: PgQueuer at ``batch``, Procrastinate at ``concurrency``."""
-    rows = []
+def pgqueuer_drain(dsn: str, *, jobs: int, workers: int, batch: int = 100) -> float:
+    """One drain of PgQueuer at ``batch``, in a database of its own made afresh."""
     target = fresh_database(dsn, "bench_pgqueuer")
     _pgqueuer_install_and_fill(target, jobs)
-    rate = drain(target, workers, jobs, PGQUEUER_LEFT, _pgqueuer_worker, batch)
-    rows.append({"variant": "PgQueuer 1.6 (asyncpg)", "batch": batch, "jobs_per_s": rate,
-                 "workers": workers})  # fmt: skip
+    return drain(target, workers, jobs, PGQUEUER_LEFT, _pgqueuer_worker, batch)
+
+
+def procrastinate_drain(dsn: str, *, jobs: int, workers: int, concurrency: int = 4) -> float:
+    """One drain of Procrastinate at ``concurrency``, in a database of its own."""
     target = fresh_database(dsn, "bench_procrastinate")
     _procrastinate_install_and_fill(target, jobs)
-    rate = drain(target, workers, jobs, PROCRASTINATE_LEFT, _procrastinate_worker, concurrency)
-    rows.append({"variant": f"Procrastinate 3.10 ({concurrency} concurrent each)", "batch": 1,
-                 "jobs_per_s": rate, "workers": workers})  # fmt: skip
-    return rows
+    return drain(target, workers, jobs, PROCRASTINATE_LEFT, _procrastinate_worker, concurrency)

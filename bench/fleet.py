@@ -272,6 +272,7 @@ def probe_targets(
     *,
     apart: bool = False,
     flood: int = 0,
+    flood_waits: bool = False,
 ) -> dict[str, Any]:
     """``targets`` probe targets, distinct names on one small database (so that PostgreSQL
     is not the limit), in one exporter at the default intervals: every target probed
@@ -280,7 +281,9 @@ def probe_targets(
     answered, then SIGTERM. ``source``: an earlier checkout's package, for the figures
     before. ``flood``: during the collection, FLOOD_CLIENTS clients send first probes
     of up to that many targets on a server that never answers, through an auth module,
-    beside a database listed under databases: (its dropped runs are reported)."""
+    beside a database listed under databases: (its dropped runs are reported), each
+    asking for an answer within a second, or (``flood_waits``) waiting out probe.wait,
+    so that fewer targets are made and each is probed again while it lives."""
     database = fleet(dsn, 1)[0]
     target_dsn = make_conninfo(dsn, dbname=database)
     own = "    pool_size: 5\n" if apart else ""
@@ -299,7 +302,7 @@ def probe_targets(
         first = _probe_each(port, names)
         first_probes_s = time.monotonic() - started
         before = tree.cpu_seconds()
-        flooded = _flood(port, tarpit.port, flood, seconds) if tarpit else None
+        flooded = _flood(port, tarpit.port, flood, seconds, flood_waits) if tarpit else None
         time.sleep(seconds)  # collection alone, at the default intervals (and the flood)
         cpu = tree.cpu_seconds() - before
         flood_probes = flooded.result() if flooded is not None else None
@@ -372,9 +375,11 @@ class _Tarpit:
             held.close()
 
 
-def _flood(port: int, tarpit: int, targets: int, seconds: float) -> Future[int]:
+def _flood(port: int, tarpit: int, targets: int, seconds: float, waits: bool) -> Future[int]:
     """First probes of up to ``targets`` new targets on the tarpit for ``seconds``, from
-    FLOOD_CLIENTS clients; the probes sent."""
+    FLOOD_CLIENTS clients, each asking for an answer within a second, or (``waits``)
+    waiting out probe.wait; the probes sent."""
+    headers = None if waits else FLOOD_HEADERS
     numbers = itertools.count()
     stop = time.monotonic() + seconds
 
@@ -383,11 +388,9 @@ def _flood(port: int, tarpit: int, targets: int, seconds: float) -> Future[int]:
         while time.monotonic() < stop and (n := next(numbers)) < targets:
             query = urllib.parse.urlencode({"target": f"127.0.0.1:{tarpit}/flood_{n}",
                                             "auth_module": "tarpit"})  # fmt: skip
-            # A 503 once the module's targets are all running: the flood goes on. Each
-            # probe asks for an answer within a second, so that the clients send new
-            # first probes rather than wait out probe.wait on the tarpit.
+            # A 503 once the module's targets are all running: the flood goes on.
             with contextlib.suppress(OSError):
-                _get(f"http://127.0.0.1:{port}/probe?{query}", FLOOD_HEADERS)
+                _get(f"http://127.0.0.1:{port}/probe?{query}", headers)
             sent += 1
         return sent
 
