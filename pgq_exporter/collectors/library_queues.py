@@ -208,21 +208,32 @@ class LibraryLatency(Collector):
 
 
 class LibraryStuck(Collector):
-    """Running jobs the library's own rule says are abandoned; exhausted where it knows."""
+    """Running jobs the library's own rule says are abandoned; exhausted where it knows.
+
+    Exact up to exact_count_limit abandoned jobs in all (per queue, with a table per
+    queue); the read stops one past it, and then every count it made is a floor, marked
+    approximate: so many abandoned jobs are an incident, and reading them all is not
+    what it costs to page for it."""
 
     name = QUEUE_LEASES
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        layout = library_of(ctx)
         queues = known_queues(conn, ctx)
+        cap = ctx.config.exact_count_limit + 1
+        rows = run_block(conn, layout, "stuck", queues, stuck_cap=cap)
+        read = sum(stuck + (exhausted or 0) for _, stuck, exhausted in rows)
         samples: list[AnySample] = []
-        for queue, stuck, exhausted in run_block(conn, library_of(ctx), "stuck", queues):
+        for queue, stuck, exhausted in rows:
+            apart = stuck + (exhausted or 0) if layout.preset.per_queue else read
+            approximate = float(apart >= cap)
             samples += [
                 Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)),
-                Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), 0.0),
+                Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), approximate),
             ]
             if exhausted is not None:
                 samples += [
                     Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)),
-                    Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), 0.0),
+                    Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), approximate),
                 ]
         return samples

@@ -23,16 +23,18 @@ def render_block(
     for_queue: str | None = None,
     *,
     caps: Caps | None = None,
+    stuck_cap: int | None = None,
     queues: sql.Composable = BOUND_QUEUES,
     **extra: sql.Composable,
 ) -> sql.Composed:
     """A named block of the preset's SQL file: its schema, parameters and caps quoted in
-    as literals, and, for a library with a table per queue, the tables and name of
-    ``for_queue``."""
+    as literals (``stuck_cap`` None: no limit), and, for a library with a table per
+    queue, the tables and name of ``for_queue``."""
     text = layout.preset.blocks[block]
     parts: dict[str, sql.Composable] = {
         "schema": sql.Identifier(layout.schema),
         "queues": queues,
+        "stuck_cap": sql.Literal(stuck_cap),
         **{f"{state}_cap": sql.Literal((caps or {}).get(state, 0)) for state in CAPPED},
         **{name: sql.Literal(value) for name, value in layout.params.items()},
     }
@@ -48,13 +50,14 @@ def run_block(
     queues: list[str] | None,
     *,
     caps: Caps | None = None,
+    stuck_cap: int | None = None,
     **extra: sql.Composable,
 ) -> list[Row]:
     """The block's rows for ``queues`` (None: every queue the library has): one
     statement, or, with a table per queue, one per queue that the library has."""
 
     def rendered(queue: str | None) -> sql.Composed:
-        return render_block(layout, block, queue, caps=caps, **extra)
+        return render_block(layout, block, queue, caps=caps, stuck_cap=stuck_cap, **extra)
 
     if not layout.preset.per_queue or block == "queues":
         return conn.execute(rendered(None), {"queues": queues or []}).fetchall()

@@ -31,7 +31,8 @@ served wrong:
   job became ready;
 - ``stuck`` feeds queue_leases: per queue, running jobs that the library's own
   rule says are abandoned, and those among them with no attempt left (NULL when
-  unknown);
+  unknown), reading at most ``{stuck_cap}`` of them in all (per queue, with a table
+  per queue): the cap + 1, so that reaching it says the counts are incomplete;
 - ``finished`` feeds job_histograms: the jobs finished since ``{since}``;
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
@@ -71,7 +72,7 @@ CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...
 CAPPED = ("ready", "delayed", "processing", "done", "failed", "cancelled")
 _PLACEHOLDERS = frozenset({"schema", "queues", "queue", "statuses", "since", "q", "a",
-                           *(f"{state}_cap" for state in CAPPED)})  # fmt: skip
+                           "stuck_cap", *(f"{state}_cap" for state in CAPPED)})  # fmt: skip
 # CONCURRENTLY wherever the table allows it (a partitioned one does not).
 # A library with a table per queue names an index {index}: one per queue's table,
 # named after it (see LibraryLayout.index_statements).

@@ -151,24 +151,29 @@ FROM unnest({queues}) AS q(queue);
 -- is gone: its worker stopped mid-run, and good_job will perform it again.
 -- Due jobs only, so that a retry waiting out its wait is not counted. Retries
 -- are Active Job's, in Ruby: exhausted is unknown (NULL). The held keys are
--- read from pg_locks once, not per job.
+-- read from pg_locks once, not per job. At most {stuck_cap} abandoned jobs are
+-- read, in all.
 WITH held AS MATERIALIZED (
     SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
     FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), abandoned AS MATERIALIZED (
+    SELECT j.queue_name
+    FROM {schema}.good_jobs j
+    WHERE j.queue_name = ANY ({queues}) AND j.finished_at IS NULL
+      AND j.performed_at IS NOT NULL AND j.locked_by_id IS NULL
+      AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
+      AND NOT EXISTS (
+          SELECT FROM held h
+          WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
+                        ::bit(64)::bigint)
+    LIMIT {stuck_cap}
 )
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.good_jobs j
-        WHERE j.queue_name = q.queue AND j.finished_at IS NULL AND j.performed_at IS NOT NULL
-          AND j.locked_by_id IS NULL
-          AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())
-          AND NOT EXISTS (
-              SELECT FROM held h
-              WHERE h.key = ('x' || substr(md5('good_jobs-' || j.id::text), 1, 16))
-                            ::bit(64)::bigint)) AS stuck,
-       NULL::bigint AS exhausted
-FROM unnest({queues}) AS q(queue);
+SELECT q.queue, count(a.queue_name) AS stuck, NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN abandoned a ON a.queue_name = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Jobs finished at or after {since} (seconds since the epoch), done without an

@@ -158,13 +158,15 @@ FROM unnest({queues}) AS q(queue);
 -- (four hours in the library) is stale, and the job may be taken again when
 -- it has attempts left (stuck); with none left it stays failed (exhausted).
 -- The stale locks first (through doctor's index of locked jobs where it is
--- there), then their labels.
+-- there), then their labels; at most {stuck_cap} stale locks, in all.
 WITH stale AS MATERIALIZED (
     SELECT coalesce(jq.queue_name, t.identifier) AS queue, j.attempts, j.max_attempts
     FROM {schema}._private_jobs j
     JOIN {schema}._private_tasks t ON t.id = j.task_id
     LEFT JOIN {schema}._private_job_queues jq ON jq.id = j.job_queue_id
     WHERE j.locked_at < now() - make_interval(secs => {stale_lock_after})
+      AND coalesce(jq.queue_name, t.identifier) = ANY ({queues})
+    LIMIT {stuck_cap}
 )
 SELECT q.queue,
        count(s.queue) FILTER (WHERE s.attempts < s.max_attempts) AS stuck,

@@ -73,16 +73,19 @@ FROM unnest({queues}) AS q(queue);
 -- retry_after). How many tries a job has is in its payload: exhausted is
 -- unknown (NULL).
 -- One pass over the reserved jobs.
+-- At most {stuck_cap} stale reservations are read, in all.
 WITH stale AS MATERIALIZED (
-    SELECT j.queue, count(*) AS stuck
+    SELECT j.queue
     FROM {schema}.jobs j
     WHERE j.reserved_at IS NOT NULL
       AND j.reserved_at <= extract(epoch FROM now())::bigint - {retry_after}
-    GROUP BY j.queue
+      AND j.queue = ANY ({queues})
+    LIMIT {stuck_cap}
 )
-SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+SELECT q.queue, count(s.queue) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN stale s ON s.queue = q.queue;
+LEFT JOIN stale s ON s.queue = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Jobs that failed for good at or after {since} (seconds since the epoch): a done

@@ -95,15 +95,19 @@ FROM unnest({queues}) AS q(queue);
 -- {rescue_after} seconds ago is an orphan; it is made available again when
 -- attempts are left (stuck), and discarded when none are (exhausted).
 -- Per queue, through the (state, queue, ...) index: its executing jobs only.
-SELECT q.queue, s.stuck, s.exhausted
-FROM unnest({queues}) AS q(queue)
-CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
-           count(*) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+-- At most {stuck_cap} orphans are read, in all.
+WITH orphans AS MATERIALIZED (
+    SELECT j.queue, j.attempt < j.max_attempts AS retried
     FROM {schema}.oban_jobs j
-    WHERE j.state = 'executing' AND j.queue = q.queue
+    WHERE j.state = 'executing' AND j.queue = ANY ({queues})
       AND j.attempted_at < timezone('UTC', now()) - make_interval(secs => {rescue_after})
-) AS s;
+    LIMIT {stuck_cap}
+)
+SELECT q.queue, count(o.queue) FILTER (WHERE o.retried) AS stuck,
+       count(o.queue) FILTER (WHERE NOT o.retried) AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN orphans o ON o.queue = q.queue
+GROUP BY q.queue;
 
 -- name: index_ready
 -- The oldest ready job of a queue from the first entry (Oban's index puts

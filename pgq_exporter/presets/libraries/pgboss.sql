@@ -61,13 +61,18 @@ FROM unnest({queues}) AS q(queue);
 -- not immutable); pg-boss writes expire_in in seconds, where the two agree.
 -- Through doctor's index of active jobs by expiry, only the expired ones are
 -- read; without it, each queue's partition is.
-SELECT q.queue,
-       count(j.name) FILTER (WHERE j.retry_count < j.retry_limit) AS stuck,
-       count(j.name) FILTER (WHERE j.retry_count >= j.retry_limit) AS exhausted
-FROM unnest({queues}) AS q(queue)
-LEFT JOIN {schema}.job j
-       ON j.name = q.queue AND j.state = 'active'
+-- At most {stuck_cap} expired jobs are read, in all.
+WITH expired AS MATERIALIZED (
+    SELECT j.name, j.retry_count < j.retry_limit AS retried
+    FROM {schema}.job j
+    WHERE j.name = ANY ({queues}) AND j.state = 'active'
       AND timezone('UTC', j.started_on) + j.expire_in < timezone('UTC', now())
+    LIMIT {stuck_cap}
+)
+SELECT q.queue, count(e.name) FILTER (WHERE e.retried) AS stuck,
+       count(e.name) FILTER (WHERE NOT e.retried) AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN expired e ON e.name = q.queue
 GROUP BY q.queue;
 
 -- name: finished

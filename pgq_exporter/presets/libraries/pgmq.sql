@@ -45,7 +45,8 @@ SELECT {queue}::text AS queue,
 -- counted here and among the ready ones. Nothing caps its reads: exhausted is
 -- unknown (NULL).
 SELECT {queue}::text AS queue,
-       (SELECT count(*) FROM {q} m WHERE m.read_ct > 0 AND m.vt <= now()) AS stuck,
+       (SELECT count(*) FROM (SELECT 1 FROM {q} m WHERE m.read_ct > 0 AND m.vt <= now()
+                              LIMIT {stuck_cap}) AS c) AS stuck,
        NULL::bigint AS exhausted;
 
 -- name: index_read

@@ -95,16 +95,19 @@ FROM unnest({queues}) AS q(queue);
 -- again). Retries are decided in Python: attempts left are unknown (NULL).
 -- One pass through the library's index of picked jobs by heartbeat: only the
 -- stale ones are read.
+-- At most {stuck_cap} stale jobs are read, in all.
 WITH stale AS MATERIALIZED (
-    SELECT j.entrypoint, count(*) AS stuck
+    SELECT j.entrypoint
     FROM {schema}.pgqueuer j
     WHERE j.status = 'picked'
       AND j.heartbeat < now() - make_interval(secs => {heartbeat_timeout})
-    GROUP BY j.entrypoint
+      AND j.entrypoint = ANY ({queues})
+    LIMIT {stuck_cap}
 )
-SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+SELECT q.queue, count(s.entrypoint) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN stale s ON s.entrypoint = q.queue;
+LEFT JOIN stale s ON s.entrypoint = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Log rows of jobs that ended successful, with an exception, or failed and held

@@ -93,15 +93,20 @@ FROM unnest({queues}) AS q(queue);
 -- (worker_id NULL once the worker row is pruned) or has not sent a heartbeat
 -- for {stalled_worker_timeout} seconds. Its retry policy lives in the task's Python
 -- code, so whether attempts are left is unknown (NULL).
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.procrastinate_jobs j
-        LEFT JOIN {schema}.procrastinate_workers w ON w.id = j.worker_id
-        WHERE j.queue_name = q.queue AND j.status = 'doing'
-          AND (j.worker_id IS NULL
-               OR w.last_heartbeat < now() - make_interval(secs => {stalled_worker_timeout})))
-           AS stuck,
-       NULL::bigint AS exhausted
-FROM unnest({queues}) AS q(queue);
+-- At most {stuck_cap} stalled jobs are read, in all.
+WITH stalled AS MATERIALIZED (
+    SELECT j.queue_name
+    FROM {schema}.procrastinate_jobs j
+    LEFT JOIN {schema}.procrastinate_workers w ON w.id = j.worker_id
+    WHERE j.queue_name = ANY ({queues}) AND j.status = 'doing'
+      AND (j.worker_id IS NULL
+           OR w.last_heartbeat < now() - make_interval(secs => {stalled_worker_timeout}))
+    LIMIT {stuck_cap}
+)
+SELECT q.queue, count(s.queue_name) AS stuck, NULL::bigint AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN stalled s ON s.queue_name = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Jobs that succeeded, or failed for good, at or after {since} (seconds since the

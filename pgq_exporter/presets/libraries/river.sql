@@ -93,15 +93,19 @@ FROM unnest({queues}) AS q(queue);
 -- {rescue_stuck_jobs_after} seconds ago is stuck; it is retried when attempts
 -- are left (stuck) and discarded when none are (exhausted).
 -- Per queue, through the (state, queue, ...) index: its running jobs only.
-SELECT q.queue, s.stuck, s.exhausted
-FROM unnest({queues}) AS q(queue)
-CROSS JOIN LATERAL (
-    SELECT count(*) FILTER (WHERE j.attempt < j.max_attempts) AS stuck,
-           count(*) FILTER (WHERE j.attempt >= j.max_attempts) AS exhausted
+-- At most {stuck_cap} stuck jobs are read, in all.
+WITH stuck AS MATERIALIZED (
+    SELECT j.queue, j.attempt < j.max_attempts AS retried
     FROM {schema}.river_job j
-    WHERE j.state = 'running' AND j.queue = q.queue
+    WHERE j.state = 'running' AND j.queue = ANY ({queues})
       AND j.attempted_at < now() - make_interval(secs => {rescue_stuck_jobs_after})
-) AS s;
+    LIMIT {stuck_cap}
+)
+SELECT q.queue, count(s.queue) FILTER (WHERE s.retried) AS stuck,
+       count(s.queue) FILTER (WHERE NOT s.retried) AS exhausted
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN stuck s ON s.queue = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Jobs completed or discarded at or after {since} (seconds since the epoch),

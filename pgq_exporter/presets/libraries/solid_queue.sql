@@ -112,19 +112,22 @@ FROM unnest({queues}) AS q(queue);
 -- Active Job's, in Ruby: exhausted is unknown (NULL).
 -- One pass over the claimed executions of gone processes, each job looked up
 -- by its id (see depth).
+-- At most {stuck_cap} orphaned claims are read, in all.
 WITH stuck AS MATERIALIZED (
-    SELECT j.queue_name, count(*) AS stuck
+    SELECT j.queue_name
     FROM {schema}.solid_queue_claimed_executions c
     CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
                         WHERE j.id = c.job_id OFFSET 0) AS j
     LEFT JOIN {schema}.solid_queue_processes p ON p.id = c.process_id
-    WHERE p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
-            - make_interval(secs => {process_alive_threshold})
-    GROUP BY j.queue_name
+    WHERE (p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
+            - make_interval(secs => {process_alive_threshold}))
+      AND j.queue_name = ANY ({queues})
+    LIMIT {stuck_cap}
 )
-SELECT q.queue, coalesce(s.stuck, 0) AS stuck, NULL::bigint AS exhausted
+SELECT q.queue, count(s.queue_name) AS stuck, NULL::bigint AS exhausted
 FROM unnest({queues}) AS q(queue)
-LEFT JOIN stuck s ON s.queue_name = q.queue;
+LEFT JOIN stuck s ON s.queue_name = q.queue
+GROUP BY q.queue;
 
 -- name: finished
 -- Jobs finished at or after {since} (seconds since the epoch, the times UTC
