@@ -210,17 +210,17 @@ class LibraryLatency(Collector):
 class LibraryStuck(Collector):
     """Running jobs the library's own rule says are abandoned; exhausted where it knows.
 
-    Exact up to exact_count_limit abandoned jobs in all (per queue, with a table per
-    queue); the read stops one past it, and then every count it made is a floor, marked
-    approximate: so many abandoned jobs are an incident, and reading them all is not
-    what it costs to page for it."""
+    Exact up to count_cap() abandoned jobs in all (per queue, with a table per queue),
+    as every library count is; the read stops one past it, and then every count it made
+    is a floor, marked approximate: so many abandoned jobs are an incident, and reading
+    them all is not what it costs to page for it."""
 
     name = QUEUE_LEASES
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         layout = library_of(ctx)
         queues = known_queues(conn, ctx)
-        cap = ctx.config.exact_count_limit + 1
+        cap = count_cap(ctx) + 1
         rows = run_block(conn, layout, "stuck", queues, stuck_cap=cap)
         read = sum(stuck + (exhausted or 0) for _, stuck, exhausted in rows)
         samples: list[AnySample] = []
