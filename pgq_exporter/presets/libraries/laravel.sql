@@ -72,13 +72,15 @@ FROM unnest({queues}) AS q(queue);
 -- taken again by the next worker that pops the queue (the connection's
 -- retry_after). How many tries a job has is in its payload: exhausted is
 -- unknown (NULL).
--- One pass over the reserved jobs.
--- At most {stuck_cap} stale reservations are read, in all.
+-- The stale reservations alone, through doctor's index of reserved jobs.
+-- At most {stuck_cap} stale reservations are read, in all. The bound is a bigint,
+-- as reserved_at is, so that doctor's index holds the range (a numeric bound
+-- made the read filter every reserved job).
 WITH stale AS MATERIALIZED (
     SELECT j.queue
     FROM {schema}.jobs j
     WHERE j.reserved_at IS NOT NULL
-      AND j.reserved_at <= extract(epoch FROM now())::bigint - {retry_after}
+      AND j.reserved_at <= floor(extract(epoch FROM now()) - {retry_after})::bigint
       AND j.queue = ANY ({queues})
     LIMIT {stuck_cap}
 )
