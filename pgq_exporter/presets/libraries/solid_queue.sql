@@ -110,18 +110,35 @@ FROM unnest({queues}) AS q(queue);
 -- not sent a heartbeat for {process_alive_threshold} seconds (five minutes in
 -- the library), is released back to ready by the supervisor. Retries are
 -- Active Job's, in Ruby: exhausted is unknown (NULL).
--- One pass over the claimed executions of gone processes, each job looked up
--- by its id (see depth).
--- At most {stuck_cap} orphaned claims are read, in all.
-WITH stuck AS MATERIALIZED (
+-- The processes holding claims are found by skipping through the claims'
+-- (process_id, job_id) index one process at a time; only the claims of those
+-- gone or silent (and of none) are read, each job looked up by its id (see
+-- depth). At most {stuck_cap} orphaned claims are read, in all.
+WITH RECURSIVE holders(process_id) AS (
+    (SELECT c.process_id FROM {schema}.solid_queue_claimed_executions c
+     WHERE c.process_id IS NOT NULL ORDER BY c.process_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT c.process_id FROM {schema}.solid_queue_claimed_executions c
+            WHERE c.process_id > h.process_id ORDER BY c.process_id LIMIT 1)
+    FROM holders h WHERE h.process_id IS NOT NULL
+), gone AS MATERIALIZED (
+    SELECT h.process_id
+    FROM holders h
+    LEFT JOIN {schema}.solid_queue_processes p ON p.id = h.process_id
+    WHERE h.process_id IS NOT NULL
+      AND (p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
+                              - make_interval(secs => {process_alive_threshold}))
+), orphaned AS (
+    SELECT c.job_id FROM gone g
+    JOIN {schema}.solid_queue_claimed_executions c ON c.process_id = g.process_id
+    UNION ALL
+    SELECT c.job_id FROM {schema}.solid_queue_claimed_executions c WHERE c.process_id IS NULL
+), stuck AS MATERIALIZED (
     SELECT j.queue_name
-    FROM {schema}.solid_queue_claimed_executions c
+    FROM orphaned o
     CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
-                        WHERE j.id = c.job_id OFFSET 0) AS j
-    LEFT JOIN {schema}.solid_queue_processes p ON p.id = c.process_id
-    WHERE (p.id IS NULL OR p.last_heartbeat_at < timezone('UTC', now())
-            - make_interval(secs => {process_alive_threshold}))
-      AND j.queue_name = ANY ({queues})
+                        WHERE j.id = o.job_id OFFSET 0) AS j
+    WHERE j.queue_name = ANY ({queues})
     LIMIT {stuck_cap}
 )
 SELECT q.queue, count(s.queue_name) AS stuck, NULL::bigint AS exhausted
