@@ -13,22 +13,24 @@ import psycopg
 
 def drain(dsn: str, workers: int, jobs: int, left: str,
           target: Callable[..., None], *extra: Any) -> float:  # fmt: skip
-    """Start ``workers`` processes of ``target``; returns jobs per second from the first
-    job finished (``left`` counting fewer than ``jobs``) until ``left`` counts none. The
-    processes' start (a spawned interpreter and its imports, a third of a second or
-    more, half the time of a fast drain of 20,000 jobs) is not the drain's rate."""
+    """Start ``workers`` processes of ``target``; returns jobs per second from the last
+    time ``left`` still counted all ``jobs`` (within a poll of the first job finished)
+    until it counts none. The processes' start (a spawned interpreter and its imports,
+    a third of a second or more, half the time of a fast drain of 20,000 jobs) is not
+    the drain's rate."""
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=target, args=(dsn, *extra)) for _ in range(workers)]
     for process in processes:
         process.start()
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            while (remaining := _count(conn, left)) >= jobs:
-                time.sleep(POLL)
             started = time.perf_counter()
+            while _count(conn, left) >= jobs:
+                started = time.perf_counter()
+                time.sleep(POLL)
             while _count(conn, left) > 0:
                 time.sleep(POLL)
-            return remaining / (time.perf_counter() - started)
+            return jobs / (time.perf_counter() - started)
     finally:
         for process in processes:
             process.terminate()
