@@ -67,8 +67,7 @@ class Scheduler:
         self._lanes: dict[Lane, list[_Entry]] = {}  # a heap of jobs per lane
         self._caps: dict[str, int] = {}  # budget -> jobs it may run at once
         self._running: dict[str, int] = {}  # budget -> jobs running now
-        self._running_unbudgeted = 0
-        self._running_budgeted = 0
+        self._running_budgeted = 0  # of the _busy workers, those running a budgeted job
         self._order = itertools.count()  # ties run in the order they were scheduled
         self._lock = threading.Lock()
         # One idle worker (the leader) sleeps until the first job is due; the others
@@ -175,7 +174,7 @@ class Scheduler:
                 if job is None:
                     return
                 self._busy += 1
-                self._count(lane, 1)
+                self._running_budgeted += bool(lane)
                 for budget in lane:
                     self._running[budget] = self._running.get(budget, 0) + 1
             try:
@@ -183,7 +182,7 @@ class Scheduler:
             finally:
                 with self._lock:
                     self._busy -= 1
-                    self._count(lane, -1)
+                    self._running_budgeted -= bool(lane)
                     for budget in lane:
                         self._running[budget] -= 1
                     if lane:  # room in its budgets: a job waiting on them may be due
@@ -232,15 +231,9 @@ class Scheduler:
         """Workers the pool may hold (lock held)."""
         return self._size + self._beside
 
-    def _count(self, lane: Lane, step: int) -> None:
-        if lane:
-            self._running_budgeted += step
-        else:
-            self._running_unbudgeted += step
-
     def _room(self, lane: Lane) -> bool:
         if not lane:
-            return self._running_unbudgeted < self._size
+            return self._busy - self._running_budgeted < self._size
         return self._running_budgeted < self._beside and all(
             self._running.get(b, 0) < self._caps.get(b, self._beside) for b in lane
         )
