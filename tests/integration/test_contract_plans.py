@@ -126,3 +126,76 @@ def test_contract_function_runs_no_sequential_scan(explaining: Explaining, call:
         if m.group(1) not in BOUNDED_BY_SESSIONS
     ]  # fmt: skip
     assert scans == [], "\n\n".join(plans)
+
+
+# -- held jobs are found by id --------------------------------------------------
+
+RUNNING = 10_000
+# The calls that find held jobs by id (and token), and an id and token to give them.
+BY_ID = {
+    "complete": "SELECT complete({id}, '{token}')",
+    "complete_many": "SELECT * FROM complete_many({ids}, {tokens})",
+    "complete_and_claim": "SELECT * FROM complete_and_claim({ids}, {tokens}, 'default', 100)",
+    "fail": "SELECT fail({id}, '{token}', 'boom')",
+    "fail_many": "SELECT * FROM fail_many({ids}, {tokens}, array_fill('boom'::text, ARRAY[100]))",
+    "heartbeat": "SELECT heartbeat({id}, '{token}')",
+    "heartbeat_many": "SELECT * FROM heartbeat_many({ids}, {tokens})",
+    "release": "SELECT release({id}, '{token}')",
+}
+
+
+@pytest.fixture(scope="module")
+def analysed_while_quiet(server_dsn: str, template_db: str) -> Iterator[Database]:
+    """Statistics gathered while no job ran, then 10,000 jobs running: the planner
+    believes almost none run."""
+    from tests.conftest import _fresh_database  # noqa: PLC0415
+
+    for database in _fresh_database(server_dsn, template_db):
+        with psycopg.connect(database.dsn, autocommit=True) as conn:
+            conn.execute(
+                "SELECT pgq.enqueue_batch('default', array_agg('{}'::jsonb)) "
+                "FROM generate_series(1, 50000)"
+            )
+            conn.execute("VACUUM ANALYZE pgq.jobs")
+            conn.execute("SELECT count(*) FROM pgq.claim('default', %s)", (RUNNING,))
+        yield database
+
+
+@pytest.mark.parametrize("call", sorted(BY_ID))
+def test_held_jobs_are_found_by_id_not_among_all_running(
+    analysed_while_quiet: Database, call: str
+) -> None:
+    with psycopg.connect(analysed_while_quiet.dsn, autocommit=True) as conn:
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET auto_explain.log_level = notice",
+            "SET plan_cache_mode = force_generic_plan",
+            "SET search_path TO pgq",
+        ):
+            conn.execute(setting.encode())
+        explaining = Explaining(conn)
+        running_index = {
+            str(row[0]) for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = 'pgq' "
+                "AND indexdef LIKE '%(queue, locked_until)%'"
+            )
+        }  # fmt: skip
+        held = conn.execute(
+            "SELECT id, lease_token FROM jobs WHERE status = 'processing' ORDER BY id LIMIT 100"
+        ).fetchall()
+        assert len(held) == 100 and running_index
+        statement = BY_ID[call].format(
+            id=held[0][0], token=held[0][1],
+            ids=f"ARRAY{[int(row[0]) for row in held]}::bigint[]",
+            tokens=f"ARRAY{[str(row[1]) for row in held]}::uuid[]",
+        )  # fmt: skip
+        for _ in range(6):  # the first runs of a cached plan may be custom
+            plans = explaining.plans(statement)
+    used = {m.group(1) or m.group(2) for p in plans for m in INDEX_USED.finditer(p)}
+    assert any(name.endswith("pkey") for name in used), "\n\n".join(plans)
+    assert not used & running_index, "\n\n".join(plans)
+
+
+INDEX_USED = re.compile(r"(?:Index Scan|Index Only Scan) using (\S+)|Bitmap Index Scan on (\S+)")
