@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import queue as queue_module
 import signal
 import socket
 import threading
@@ -84,6 +83,36 @@ class ClaimMarks:
             self._marks[queue] = max(stamps)
         else:
             self._marks.pop(queue, None)
+
+
+class Handoff:
+    """Claimed jobs on their way to the handler threads.
+
+    A claim's jobs go in under one lock with one wake-up for as many threads as
+    jobs; a queue.Queue would take its lock and notify once per job.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: deque[Job] = deque()
+        self._added = threading.Condition(threading.Lock())
+
+    def put_all(self, jobs: list[Job]) -> None:
+        with self._added:
+            self._jobs.extend(jobs)
+            self._added.notify(len(jobs))
+
+    def get(self, timeout: float) -> Job | None:
+        """The next job, or None after ``timeout`` seconds without one."""
+        with self._added:
+            if not self._jobs:
+                self._added.wait(timeout)
+            return self._jobs.popleft() if self._jobs else None
+
+    def take_all(self) -> list[Job]:
+        with self._added:
+            jobs = list(self._jobs)
+            self._jobs.clear()
+            return jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +197,7 @@ class Worker:
         self.contract = Contract(schema)
         self.stats = WorkerStats()
         self._stopping = threading.Event()
-        self._handoff: queue_module.Queue[Job] = queue_module.Queue()
+        self._handoff = Handoff()
         self._claimed_here: deque[Job] = deque()  # the inline worker's claimed jobs
         self._held: dict[int, _Held] = {}
         self._running: dict[int, Job] = {}
@@ -311,8 +340,7 @@ class Worker:
         if self._inline:
             self._claimed_here.extend(jobs)
             return
-        for job in jobs:
-            self._handoff.put(job)
+        self._handoff.put_all(jobs)
 
     def _wait_for_outcomes(self, timeout: float) -> None:
         with self._outbox_changed:
@@ -334,13 +362,11 @@ class Worker:
     # -- handling -----------------------------------------------------------------
     def _handle_loop(self) -> None:
         while True:
-            try:
-                job = self._handoff.get(timeout=0.2)
-            except queue_module.Empty:
-                if self._stopping.is_set():
-                    return
-                continue
-            self._run(job)
+            job = self._handoff.get(timeout=0.2)
+            if job is not None:
+                self._run(job)
+            elif self._stopping.is_set():
+                return
 
     def _run_claimed(self) -> None:
         """Run claimed jobs on the dispatching thread, for up to flush_every
@@ -554,11 +580,7 @@ class Worker:
             with self._lock:
                 if self._held.pop(job.id, None) is not None:
                     jobs.append(job)
-        while True:
-            try:
-                job = self._handoff.get_nowait()
-            except queue_module.Empty:
-                break
+        for job in self._handoff.take_all():
             with self._lock:
                 if self._held.pop(job.id, None) is not None:
                     jobs.append(job)
