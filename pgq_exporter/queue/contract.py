@@ -12,7 +12,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.errors import UsageError
@@ -23,6 +23,20 @@ Conn = psycopg.Connection[Any]
 # A cursor kept for a connection's repeated calls skips building one per call.
 Executor = Conn | psycopg.Cursor[Any]
 T = TypeVar("T")
+
+
+def decode_payloads_as_text(conn: Conn) -> None:
+    """Load ``conn``'s jsonb values by decoding their text in the connection's encoding.
+
+    psycopg hands json.loads the bytes, which first guesses whether they are
+    UTF-8, -16 or -32: a worker pays that for every job it claims.
+    """
+    encoding, decoder = conn.info.encoding, json.JSONDecoder()
+
+    def load(data: str | bytes) -> Any:
+        return decoder.decode(data if isinstance(data, str) else str(data, encoding))
+
+    set_json_loads(load, conn)
 
 
 @dataclass(frozen=True, slots=True)

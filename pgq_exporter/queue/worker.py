@@ -43,7 +43,7 @@ from psycopg import sql
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.errors import DatabaseUnavailableError, first_line
 from pgq_exporter.pg.connect import connect
-from pgq_exporter.queue.contract import Call, Conn, Contract, Job
+from pgq_exporter.queue.contract import Call, Conn, Contract, Job, decode_payloads_as_text
 from pgq_exporter.queue.names import check_queue_name, notify_channel
 
 log = logging.getLogger("pgq_exporter.worker")
@@ -241,7 +241,9 @@ class Worker:
         return self.settings.concurrency == 1
 
     def _connect(self) -> Conn:
-        return connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
+        conn = connect(self.dsn, application_name=f"pgq-worker {self.settings.name}")
+        decode_payloads_as_text(conn)
+        return conn
 
     # -- dispatching: record outcomes and claim more, in one transaction ---------
     def _dispatch_loop(self) -> None:

@@ -115,6 +115,17 @@ def test_worker_runs_completes_and_fails_jobs(db: Database) -> None:
     assert errors == [(2, True)]
 
 
+def test_handlers_get_the_payloads_as_enqueued(db: Database) -> None:
+    payloads = [{"n": n, "name": "Zoë ✓ 名前", "tags": [1, 2.5, None, True]} for n in range(20)]
+    seen: list[Any] = []
+    with psycopg.connect(db.dsn) as conn:
+        Producer().enqueue_many("payloads", payloads, conn=conn)
+    worker = Worker(db.dsn, seen.append, WorkerSettings(queues=("payloads",), batch=7))
+    with running(worker):
+        wait_for(lambda: len(seen), "all 20 handled", until=lambda n: n == 20)
+    assert sorted((job.payload for job in seen), key=lambda p: p["n"]) == payloads
+
+
 def test_notify_wakes_an_idle_worker_long_before_its_poll(db: Database) -> None:
     seen: list[int] = []
     settings = WorkerSettings(queues=("wake",), poll_min=60.0, poll_max=60.0)
