@@ -25,18 +25,28 @@ Executor = Conn | psycopg.Cursor[Any]
 T = TypeVar("T")
 
 
+class _TextJson:
+    """json.loads of text in a known encoding."""
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        self.decoder = json.JSONDecoder()
+
+    def __call__(self, data: str | bytes) -> Any:
+        return self.decoder.decode(data if isinstance(data, str) else str(data, self.encoding))
+
+
+# One per encoding: psycopg makes a loader class for each loads function it is given.
+_text_json = cache(_TextJson)
+
+
 def decode_payloads_as_text(conn: Conn) -> None:
     """Load ``conn``'s jsonb values by decoding their text in the connection's encoding.
 
     psycopg hands json.loads the bytes, which first guesses whether they are
     UTF-8, -16 or -32: a worker pays that for every job it claims.
     """
-    encoding, decoder = conn.info.encoding, json.JSONDecoder()
-
-    def load(data: str | bytes) -> Any:
-        return decoder.decode(data if isinstance(data, str) else str(data, encoding))
-
-    set_json_loads(load, conn)
+    set_json_loads(_text_json(conn.info.encoding), conn)
 
 
 @dataclass(frozen=True, slots=True)
