@@ -11,13 +11,14 @@ from typing import Any
 import psycopg
 
 
-def drain(dsn: str, workers: int, jobs: int, left: str,
-          target: Callable[..., None], *extra: Any) -> float:  # fmt: skip
+def drain(dsn: str, workers: int, jobs: int, left: str, target: Callable[..., None],
+          *extra: Any, confirm: str | None = None) -> float:  # fmt: skip
     """Start ``workers`` processes of ``target``; returns jobs per second from the last
     time ``left`` still counted all ``jobs`` (within a poll of the first job finished)
     until it counts none. The processes' start (a spawned interpreter and its imports,
     a third of a second or more, half the time of a fast drain of 20,000 jobs) is not
-    the drain's rate."""
+    the drain's rate. ``confirm``, counted once when ``left`` reached 0, must count
+    none too: a ``left`` that reads a queue's own bookkeeping is checked by its table."""
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=target, args=(dsn, *extra)) for _ in range(workers)]
     for process in processes:
@@ -30,7 +31,11 @@ def drain(dsn: str, workers: int, jobs: int, left: str,
                 time.sleep(POLL)
             while _count(conn, left) > 0:
                 time.sleep(POLL)
-            return jobs / (time.perf_counter() - started)
+            rate = jobs / (time.perf_counter() - started)
+            unfinished = _count(conn, confirm) if confirm else 0
+            if unfinished:
+                raise RuntimeError(f"{left!r} counted no job left while {unfinished} were")
+            return rate
     finally:
         for process in processes:
             process.terminate()
