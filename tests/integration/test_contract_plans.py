@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -89,10 +90,19 @@ class Explaining:
             self.conn.execute(statement.encode())
         return [n for n in self.notices if "plan:" in n]
 
+    def generic_plans(self, statement: str) -> list[str]:
+        """The plans of ``statement`` once the cached plans are generic: the first
+        runs of a cached plan may be custom."""
+        for _ in range(5):
+            self.plans(statement)
+        return self.plans(statement)
 
-@pytest.fixture
-def explaining(big_queue: Database) -> Iterator[Explaining]:
-    with psycopg.connect(big_queue.dsn, autocommit=True) as conn:
+
+@contextmanager
+def explaining_session(dsn: str) -> Iterator[Explaining]:
+    """A session on ``dsn`` that reports every plan, with the generic plans a
+    long-lived worker session ends up with."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
         for setting in (
             "LOAD 'auto_explain'",
             "SET auto_explain.log_min_duration = 0",
@@ -103,6 +113,12 @@ def explaining(big_queue: Database) -> Iterator[Explaining]:
         ):
             conn.execute(setting.encode())
         yield Explaining(conn)
+
+
+@pytest.fixture
+def explaining(big_queue: Database) -> Iterator[Explaining]:
+    with explaining_session(big_queue.dsn) as session:
+        yield session
 
 
 @pytest.mark.parametrize("call", sorted(CALLS))
@@ -116,9 +132,7 @@ def test_contract_function_runs_no_sequential_scan(explaining: Explaining, call:
     ).fetchone()
     assert held and failed
     statement = CALLS[call].format(id=held[0], token=held[1], failed_id=failed[0])
-    # The first runs of a cached plan may be custom: run enough for the generic one.
-    for _ in range(6):
-        plans = explaining.plans(statement)
+    plans = explaining.generic_plans(statement)
     bodies = [p.split("\n", 2)[-1] for p in plans]  # without the Query Text line
     assert any("jobs" in body for body in bodies), plans  # the function's statements were seen
     scans = [
@@ -165,17 +179,8 @@ def analysed_while_quiet(server_dsn: str, template_db: str) -> Iterator[Database
 def test_held_jobs_are_found_by_id_not_among_all_running(
     analysed_while_quiet: Database, call: str
 ) -> None:
-    with psycopg.connect(analysed_while_quiet.dsn, autocommit=True) as conn:
-        for setting in (
-            "LOAD 'auto_explain'",
-            "SET auto_explain.log_min_duration = 0",
-            "SET auto_explain.log_nested_statements = on",
-            "SET auto_explain.log_level = notice",
-            "SET plan_cache_mode = force_generic_plan",
-            "SET search_path TO pgq",
-        ):
-            conn.execute(setting.encode())
-        explaining = Explaining(conn)
+    with explaining_session(analysed_while_quiet.dsn) as explaining:
+        conn = explaining.conn
         running_index = {
             str(row[0]) for row in conn.execute(
                 "SELECT indexname FROM pg_indexes WHERE schemaname = 'pgq' "
@@ -191,8 +196,7 @@ def test_held_jobs_are_found_by_id_not_among_all_running(
             ids=f"ARRAY{[int(row[0]) for row in held]}::bigint[]",
             tokens=f"ARRAY{[str(row[1]) for row in held]}::uuid[]",
         )  # fmt: skip
-        for _ in range(6):  # the first runs of a cached plan may be custom
-            plans = explaining.plans(statement)
+        plans = explaining.generic_plans(statement)
     used = {m.group(1) or m.group(2) for p in plans for m in INDEX_USED.finditer(p)}
     assert any(name.endswith("pkey") for name in used), "\n\n".join(plans)
     assert not used & running_index, "\n\n".join(plans)
