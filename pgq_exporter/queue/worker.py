@@ -576,17 +576,11 @@ class Worker:
         self._settle(batch, recorded)
 
     def _not_started(self) -> list[Job]:
-        jobs = []
-        while self._claimed_here:
-            job = self._claimed_here.popleft()
-            with self._lock:
-                if self._held.pop(job.id, None) is not None:
-                    jobs.append(job)
-        for job in self._handoff.take_all():
-            with self._lock:
-                if self._held.pop(job.id, None) is not None:
-                    jobs.append(job)
-        return jobs
+        """The claimed jobs no handler took, each still held (not lost meanwhile)."""
+        queued = [*self._claimed_here, *self._handoff.take_all()]
+        self._claimed_here.clear()
+        with self._lock:
+            return [job for job in queued if self._held.pop(job.id, None) is not None]
 
     def _release(self, jobs: list[Job]) -> None:
         if not jobs:
