@@ -104,4 +104,7 @@ def watched_config(
         with running_prometheus(root, config) as api:
             api.wait('pgq_up{job="pgq-exporter"} == 1')
             api.wait('pgq_collector_success{job="pgq-exporter", collector="activity"} == 1')
+            # Until the rules have seen a scrape, absent(up) holds: PgqExporterDown fires
+            # at start, and would be counted as fired by a fault's first look.
+            api.wait_next_evaluation()
             yield Watch(api, exporter)

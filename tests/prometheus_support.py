@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,20 @@ class Prometheus:
         )
 
     def last_evaluation(self) -> str:
-        """When the rule groups were last evaluated (Prometheus's own timestamp)."""
+        """Since when every rule group has been evaluated (Prometheus's own timestamp).
+
+        The groups run at offsets of their own: one round of evaluations moves the
+        earliest of their last evaluations once.
+        """
         with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=10) as response:
             groups = json.load(response)["data"]["groups"]
-        return max((str(group.get("lastEvaluation", "")) for group in groups), default="")
+        return min((str(group["lastEvaluation"]) for group in groups), key=_stamp)
+
+    def wait_next_evaluation(self, timeout: float = 30) -> None:
+        """Until the rules have been evaluated on what the TSDB holds now."""
+        _, now = self.query("time()")  # a scalar: [time, "time"]
+        wait_for(lambda: _stamp(self.last_evaluation()) > float(now), "a rule evaluation",
+                 timeout, interval=0.25)  # fmt: skip
 
     def firing(self) -> set[str]:
         return {a["labels"]["alertname"] for a in self.alerts() if a["state"] == "firing"}
@@ -52,6 +63,10 @@ class Prometheus:
         return wait_for(
             self.firing, f"{sorted(wanted)} to fire", timeout, until=wanted.issubset, interval=0.5
         )
+
+
+def _stamp(rfc3339: str) -> float:
+    return datetime.fromisoformat(rfc3339).timestamp()
 
 
 @contextmanager
