@@ -56,7 +56,7 @@ class Watch:
         machine that evaluates late is watched as long as one that does not.
         """
         seen: set[str] = set()
-        stamps: set[str] = {self.api.last_evaluation()}
+        stamps: set[float] = {self.api.last_evaluation()}
 
         def evaluated() -> int:
             seen.update(self.api.firing())

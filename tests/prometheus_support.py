@@ -39,7 +39,7 @@ class Prometheus:
             lambda: self.query(expr), f"data for {expr}", timeout, interval=0.5, ignoring=(OSError,)
         )
 
-    def last_evaluation(self) -> str:
+    def last_evaluation(self) -> float:
         """Since when every rule group has been evaluated (Prometheus's own timestamp).
 
         The groups run at offsets of their own: one round of evaluations moves the
@@ -47,12 +47,12 @@ class Prometheus:
         """
         with urllib.request.urlopen(f"{self.url}/api/v1/rules", timeout=10) as response:
             groups = json.load(response)["data"]["groups"]
-        return min((str(group["lastEvaluation"]) for group in groups), key=_stamp)
+        return min(_stamp(str(group["lastEvaluation"])) for group in groups)
 
     def wait_next_evaluation(self, timeout: float = 30) -> None:
         """Until the rules have been evaluated on what the TSDB holds now."""
         _, now = self.query("time()")  # a scalar: [time, "time"]
-        wait_for(lambda: _stamp(self.last_evaluation()) > float(now), "a rule evaluation",
+        wait_for(lambda: self.last_evaluation() > float(now), "a rule evaluation",
                  timeout, interval=0.25)  # fmt: skip
 
     def firing(self) -> set[str]:
