@@ -40,6 +40,10 @@ class SchemaTooNewError(PgqError):
     """The database holds a schema newer than this code knows."""
 
 
+class UntrustedSchemaError(PgqError):
+    """A schema to change holds what another role could have put there."""
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message, or its type when it has none."""
     text = str(exc).strip()

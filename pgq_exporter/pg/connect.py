@@ -8,12 +8,29 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.errors import DatabaseUnavailableError
 from pgq_exporter.pg.dsn import describe_connect_error, parse_dsn
 
 DEFAULT_APPLICATION_NAME = "pgq-exporter"
 Conn = psycopg.Connection[Any]
+
+# Every session searches only the catalog: a function or operator that a database's
+# owner creates in a schema on the default path (public, "$user") would otherwise win
+# over the catalog's whenever its argument types match better (public.unnest(text[])
+# over pg_catalog.unnest(anyarray)), and run as whoever is connected. Set at
+# connection start, it also wins over a database's or role's own search_path. Every
+# object outside the catalog is named with its schema.
+PINNED_SEARCH_PATH = "pg_catalog, pg_temp"
+
+
+def session_options(dsn: str) -> str:
+    """The ``options`` a session starts with: the connection string's own, then the
+    pinned search_path (the last ``-c`` of a setting wins)."""
+    own = str(conninfo_to_dict(dsn).get("options") or "")
+    pinned = "-c search_path=" + PINNED_SEARCH_PATH.replace(" ", "")
+    return f"{own} {pinned}".strip()
 
 
 def connect(
@@ -32,6 +49,7 @@ def connect(
     try:
         return psycopg.connect(
             dsn,
+            options=session_options(dsn),
             application_name=application_name,
             autocommit=autocommit,
             connect_timeout=connect_timeout,

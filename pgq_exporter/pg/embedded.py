@@ -15,11 +15,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.errors import PgqError, first_line
+from pgq_exporter.pg.connect import connection
 
 
 class EmbeddedPostgres:
@@ -74,7 +74,7 @@ class EmbeddedPostgres:
     def _drop_durability(self) -> None:
         """fsync, full-page writes and synchronous commit off, kept across a restart: a
         throwaway server for tests, where DROP DATABASE's checkpoint otherwise syncs."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with connection(self.dsn) as conn:
             for setting in ("fsync", "full_page_writes", "synchronous_commit"):
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
             conn.execute("SELECT pg_reload_conf()")

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.errors import SchemaTooNewError
+from pgq_exporter.errors import SchemaTooNewError, UntrustedSchemaError
 from pgq_exporter.pg.connect import set_search_path
 from pgq_exporter.queue.sql import Migration, migrations, query
 
@@ -43,6 +43,7 @@ def apply_schema(conn: psycopg.Connection[Any], schema: str) -> ApplyReport:
     """
     with conn.transaction():
         conn.execute(query(_FILE, "lock_schema"), {"schema": schema})
+        _refuse_untrusted(conn, schema)
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         set_search_path(conn, schema)
         conn.execute(query(_FILE, "create_version_table"))
@@ -50,7 +51,7 @@ def apply_schema(conn: psycopg.Connection[Any], schema: str) -> ApplyReport:
         _refuse_newer(schema, before)
         pending = tuple(m for m in migrations() if m.version > before)
         for migration in pending:
-            conn.execute(migration.sql)
+            conn.execute(migration.for_schema(schema))
             conn.execute(
                 query(_FILE, "record_version"),
                 {"version": migration.version, "description": migration.description},
@@ -89,13 +90,24 @@ def render_schema(schema: str) -> str:
     ]
     for migration in migrations():
         parts.append(f"\n-- migration {migration.version}: {migration.description}")
-        parts.append(migration.sql.strip())
+        parts.append(migration.for_schema(schema).strip())
         parts.append(
             "INSERT INTO schema_version (version, description) VALUES "
             f"({migration.version}, {sql.Literal(migration.description).as_string()});"
         )
     parts.append("COMMIT;")
     return "\n".join(parts) + "\n"
+
+
+def _refuse_untrusted(conn: psycopg.Connection[Any], schema: str) -> None:
+    rows = conn.execute(query(_FILE, "untrusted_creators"), {"schema": schema}).fetchall()
+    if rows:
+        roles = ", ".join(str(row[0]) for row in rows)
+        raise UntrustedSchemaError(
+            f'schema "{schema}" can be written by {roles}, beside you: its migrations would '
+            "run functions they put there as you; apply it as the schema's owner, or revoke "
+            "their CREATE on it"
+        )
 
 
 def _refuse_newer(schema: str, version: int) -> None:

@@ -28,7 +28,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.config.addresses import TargetSyntaxError, normalise_host
-from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME, Conn, release_failed_attempt
+from pgq_exporter.pg.connect import (
+    DEFAULT_APPLICATION_NAME,
+    Conn,
+    release_failed_attempt,
+    session_options,
+)
 from pgq_exporter.pg.dsn import describe_connect_error
 from pgq_exporter.redaction import scrub
 
@@ -195,6 +200,7 @@ class Connections:
         try:
             conn = psycopg.connect(
                 dsn,
+                options=session_options(dsn),
                 autocommit=True,
                 application_name=DEFAULT_APPLICATION_NAME,
                 connect_timeout=max(2, round(connect_timeout)),

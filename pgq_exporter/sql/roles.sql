@@ -5,11 +5,16 @@
 -- reads no table of the application beside them. No default privileges: a table
 -- made later is not readable unless granted. No JIT in its sessions: compiling
 -- plans costs these short, frequent queries more than it saves
--- (docs/benchmarks.md, "postgres_exporter and JIT").
+-- (docs/benchmarks.md, "postgres_exporter and JIT"). Its sessions search only the
+-- catalog, whoever connects as it (postgres_exporter too): a function or operator
+-- a database's owner puts in public would otherwise win over the catalog's
+-- wherever its argument types match better. A role's setting wins over the
+-- database's, which the database's owner can change.
 
 -- name: monitoring_role
 GRANT pg_monitor TO {role};
 ALTER ROLE {role} SET jit = off;
+ALTER ROLE {role} SET search_path = pg_catalog, pg_temp;
 
 -- name: schema_usage
 GRANT USAGE ON SCHEMA {schema} TO {role};

@@ -8,9 +8,17 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 
+from psycopg import sql
+
 from pgq_exporter.sql import query as _query
 
 _MIGRATION_FILE = re.compile(r"^(?P<version>\d{4})_(?P<description>[a-z0-9_]+)\.sql$")
+
+
+# From this version on, a migration's text names the queue's schema as {schema} and
+# {schema_name}: its functions search only the catalog, so they name every object of
+# the queue with its schema.
+FIRST_TEMPLATE = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +26,13 @@ class Migration:
     version: int
     description: str
     sql: str
+
+    def for_schema(self, schema: str) -> str:
+        """The migration's statements for the queue schema ``schema``."""
+        if self.version < FIRST_TEMPLATE:
+            return self.sql  # they create their objects in the first schema of search_path
+        names = {"schema": sql.Identifier(schema), "schema_name": sql.Literal(schema)}
+        return sql.SQL(self.sql).format(**names).as_string()
 
 
 def query(filename: str, name: str) -> str:
