@@ -37,6 +37,7 @@ from pgq_exporter.collectors.library_sql import queue_names
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import mapping_parts
 from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
+from pgq_exporter.pg.connect import read_only
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.sql import query
@@ -99,7 +100,7 @@ def diagnose(conn: Conn, dsn: str, layout: Layout, large: int = LARGE) -> list[D
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)
         try:
-            with conn.transaction():
+            with read_only(conn):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 set_transaction_settings(conn, 30.0)
                 began = time.perf_counter()

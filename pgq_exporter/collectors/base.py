@@ -122,6 +122,10 @@ class Collector(ABC):
     # transaction's snapshot (see prepare).
     reads_feed: bool = False
 
+    # Collectors that run SQL from the config, which may leave a session's advisory
+    # lock behind.
+    runs_users_sql: bool = False
+
     @abstractmethod
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
 

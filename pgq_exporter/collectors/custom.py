@@ -2,7 +2,9 @@
 
 It always runs as a prepared statement (the extended protocol), whose parse
 step accepts a single statement: ``SELECT 1; COMMIT; DELETE ...`` is refused
-by the server instead of ending the read-only transaction it runs in.
+by the server instead of ending the read-only transaction it runs in. And it runs
+as a subquery, so that it is a query and nothing else (no SET, LISTEN, PREPARE or
+DECLARE), in a transaction that is rolled back.
 """
 
 from __future__ import annotations
@@ -22,16 +24,24 @@ log = logging.getLogger("pgq_exporter.collectors")
 
 
 class CustomSQL(Collector):
+    runs_users_sql = True
+
     def __init__(self, spec: CustomCollector) -> None:
         self.spec = spec
         self.name = spec.name
         self.dropped = 0  # rows of the last run beyond max_rows, not served
 
+    def _statement(self, *, limit: int | None = None) -> sql.Composed:
+        """The user's query as a subquery (a line break before its end, in case it ends
+        in a comment)."""
+        body = sql.SQL(self.spec.sql.strip().rstrip(";"))
+        if limit is None:
+            return sql.SQL("SELECT * FROM ({}\n) AS custom").format(body)
+        return sql.SQL("SELECT * FROM ({}\n) AS custom LIMIT {}").format(body, limit)
+
     def description(self, conn: Conn) -> Sequence[Column]:
         """The statement's result columns, found without fetching a row."""
-        body = self.spec.sql.strip().rstrip(";")
-        probe = sql.SQL("SELECT * FROM ({}) AS probe LIMIT 0").format(sql.SQL(body))
-        return conn.execute(probe, prepare=True).description or []
+        return conn.execute(self._statement(limit=0), prepare=True).description or []
 
     def non_numeric(self, conn: Conn, description: Sequence[Column]) -> list[tuple[str, str]]:
         """(metric's value place, column type) for each value column that is no number."""
@@ -55,7 +65,7 @@ class CustomSQL(Collector):
         return sorted(wanted - set(columns))
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        cur = conn.execute(sql.SQL(self.spec.sql), prepare=True)
+        cur = conn.execute(self._statement(), prepare=True)
         names = [col.name for col in cur.description or []]
         missing = self.missing_columns(names)
         if missing:

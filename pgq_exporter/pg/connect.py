@@ -79,6 +79,16 @@ def release_failed_attempt(exc: BaseException) -> None:
 
 
 @contextmanager
+def read_only(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A transaction that ends in a rollback however it goes: what a statement in it
+    wrote despite READ ONLY (a large object, a notification, a setting of the session)
+    is undone, not committed."""
+    with conn.transaction() as tx:
+        yield conn
+        raise psycopg.Rollback(tx)
+
+
+@contextmanager
 def connection(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[Any]]:
     conn = connect(dsn, **kwargs)
     try:

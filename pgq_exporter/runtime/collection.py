@@ -25,7 +25,7 @@ from pgq_exporter.collectors.base import Collector, Context, PartialCollectionEr
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines
-from pgq_exporter.pg.connect import Conn
+from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.connections import (
     CapReachedError,
     Connections,
@@ -119,6 +119,9 @@ class GroupRun:
                 with self._connection(fresh=attempt == 2) as (conn, waited):
                     self.up = True
                     self._in_transactions(conn, pending, waited)
+                    if any(slot.collector.runs_users_sql for slot in self.slots):
+                        # What no rollback undoes: a session's advisory locks.
+                        conn.execute(query("session.sql", "release_session_locks"))
                 return Outcome.RAN
             except CapReachedError:
                 return Outcome.DROPPED
@@ -155,7 +158,7 @@ class GroupRun:
         self._prepare(conn, pending, waited)
         while pending:
             try:
-                with conn.transaction():
+                with read_only(conn):
                     set_transaction_settings(conn, pending[0].plan.settings.timeout)
                     timeout = pending[0].plan.settings.timeout
                     while pending:
@@ -182,7 +185,7 @@ class GroupRun:
             began = time.monotonic()
             try:
                 # A transaction of its own, whose snapshot ends before the collector's.
-                with conn.transaction():
+                with read_only(conn):
                     set_transaction_settings(conn, slot.plan.settings.timeout)
                     slot.collector.prepare(conn, self.ctx)
                 self._prepared[slot.name] = time.monotonic() - began

@@ -29,7 +29,7 @@ from pgq_exporter.config import (
 )
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import PgqError, first_line
-from pgq_exporter.pg.connect import Conn
+from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
@@ -46,7 +46,7 @@ def _checking(dsn: str, wait: float) -> Iterator[Conn]:
     connections = Connections(cap=1)
     connections.attach(dsn)
     try:
-        with connections.checkout(dsn, wait, wait) as (conn, _), conn.transaction():
+        with connections.checkout(dsn, wait, wait) as (conn, _), read_only(conn):
             set_transaction_settings(conn, wait)
             yield conn
     finally:

@@ -15,3 +15,8 @@ SELECT setting::bigint FROM pg_settings WHERE name = 'statement_timeout';
 -- name: set_statement_timeout
 -- For the rest of the transaction (or of the savepoint, if it is rolled back).
 SELECT set_config('statement_timeout', %(timeout)s, true);
+
+-- name: release_session_locks
+-- After a user's SQL: the advisory locks it took for the session, which outlive its
+-- transaction's rollback, so that the connection goes back to the pool holding none.
+SELECT pg_advisory_unlock_all();
