@@ -274,6 +274,18 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Known queues left out of every per-queue metric because there are more than "
                "max_queues (default 2,000); the last ones in name order are dropped.",
                DB, EXPORTER),
+    MetricSpec("pgq_queue_names_too_long", G,
+               "Queues left out of every per-queue metric, and their finished jobs out of "
+               "the histograms and totals, because their names are longer than 1,024 bytes "
+               "(each seen within the last hour).", DB, EXPORTER),
+    MetricSpec("pgq_series_dropped", G,
+               "Series of the database's last collection not served because it had more than "
+               "limits.series (default 50,000); the collectors' own series are always "
+               "served.", DB, EXPORTER),
+    MetricSpec("pgq_label_values_cut", G,
+               "Label values of the last collection (queue, task or status names, read from "
+               "the database) longer than 128 bytes, each served as its first bytes, a tilde "
+               "and a hash of the whole value.", DB, EXPORTER),
     MetricSpec("pgq_collector_rows_dropped", G,
                "Rows of a custom collector's last run beyond its max_rows (default 10,000), "
                "which are not served.", (*DB, "collector"), EXPORTER),

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from pgq_exporter.collectors.finished import FinishedJobs
-from pgq_exporter.collectors.queues import KnownQueues
+from pgq_exporter.collectors.queues import KnownQueues, trackable
 from pgq_exporter.collectors.rendering import Conn, Row, render, table_list
 from pgq_exporter.config import SchemaMapping
 
@@ -81,6 +81,8 @@ class FinishedFeed:
 
     def _take(self, row: Row, horizon: int, *, count: bool) -> None:
         job_id, queue, done, xid, processing, wait, finished = row
+        if not trackable(queue):
+            return
         key = (int(job_id), int(xid) if xid is not None else -1)
         if key in self.observed:
             return

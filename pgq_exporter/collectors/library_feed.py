@@ -26,7 +26,7 @@ from psycopg import sql
 
 from pgq_exporter.collectors.finished import FinishedJobs
 from pgq_exporter.collectors.library_sql import run_block
-from pgq_exporter.collectors.queues import KnownQueues
+from pgq_exporter.collectors.queues import KnownQueues, trackable
 from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render
 from pgq_exporter.presets.library import LibraryLayout
 
@@ -82,6 +82,8 @@ class LibraryFeed:
 
     def _take(self, row: Row, *, count: bool) -> None:
         job_id, queue, done, processing, wait, finished = row
+        if not trackable(str(queue)):
+            return
         key = (str(queue), str(job_id))
         if key in self._seen:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -13,6 +14,9 @@ from pgq_exporter.config import SchemaMapping
 
 log = logging.getLogger("pgq_exporter.collectors")
 DISCOVERY_GAP = 5.0
+# A queue whose name is longer than this is never tracked: every per-queue query would
+# send the name back to the database and every row of the answer would carry it.
+MAX_QUEUE_NAME_BYTES = 1024
 
 
 @dataclass
@@ -29,14 +33,32 @@ class KnownQueues:
     limit: int = 2_000  # queues served at most (max_queues), the first in name order
     dropped: int = 0  # known queues left out by the limit at the last look
     _seen: dict[str, float] = field(default_factory=dict)
+    # The names too long to track, by a digest of each: forgotten as the others are.
+    _too_long: dict[bytes, float] = field(default_factory=dict)
     _discovered: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def saw(self, queues: Iterable[str], now: float | None = None) -> None:
+        """Remember ``queues`` as seen now; of a name too long to track, only a digest."""
         stamp = time.time() if now is None else now
         with self._lock:
             for queue in queues:
-                self._seen[queue] = stamp
+                if trackable(queue):
+                    self._seen[queue] = stamp
+                    continue
+                digest = hashlib.blake2b(queue.encode("utf-8", "surrogatepass")).digest()
+                if digest not in self._too_long:
+                    log.warning("a queue's name is too long to track; its queue is left out",
+                                extra={"bytes": len(queue.encode("utf-8", "surrogatepass")),
+                                       "max_bytes": MAX_QUEUE_NAME_BYTES,
+                                       "begins": queue[:40]})  # fmt: skip
+                self._too_long[digest] = stamp
+
+    @property
+    def too_long(self) -> int:
+        """Queues seen whose names are too long to track (within ``memory``)."""
+        with self._lock:
+            return len(self._too_long)
 
     def known(self, now: float | None = None) -> list[str]:
         stamp = time.time() if now is None else now
@@ -44,6 +66,9 @@ class KnownQueues:
             for queue, seen in list(self._seen.items()):
                 if stamp - seen > self.memory:
                     del self._seen[queue]
+            for digest, seen in list(self._too_long.items()):
+                if stamp - seen > self.memory:
+                    del self._too_long[digest]
             known = sorted(set(self.configured) | set(self._seen))
             dropped = max(len(known) - self.limit, 0)
             if dropped and dropped != self.dropped:
@@ -72,3 +97,10 @@ class KnownQueues:
             self.saw(find())
             self._discovered = now
         return self.known()
+
+
+def trackable(name: str) -> bool:
+    """Whether a queue of this name is tracked: its name is MAX_QUEUE_NAME_BYTES or less."""
+    if len(name) * 4 <= MAX_QUEUE_NAME_BYTES:  # short enough whatever its characters
+        return True
+    return len(name.encode("utf-8", "surrogatepass")) <= MAX_QUEUE_NAME_BYTES

@@ -212,10 +212,12 @@ class AuthModule:
 @dataclass(frozen=True, slots=True)
 class LimitSettings:
     """Caps shared by every database one exporter process collects: collector runs at
-    once, and connections held open to one PostgreSQL server."""
+    once, and connections held open to one PostgreSQL server; and the series one
+    database serves at most."""
 
     collections: int = 8
     server_connections: int = 20
+    series: int = 50_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -473,7 +473,7 @@ class _Reader:
         )
 
     def limits(self) -> LimitSettings:
-        entry = self.mapping(("limits",), ("collections", "server_connections"))
+        entry = self.mapping(("limits",), ("collections", "server_connections", "series"))
         default = LimitSettings()
         return LimitSettings(
             collections=(
@@ -485,6 +485,11 @@ class _Reader:
                 self.integer(("limits", "server_connections"), 2, 10_000)
                 if "server_connections" in entry
                 else default.server_connections
+            ),
+            series=(
+                self.integer(("limits", "series"), 100, 100_000_000)
+                if "series" in entry
+                else default.series
             ),
         )
 

@@ -25,6 +25,7 @@ from pgq_exporter.collectors.base import Collector, Context, PartialCollectionEr
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines
+from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.connections import (
     CapReachedError,
@@ -51,6 +52,7 @@ class CollectorState:
     last_run: float = 0.0  # unix time the last run ended; 0: never
     error: str = "not run yet"
     ran: bool = False  # until the first run ends, nothing is known, not even failure
+    labels_cut: frozenset[str] = frozenset()  # label values of its samples cut to a bound
 
 
 @dataclass(eq=False)
@@ -204,7 +206,7 @@ class GroupRun:
             samples = slot.collector.collect(conn, self.ctx)
         except PartialCollectionError as exc:  # its transaction is whole: go on in it
             self._record_failure(slot, exc.cause, began, waited)
-            slot.state.samples = exc.samples
+            slot.state.samples, slot.state.labels_cut = bound_labels(exc.samples)
             return
         except psycopg.OperationalError as exc:
             if lost_connection(exc):
@@ -220,7 +222,8 @@ class GroupRun:
                 raise _SlotFailedError from None
             return
         state = slot.state
-        state.samples, state.success, state.error = samples, True, ""
+        state.samples, state.labels_cut = bound_labels(samples)
+        state.success, state.error = True, ""
         state.last_success = state.last_run = time.time()
         state.connection_wait, state.duration = waited, time.monotonic() - began
         state.ran = True
@@ -228,6 +231,7 @@ class GroupRun:
     def _record_failure(self, slot: Slot, exc: BaseException, began: float, waited: float) -> None:
         state = slot.state
         state.samples, state.success, state.error = [], False, _describe(exc)
+        state.labels_cut = frozenset()
         layout = self.ctx.layout
         if isinstance(exc, psycopg.errors.UndefinedTable) and (
             isinstance(layout, SchemaMapping) and layout.is_reference
@@ -251,6 +255,7 @@ class GroupRun:
         for slot in slots:
             state = slot.state
             state.samples, state.success, state.error = [], False, error
+            state.labels_cut = frozenset()
             state.last_run = time.time()
             state.connection_wait, state.duration = time.monotonic() - began, 0.0
             state.ran = True

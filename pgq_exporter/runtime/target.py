@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
+from pgq_exporter.catalogue import EXPORTER, SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.base import Context, Feed, feed_for
 from pgq_exporter.collectors.capabilities import layout_name, served
@@ -31,6 +31,7 @@ from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
+from pgq_exporter.labels import MAX_LABEL_BYTES
 from pgq_exporter.runtime.collection import CollectorState, GroupRun, Outcome, Slot, due_in, groups
 from pgq_exporter.runtime.connections import (
     SERVER_CONNECTIONS,
@@ -178,6 +179,8 @@ class Target:
         self._render_due = False  # a render job is waiting (see _render_soon)
         self._scheduler: Scheduler | None = None
         self._connect_failures = 0  # in a row
+        self._said_labels_cut = False
+        self.series_dropped = 0  # by limits.series, at the last render
         self._attached = False  # uses its connection string in the shared pool
         self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
         if self.layout is not None and kept is not None:
@@ -421,6 +424,9 @@ class Target:
             yield Sample("pgq_up", (), 1.0 if self.up else 0.0)
         yield from self._layout_samples
         yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
+        yield Sample("pgq_queue_names_too_long", (), float(self.queues.too_long))
+        yield Sample("pgq_series_dropped", (), float(self.series_dropped))
+        yield Sample("pgq_label_values_cut", (), float(len(self._labels_cut())))
         with self._lock:
             counts = dict(self.counts)
         for limit in (COLLECTIONS, SERVER_CONNECTIONS):
@@ -431,17 +437,43 @@ class Target:
 
     def lines(self) -> list[Lines]:
         """Every sample of the target as exposition lines: its own, then each collector's,
-        each made once after the collector's run rather than at every render."""
+        each made once after the collector's run rather than at every render; at most
+        limits.series of them, the collectors' own series always among them."""
         specs = self._specs()
-        parts = [sample_lines(specs, self.name, self.own_samples())]
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
         server_wide = not self.spec.always
+        budget = SeriesBudget(self.config.limits.series, specs)
+        parts = []
         for slot in list(self.slots.values()):
             if slot.lines is None:
                 slot.lines = sample_lines(specs, self.name, _slot_samples(slot, server_wide))
-            parts.append(slot.lines)
-        return parts
+            parts.append(budget.take(slot.lines))
+        self._series_dropped(budget.dropped)
+        return [sample_lines(specs, self.name, self.own_samples()), *parts]
+
+    def _series_dropped(self, dropped: int) -> None:
+        """Serve how many series the budget left out; said in the log as it starts."""
+        if dropped and not self.series_dropped:
+            log.warning(
+                "more series than limits.series; the rest are not served",
+                extra={"database": self.name, "series": self.config.limits.series,
+                       "dropped": dropped},
+            )  # fmt: skip
+        self.series_dropped = dropped
+
+    def _labels_cut(self) -> set[str]:
+        """The label values its collectors' last samples hold cut; said in the log the
+        first time there are any."""
+        cut = {value for slot in list(self.slots.values()) for value in slot.state.labels_cut}
+        if cut and not self._said_labels_cut:
+            self._said_labels_cut = True
+            log.warning(
+                "label values longer than the bound are served cut, with a hash",
+                extra={"database": self.name, "values": len(cut), "bytes": MAX_LABEL_BYTES,
+                       "first": min(cut)},
+            )  # fmt: skip
+        return cut
 
     def server_samples(self) -> list[AnySample]:
         """Its collectors' last samples of its server, not of its database."""
@@ -493,6 +525,31 @@ def _slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
         if server_wide or sample.metric not in SERVER_WIDE:
             yield sample
     yield from run_samples(slot.name, slot.state)
+
+
+class SeriesBudget:
+    """What is left of a target's series for the lines of its collectors, taken metric by
+    metric; the exporter's own metrics of a collector (how its runs went) are always
+    taken."""
+
+    def __init__(self, series: int, specs: dict[str, MetricSpec]) -> None:
+        self.left = series
+        self.dropped = 0
+        self._specs = specs
+
+    def take(self, lines: Lines) -> Lines:
+        taken: Lines = {}
+        for name, text in lines.items():
+            if self._specs[name].collector == EXPORTER:
+                taken[name] = text
+                continue
+            series = text.count("\n")
+            if series <= self.left:
+                taken[name] = text
+                self.left -= series
+            else:
+                self.dropped += series
+        return taken
 
 
 class CapLog:

@@ -138,3 +138,36 @@ def test_a_full_collections_cap_drops_runs_and_keeps_their_samples(
         exporter.stop()
     lines = [r for r in caplog.records if r.getMessage() == "collector runs dropped by a cap"]
     assert lines and lines[0].__dict__["limit"] == "collections"
+
+
+def test_a_database_serves_at_most_limits_series_and_says_how_many_it_left_out(
+    db: Database,
+) -> None:
+    with db.connect(autocommit=True) as conn:
+        for n in range(40):
+            conn.execute("SELECT pgq.enqueue(%s)", (f"q{n:02}",))
+    text = (
+        f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n"
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\nlimits: {series: 300}\n"
+    )
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        body = exporter.collect_once().decode()
+    finally:
+        exporter.stop()
+    samples = parse_samples(body)
+    dropped = value(samples, "pgq_series_dropped", database="main")
+    of_collectors = sum(
+        len(series) for name, series in samples.items()
+        if name.startswith("pgq_") and not name.startswith(("pgq_collector_", "pgq_build"))
+        and any(("database", "main") in labels for labels in series)
+    )  # fmt: skip
+    own = {"pgq_up", "pgq_layout_info", "pgq_metric_served", "pgq_queues_dropped",
+           "pgq_queue_names_too_long", "pgq_series_dropped", "pgq_label_values_cut",
+           "pgq_limit_delayed_total", "pgq_limit_dropped_total"}  # fmt: skip
+    served = of_collectors - sum(len(samples.get(name, {})) for name in own)
+    assert dropped > 0
+    assert served <= 300, served
+    # The collectors' own series are all there.
+    collectors = {dict(k)["collector"] for k in samples["pgq_collector_success"]}
+    assert {"queue_depth", "job_histograms", "table_health"} <= collectors

@@ -23,6 +23,7 @@ RANKS = {
     "queue": 3,
     "pg": 2,
     "exposition": 2,
+    "labels": 2,
     "catalogue": 1,
     "sql": 1,
     "samples": 1,

@@ -1,0 +1,48 @@
+"""Label values from a database's rows, bounded: a queue, task or status name is text
+an application writes, and a megabyte of it in a label would be a megabyte in every
+series that carries it, in every scrape.
+
+A value longer than MAX_LABEL_BYTES is cut to its first bytes, followed by ``~`` and a
+hash of the whole value, so that two long names that begin alike stay two series, and
+one name is always cut the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from pgq_exporter.samples import AnySample
+
+MAX_LABEL_BYTES = 128
+_HASH_CHARS = 12  # hex of the blake2b of the whole value
+_KEPT = MAX_LABEL_BYTES - 1 - _HASH_CHARS
+
+
+def bounded(value: str) -> str:
+    """``value``, or its cut form when it is longer than MAX_LABEL_BYTES in UTF-8."""
+    if len(value) * 4 <= MAX_LABEL_BYTES:  # short enough whatever its characters
+        return value
+    encoded = value.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_LABEL_BYTES:
+        return value
+    digest = hashlib.blake2b(encoded, digest_size=_HASH_CHARS // 2).hexdigest()
+    # A cut inside a character drops that character's first bytes too.
+    kept = encoded[:_KEPT].decode("utf-8", "ignore")
+    return f"{kept}~{digest}"
+
+
+def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozenset[str]]:
+    """The samples with every label value bounded, and the cut forms of the values that
+    were cut."""
+    out: list[AnySample] = []
+    cut: set[str] = set()
+    for sample in samples:
+        labels = sample.labels
+        if all(len(v) * 4 <= MAX_LABEL_BYTES for v in labels):
+            out.append(sample)
+            continue
+        shortened = tuple(bounded(v) for v in labels)
+        cut.update(s for s, v in zip(shortened, labels, strict=True) if s is not v)
+        out.append(sample._replace(labels=shortened))
+    return out, frozenset(cut)
