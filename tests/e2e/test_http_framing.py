@@ -67,3 +67,15 @@ def test_a_chunked_or_long_body_is_refused_and_the_connection_closed(db: Databas
         [b"HTTP/1.1 413 Request Entity Too Large"],
         [b"HTTP/1.1 400 Bad Request"],
     ]
+
+
+def test_a_malformed_head_gets_one_answer_and_nothing_after_it_is_read(db: Database) -> None:
+    """RFC 9112: no space before a header's colon, a colon in every header line, a
+    Content-Length of digits. Python's own parser dropped every header after such a line,
+    Content-Length with them, and answered the body as a second request."""
+    space = _with_body("POST /nope HTTP/1.1\r\nX-Junk : 1", HIDDEN)
+    colonless = _with_body("POST /nope HTTP/1.1\r\nX-Junk", HIDDEN)
+    superscript = b"POST /nope HTTP/1.1\r\nHost: x\r\nContent-Length: \xb3\r\n\r\n" + HIDDEN
+    with ExporterProcess(basic_config(db.dsn)) as exporter:
+        answers = [_exchange(exporter, p + LAST) for p in (space, colonless, superscript)]
+    assert answers == [[b"HTTP/1.1 400 Bad Request"]] * 3

@@ -7,8 +7,9 @@ import logging
 import pytest
 
 from pgq_exporter.cli.logsetup import JsonFormatter, LogfmtFormatter
+from pgq_exporter.http.connection import header_value
 from pgq_exporter.http.probe import failure_class
-from pgq_exporter.http.server import accepts, header_value
+from pgq_exporter.http.routes import accepts
 from pgq_exporter.redaction import remember_dsn, scrub
 
 
