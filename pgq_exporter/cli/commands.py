@@ -216,6 +216,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from pgq_exporter.runtime.preflight import check_connections, check_discovery  # noqa: PLC0415
 
     config = load_config(args.file)
+    web_config = args.web_config_file or config.web.config_file
+    if web_config:
+        from pgq_exporter.http.webconfig import read_web_config  # noqa: PLC0415
+
+        read_web_config(web_config)
     found = ""
     checked = []
     if args.connect:
@@ -504,6 +509,11 @@ def _add_exporter_commands(commands: Commands) -> None:
         "`permission denied`.",
     )
     check.add_argument("file")
+    check.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        help="also check this web config (default: the config's web.config_file)",
+    )
     check.add_argument(
         "--connect",
         action="store_true",

@@ -101,9 +101,12 @@ def read_text(path: str, source: str, what: str) -> str:
         raise ConfigError(f"{source}:{line}: the {what} is not UTF-8 text") from None
 
 
-def guard_permissions(path: str, source: str, what: str, *, secret: bool) -> None:
+def guard_permissions(
+    path: str, source: str, what: str, *, secret: bool, why: str = "it holds a password"
+) -> None:
     """A file others may write is refused when it holds a secret (they could send it
-    elsewhere), and warned of otherwise (they could change what the exporter does)."""
+    elsewhere) or decides who gets in (``why``), and warned of otherwise (they could
+    change what the exporter does)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -114,7 +117,7 @@ def guard_permissions(path: str, source: str, what: str, *, secret: bool) -> Non
     if who is None:
         return
     if secret:
-        raise UsageError(f"{source}: refusing the {what}: it holds a password and {who} may "
+        raise UsageError(f"{source}: refusing the {what}: {why} and {who} may "
                          f"change it (chmod go-w {path})")  # fmt: skip
     log.warning("%s: %s may change the %s (chmod go-w %s)", source, who, what, path)
 

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import bcrypt
 
-from pgq_exporter.config.yamlpos import ConfigError, Located, load_located, read_text
+from pgq_exporter.config.yamlpos import (
+    ConfigError,
+    Located,
+    guard_permissions,
+    load_located,
+    read_text,
+)
 
 _TLS_KEYS = ("cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version")
 # exporter-toolkit keys this server does not implement: refused, never ignored.
@@ -208,7 +214,7 @@ class WebConfigFile:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._stamp: float | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._config = WebConfig()
         self._context: tuple[tuple[int, ...], ssl.SSLContext] | None = None
         self._version = 0  # counts the loads of the file
@@ -240,13 +246,30 @@ class WebConfigFile:
         if not self.path:
             return self._config
         try:
-            stamp = Path(self.path).stat().st_mtime
+            found = Path(self.path).stat()
+            # A chmod changes the ctime and the mode, not the mtime: it is read again.
+            stamp = (found.st_mtime_ns, found.st_ctime_ns, found.st_mode)
         except OSError as exc:
             raise ConfigError(f"{self.path}: cannot read the web config: {exc.strerror}") from None
         with self._lock:
             if stamp != self._stamp:
-                text = read_text(self.path, self.path, "web config")
-                self._config = parse_web_config(text, self.path)
+                self._config = read_web_config(self.path)
                 self._stamp = stamp
                 self._version += 1
             return self._config
+
+
+# Who may write these decides who may read the metrics: their TLS identity, or its users.
+_DECIDES = "it decides who may read the metrics"
+
+
+def read_web_config(path: str) -> WebConfig:
+    """The web config at ``path``, refused when others may write it or the files it
+    names, as a config that gives a password is."""
+    guard_permissions(path, path, "web config", secret=True, why=_DECIDES)
+    config = parse_web_config(read_text(path, path, "web config"), path)
+    for key in ("cert_file", "key_file", "client_ca_file"):
+        if key in config.tls:
+            guard_permissions(config.tls[key], path, f"tls_server_config.{key}",
+                              secret=True, why=_DECIDES)  # fmt: skip
+    return config
