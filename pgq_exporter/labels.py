@@ -20,10 +20,13 @@ _KEPT = MAX_LABEL_BYTES - 1 - _HASH_CHARS
 
 
 def bounded(value: str) -> str:
-    """``value``, or its cut form when it is longer than MAX_LABEL_BYTES in UTF-8."""
+    """``value``, or its cut form when it is longer than MAX_LABEL_BYTES in UTF-8; bytes
+    that were not UTF-8 (a SQL_ASCII database's) read as U+FFFD."""
+    if not value.isascii():
+        value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if len(value) * 4 <= MAX_LABEL_BYTES:  # short enough whatever its characters
         return value
-    encoded = value.encode("utf-8", "surrogatepass")
+    encoded = value.encode("utf-8")
     if len(encoded) <= MAX_LABEL_BYTES:
         return value
     digest = hashlib.blake2b(encoded, digest_size=_HASH_CHARS // 2).hexdigest()
@@ -39,10 +42,14 @@ def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozens
     cut: set[str] = set()
     for sample in samples:
         labels = sample.labels
-        if all(len(v) * 4 <= MAX_LABEL_BYTES for v in labels):
+        if all(len(v) * 4 <= MAX_LABEL_BYTES and v.isascii() for v in labels):
             out.append(sample)
             continue
         shortened = tuple(bounded(v) for v in labels)
-        cut.update(s for s, v in zip(shortened, labels, strict=True) if s is not v)
+        cut.update(s for s, v in zip(shortened, labels, strict=True) if _too_long(v))
         out.append(sample._replace(labels=shortened))
     return out, frozenset(cut)
+
+
+def _too_long(value: str) -> bool:
+    return len(value.encode("utf-8", "surrogateescape")) > MAX_LABEL_BYTES

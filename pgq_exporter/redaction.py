@@ -1,11 +1,14 @@
-"""The secrets this process holds, and their removal from every text that leaves it.
+"""The secrets this process holds, and their removal from the texts made from them.
 
 Every connection string the process reads is remembered here: its password values
 are taken out by hand, so that a string libpq cannot parse still gives them up, raw
 as written and decoded, and in the escaped forms a log line, a JSON document or an
-HTML page would show. ``scrub`` removes them all from a log line, an HTTP body or
-header, or a message on stderr. It does not depend on how libpq words or quotes an
-error, which changes with the version and with what the string holds.
+HTML page would show. ``scrub`` removes them from a text made from a connection
+string (libpq's words about it, its parts): where a secret could be, at its source.
+It does not depend on how libpq words or quotes an error, which changes with the
+version and with what the string holds. A secret is masked only where it stands
+apart, never inside a longer word: the password "a" leaves "failed" as it is, which
+masked would tell the password.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ _KEYWORD = re.compile(r"(?:^|\s)(?:ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)"
 
 _lock = threading.Lock()
 _secrets: tuple[str, ...] = ()  # longest first, so a secret inside another goes too
+_pattern: re.Pattern[str] | None = None  # each secret where it stands apart
 
 
 def remember_dsn(dsn: str) -> None:
@@ -43,25 +47,34 @@ def remember_dsn(dsn: str) -> None:
 def remember_secrets(values: set[str]) -> None:
     """Remember these secret values (a password, say) for every later scrub."""
     found = {form for value in values for form in _shown_forms(value)}
-    global _secrets  # noqa: PLW0603 - one registry per process, read without the lock
+    global _secrets, _pattern  # noqa: PLW0603 - one registry per process, read without the lock
     with _lock:
         known = set(_secrets) | {s for s in found if s}
         _secrets = tuple(sorted(known, key=len, reverse=True))
+        _pattern = re.compile("|".join(_apart(secret) for secret in _secrets)) if known else None
 
 
 def forget_all() -> None:
     """Forget every secret (for tests, which read many configs in one process)."""
-    global _secrets  # noqa: PLW0603
+    global _secrets, _pattern  # noqa: PLW0603
     with _lock:
         _secrets = ()
+        _pattern = None
 
 
 def scrub(text: str) -> str:
-    """``text`` without any secret this process has read."""
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    """``text`` (made from a connection string) without any secret this process has
+    read, wherever one stands apart."""
+    pattern = _pattern
+    return text if pattern is None else pattern.sub(MASK, text)
+
+
+def _apart(secret: str) -> str:
+    """A pattern of ``secret`` not inside a longer word: no letter, digit or underscore
+    just before it where it begins with one, nor just after it where it ends with one."""
+    before = r"(?<!\w)" if re.match(r"\w", secret[0]) else ""
+    after = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
+    return before + re.escape(secret) + after
 
 
 def password_values(dsn: str) -> set[str]:

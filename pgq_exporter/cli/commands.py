@@ -20,7 +20,7 @@ from pgq_exporter.pg.dsn import parse_dsn
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.names import check_schema_name
 from pgq_exporter.queue.schema import apply_schema, check_compatible, render_schema
-from pgq_exporter.redaction import remember_dsn, remember_secrets, scrub
+from pgq_exporter.redaction import remember_dsn, remember_secrets
 
 if TYPE_CHECKING:
     from pgq_exporter.cli.doctor import Diagnosis
@@ -594,7 +594,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"pgq-exporter: {scrub(message)}", file=sys.stderr)
+    print(f"pgq-exporter: {message}", file=sys.stderr)
     return code
 
 

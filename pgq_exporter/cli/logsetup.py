@@ -7,8 +7,6 @@ import logging
 import sys
 import time
 
-from pgq_exporter.redaction import scrub
-
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -21,8 +19,7 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
         "msg": record.getMessage(),
     }
     fields.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
-    # No secret leaves in a log line, whichever field carries it.
-    return {k: scrub(v) if isinstance(v, str) else v for k, v in fields.items()}
+    return fields
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -32,7 +29,7 @@ class LogfmtFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        fields = {k: v if isinstance(v, str | int | float | bool) or v is None else scrub(str(v))
+        fields = {k: v if isinstance(v, str | int | float | bool) or v is None else str(v)
                   for k, v in _fields(record).items()}  # fmt: skip
         return json.dumps(fields)
 

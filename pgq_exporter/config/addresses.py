@@ -15,6 +15,7 @@ networks a name.
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
 import itertools
 import re
@@ -154,6 +155,18 @@ def normalise_pattern(pattern: str) -> str:
     if "" in labels:
         raise TargetSyntaxError("the host pattern is not a valid DNS name (an empty label)")
     return ".".join(label if set(label) & _PATTERN_EXTRA else _idna(label) for label in labels)
+
+
+def host_matches(host: str, pattern: str) -> bool:
+    """Whether a normalised host name matches a module's name pattern, label by label, as
+    a certificate's wildcard does: ``*`` (and ``?``, ``[...]``) stay within one DNS
+    label, so ``tenant-*`` matches ``tenant-1`` and never ``tenant-1.attacker.example``,
+    and ``*.db.internal`` matches ``a.db.internal`` and never ``a.b.db.internal``."""
+    labels = host.split(".")
+    wanted = pattern.split(".")
+    return len(labels) == len(wanted) and all(
+        fnmatch.fnmatchcase(label, part) for label, part in zip(labels, wanted, strict=True)
+    )
 
 
 def _is_address_pattern(pattern: str) -> bool:

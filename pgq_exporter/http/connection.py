@@ -24,7 +24,6 @@ import h11
 from pgq_exporter import __version__
 from pgq_exporter.http.routes import PLAIN, Request, Response, Routes
 from pgq_exporter.http.slots import Slots
-from pgq_exporter.redaction import scrub
 
 log = logging.getLogger("pgq_exporter.http")
 
@@ -131,8 +130,7 @@ class ClientConnection:
         self._write(request, response)
 
     def _write(self, request: Request | None, response: Response) -> None:
-        body = response.body if response.snapshot else scrub(response.body.decode(
-            "utf-8", "replace")).encode()  # fmt: skip
+        body = response.body
         headers = {
             "Server": SERVER,
             "Date": email.utils.formatdate(usegmt=True),
@@ -175,7 +173,7 @@ def _closing(status: HTTPStatus, why: str) -> Response:
 
 
 def header_value(text: str) -> str:
-    """One line of printable ASCII, at most 500 characters, without secrets: a header
-    must be Latin-1, and a raw newline would start a header of the client's choosing."""
-    text = scrub(" ".join(text.split()))
+    """One line of printable ASCII, at most 500 characters: a header must be Latin-1,
+    and a raw newline would start a header of the client's choosing."""
+    text = " ".join(text.split())
     return text.encode("ascii", "backslashreplace").decode("ascii")[:500]

@@ -21,7 +21,6 @@ from pgq_exporter.catalogue import metric
 from pgq_exporter.config import Config
 from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
 from pgq_exporter.exposition import Snapshot, families
-from pgq_exporter.redaction import scrub
 from pgq_exporter.runtime.layout import describe
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
@@ -166,7 +165,7 @@ def debug_text(target: Target, collected: bool, wait: float, detailed: bool = Fa
             f"connection; every {slot.plan.settings.interval:g}s, next in "
             f"{max(slot.due - time.monotonic(), 0):.1f}s"
         )
-    return scrub("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 # libpq's words for a failure, and the class a probe's reason header gives for them.

@@ -48,9 +48,7 @@ class Response:
     body: bytes
     content_type: str = PLAIN
     headers: dict[str, str] = field(default_factory=dict)
-    # A snapshot's body (numbers and names the exporter made) goes out as it is; every
-    # other body leaves without the process's secrets.
-    snapshot: bool = False
+    snapshot: bool = False  # a snapshot's body, in a scraper's form
     close: bool = False  # close the connection after it
 
 

@@ -8,7 +8,10 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.string import StrDumperUnknown
 
 from pgq_exporter.errors import DatabaseUnavailableError
 from pgq_exporter.pg.dsn import describe_connect_error, parse_dsn
@@ -23,6 +26,36 @@ Conn = psycopg.Connection[Any]
 # connection start, it also wins over a database's or role's own search_path. Every
 # object outside the catalog is named with its schema.
 PINNED_SEARCH_PATH = "pg_catalog, pg_temp"
+
+
+class _RawTextLoader(Loader):
+    """Text of a SQL_ASCII database, which may be any bytes: read as UTF-8, each byte
+    that is not kept as a surrogate, so that the name goes back to the database as the
+    very bytes it came as (psycopg would return bytes, never equal to a str)."""
+
+    def load(self, data: Buffer) -> str:
+        return bytes(data).decode("utf-8", "surrogateescape")
+
+
+class _RawTextDumper(StrDumperUnknown):
+    """A str back to a SQL_ASCII database: its surrogates as the bytes they stand for."""
+
+    def dump(self, obj: str) -> Buffer | None:
+        return obj.encode("utf-8", "surrogateescape")
+
+
+# The text types a collector reads names from.
+_TEXT_TYPES = ("text", "varchar", "bpchar", "name", '"char"')
+
+
+def readable(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """``conn``, reading text as str whatever the database's encoding: a SQL_ASCII
+    database converts nothing, so its text may be bytes of any encoding, or none."""
+    if conn.info.parameter_status("server_encoding") == "SQL_ASCII":
+        for name in _TEXT_TYPES:
+            conn.adapters.register_loader(name, _RawTextLoader)
+        conn.adapters.register_dumper(str, _RawTextDumper)
+    return conn
 
 
 def session_options(dsn: str) -> str:
@@ -47,13 +80,15 @@ def connect(
     """
     parse_dsn(dsn)
     try:
-        return psycopg.connect(
-            dsn,
-            options=session_options(dsn),
-            application_name=application_name,
-            autocommit=autocommit,
-            connect_timeout=connect_timeout,
-            **kwargs,
+        return readable(
+            psycopg.connect(
+                dsn,
+                options=session_options(dsn),
+                application_name=application_name,
+                autocommit=autocommit,
+                connect_timeout=connect_timeout,
+                **kwargs,
+            )
         )
     except (psycopg.OperationalError, UnicodeError) as exc:
         # UnicodeError: a host name that IDNA cannot encode, found only at lookup.

@@ -38,8 +38,9 @@ def redact(dsn: str) -> str:
 
 
 def describe_connect_error(dsn: str, exc: BaseException) -> str:
-    """One line explaining a failed connection, without the password."""
-    return f"cannot connect to PostgreSQL ({redact(dsn)}): {scrubbed(exc, dsn)}"
+    """One line explaining a failed connection, without the password: the string's parts
+    are scrubbed too, since libpq may read a piece of an unencoded password as a host."""
+    return scrub(f"cannot connect to PostgreSQL ({redact(dsn)}): {scrubbed(exc, dsn)}")
 
 
 def scrubbed(exc: BaseException, dsn: str, *, quoted: bool = False) -> str:

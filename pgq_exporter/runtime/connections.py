@@ -31,6 +31,7 @@ from pgq_exporter.config.addresses import TargetSyntaxError, normalise_host
 from pgq_exporter.pg.connect import (
     DEFAULT_APPLICATION_NAME,
     Conn,
+    readable,
     release_failed_attempt,
     session_options,
 )
@@ -213,7 +214,7 @@ class Connections:
             # Every transaction on it (BEGIN, with these) reads one snapshot and writes nothing.
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
-            return conn
+            return readable(conn)
         self._release(key)
         raise ConnectionUnavailableError(message)
 

@@ -10,7 +10,6 @@ trusts DNS. An address target must be in ``addresses:``.
 
 from __future__ import annotations
 
-import fnmatch
 import socket
 from collections.abc import Callable
 from dataclasses import replace
@@ -18,7 +17,7 @@ from dataclasses import replace
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.config import AuthModule
-from pgq_exporter.config.addresses import IPNetwork, ip_literal, parse_target
+from pgq_exporter.config.addresses import IPNetwork, host_matches, ip_literal, parse_target
 from pgq_exporter.runtime.target import Origin, TargetSpec
 
 Resolver = Callable[[str, int], list[str]]
@@ -62,7 +61,7 @@ def _allowed_address(module: AuthModule, host: str, port: int, resolver: Resolve
         if not _within(str(literal), module.addresses):
             raise ForbiddenTargetError(f"auth module {module.name} may not reach this address")
         return host
-    if not any(fnmatch.fnmatchcase(host, pattern) for pattern in module.hosts):
+    if not any(host_matches(host, pattern) for pattern in module.hosts):
         raise ForbiddenTargetError(f"auth module {module.name} may not reach this host")
     if not module.addresses:
         return ""

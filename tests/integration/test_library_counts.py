@@ -18,10 +18,11 @@ from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.collectors import counting, library_feed
 from pgq_exporter.config import parse_config
+from pgq_exporter.http.pages import landing_page
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, value
-from tests.support import run_cli
+from tests.support import admin_execute, run_cli, unique_name, with_dbname
 
 QUE_SCHEMA = Path(__file__).parents[1] / "libraries/que_schema.sql"
 ADD = (
@@ -178,3 +179,37 @@ def test_a_table_the_role_may_not_read_fails_only_the_collectors_that_read_it(
     assert value(samples, "pgq_queue_ready_jobs", **labels) == 5
     assert value(samples, "pgq_queue_jobs", status="processing", **labels) == 0
     assert ("status", "done") not in {p for k in samples["pgq_queue_jobs"] for p in k}
+
+
+LARAVEL_SCHEMA = Path(__file__).parents[1] / "libraries/laravel_schema.sql"
+
+
+def test_a_sql_ascii_database_is_read(server_dsn: str) -> None:
+    """SQL_ASCII converts nothing: its text may be any bytes, which psycopg gave as bytes
+    (a queue never matched its name); a name that is not UTF-8 is read with what is
+    not replaced."""
+    name = unique_name("pgq_ascii")
+    admin_execute(server_dsn, f"CREATE DATABASE \"{name}\" ENCODING 'SQL_ASCII' "
+                              "LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")  # fmt: skip
+    dsn = with_dbname(server_dsn, name)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(LARAVEL_SCHEMA.read_bytes())
+            conn.execute(
+                b"INSERT INTO jobs (queue, payload, attempts, available_at, created_at) "
+                b"VALUES ('laravel', '{}', 0, 0, 0), ('laravel', '{}', 0, 0, 0), "
+                b"('\xe9t\xe9', '{}', 0, 0, 0)"
+            )
+        text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: laravel\n"
+        exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+        try:
+            samples = parse_samples(exporter.collect_once().decode())
+            landing_page(exporter).encode()
+        finally:
+            exporter.stop()
+    finally:
+        admin_execute(server_dsn, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert value(samples, "pgq_up", database="main") == 1
+    assert value(samples, "pgq_queue_ready_jobs", database="main", queue="laravel") == 2
+    # The name goes back to the database as the bytes it came as: its job is counted.
+    assert value(samples, "pgq_queue_ready_jobs", database="main", queue="\ufffdt\ufffd") == 1

@@ -78,13 +78,36 @@ def test_a_target_outside_the_module_hosts_or_ports_is_forbidden(target: str, wo
 
 def test_a_name_pattern_never_matches_an_address_and_without_addresses_names_go_to_libpq() -> None:
     names_only = CONFIG.replace('addresses: ["10.1.2.3/32", "::1/128"]', "").replace(
-        '"*.db.internal"', '"*"'
+        '"*.db.internal"', '"*.example"'
     )
     with pytest.raises(ForbiddenTargetError, match="may not reach this address"):
         module_target(_module(names_only), "10.1.2.3/app", _no_lookup)
     params = conninfo_to_dict(module_target(_module(names_only), "any.example/app", _no_lookup)
                               .database.dsn)  # fmt: skip
     assert (params["host"], params["hostaddr"]) == ("any.example", "")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "matches"),
+    [
+        ("tenant-*", "tenant-1", True),
+        ("tenant-*", "tenant-1.attacker.example", False),
+        ("*.db.internal", "eu-1.db.internal", True),
+        ("*.db.internal", "eu-1.evil.db.internal", False),
+        ("*.db.internal", "db.internal", False),
+        ("*.*.db.internal", "eu-1.x.db.internal", True),
+        ("db-?.internal", "db-1.internal", True),
+        ("db-[ab].internal", "db-a.internal", True),
+    ],
+)
+def test_a_wildcard_stays_within_one_dns_label(pattern: str, host: str, matches: bool) -> None:
+    config = CONFIG.replace('"*.db.internal"', f'"{pattern}"').replace(
+        'addresses: ["10.1.2.3/32", "::1/128"]', "")  # fmt: skip
+    if matches:
+        assert module_target(_module(config), f"{host}/app", _no_lookup).database.dsn
+    else:
+        with pytest.raises(ForbiddenTargetError, match="may not reach this host"):
+            module_target(_module(config), f"{host}/app", _no_lookup)
 
 
 def test_with_addresses_a_name_is_resolved_once_and_the_connection_pinned_to_it() -> None:
