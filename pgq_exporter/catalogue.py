@@ -354,6 +354,12 @@ def metric(name: str) -> MetricSpec:
     return _BY_NAME[name]
 
 
+def metric_type(name: str) -> MetricType | None:
+    """The type of a catalogue metric; None for another (a custom collector's)."""
+    spec = _BY_NAME.get(name)
+    return spec.type if spec else None
+
+
 def names() -> frozenset[str]:
     return frozenset(_BY_NAME)
 

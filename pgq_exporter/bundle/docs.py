@@ -31,6 +31,13 @@ def metrics_markdown() -> str:
         "*postgres_exporter* column says whether `contrib/postgres_exporter/queries.yaml` "
         "yields the same name and labels.",
         "",
+        "**A counter of a new queue starts at 0.** A counter or histogram series that "
+        "appears after its collector's first run (a queue that appeared since, say) is "
+        "served at zero once, and with its value from the next run on: the jobs it had "
+        "finished by then are counted by `increase()`, which needs a sample before them. "
+        "At an exporter's first run every series is served as it is, since Prometheus may "
+        "hold it from before a restart.",
+        "",
         *_buckets_text(),
         "| metric | type | labels | collector | postgres_exporter | help |",
         "| --- | --- | --- | --- | --- | --- |",

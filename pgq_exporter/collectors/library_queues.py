@@ -44,7 +44,15 @@ def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
     layout = ctx.library
     if layout is None or "table_labels" not in layout.preset.blocks:
         return {}
-    return {str(t): str(label) for t, label in run_block(conn, layout, "table_labels", [])}
+    try:
+        # A savepoint: where the library's tables are not (a preset that does not match
+        # the database), the catalog collectors that ask go on, with the tables' names.
+        with conn.transaction():
+            rows = run_block(conn, layout, "table_labels", [])
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName,
+            psycopg.errors.InsufficientPrivilege):  # fmt: skip
+        return {}
+    return {str(t): str(label) for t, label in rows}
 
 
 def library_of(ctx: Context) -> LibraryLayout:

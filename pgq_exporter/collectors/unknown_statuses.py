@@ -6,7 +6,6 @@ count."""
 from __future__ import annotations
 
 import logging
-import time
 
 from psycopg import sql
 
@@ -16,8 +15,6 @@ from pgq_exporter.presets.library import LibraryLayout
 log = logging.getLogger("pgq_exporter.collectors")
 
 UNKNOWN = "unknown"
-# The enum is read again this often: it changes with a library's upgrade, not its work.
-CHECK_EVERY = 60.0
 
 
 def unknown_values(conn: Conn, layout: LibraryLayout) -> tuple[str, ...]:
@@ -35,24 +32,22 @@ class UnknownStatuses:
 
     def __init__(self) -> None:
         self._values: tuple[str, ...] = ()
-        self._checked = float("-inf")
 
     def counts(
         self, conn: Conn, layout: LibraryLayout, queues: list[str], database: str, cap: int
     ) -> dict[str, int]:
         """Per queue, the jobs in a status the preset does not know (up to cap + 1);
-        nothing when the library has none."""
-        now = time.monotonic()
-        if now - self._checked >= CHECK_EVERY:
-            values = unknown_values(conn, layout)
-            if values and values != self._values:
-                log.warning(
-                    "status values the preset does not know: their jobs are counted as "
-                    'status="unknown"',
-                    extra={"database": database, "preset": layout.preset.name,
-                           "values": ", ".join(values)},
-                )  # fmt: skip
-            self._values, self._checked = values, now
+        nothing when the library has none. The type's values are read at every run (a
+        few rows of the catalog): one it gains is counted at the next."""
+        values = unknown_values(conn, layout)
+        if values and values != self._values:
+            log.warning(
+                "status values the preset does not know: their jobs are counted as "
+                'status="unknown"',
+                extra={"database": database, "preset": layout.preset.name,
+                       "values": ", ".join(values)},
+            )  # fmt: skip
+        self._values = values
         if not self._values or not layout.preset.status_table:
             return {}
         table, queue_column, status_column = layout.preset.status_table

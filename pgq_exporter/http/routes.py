@@ -114,7 +114,7 @@ class Routes:
     def _ready(self) -> Response:
         if self.exporter.ready:
             return Response(HTTPStatus.OK, b"ready\n")
-        return Response(HTTPStatus.SERVICE_UNAVAILABLE, b"no successful collection yet\n")
+        return Response(HTTPStatus.SERVICE_UNAVAILABLE, b"first collection not done yet\n")
 
     def _landing(self) -> Response:
         page = landing_page(self.exporter).encode()

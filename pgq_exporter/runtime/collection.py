@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from pgq_exporter.catalogue import MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.config import SchemaMapping
@@ -33,13 +34,44 @@ from pgq_exporter.runtime.connections import (
     ConnectionUnavailableError,
 )
 from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE
-from pgq_exporter.samples import AnySample
+from pgq_exporter.samples import AnySample, HistogramSample
 from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.collection")
 
 # Collectors due within this much of each other run together.
 TOGETHER = 0.5
+
+
+@dataclass
+class Said:
+    """A failure as the log has said it: once as it starts, again at most every
+    REPEAT_EVERY while it lasts, and once as it ends; never at every run."""
+
+    REPEAT_EVERY = 600.0
+    NOT_DUE = -1
+
+    error: str = ""  # "" while nothing fails
+    at: float = 0.0  # time.monotonic() of the last line
+    since: int = 0  # failed runs since that line
+
+    def due(self, error: str, now: float) -> int:
+        """Whether a failure with ``error`` is to be said now: NOT_DUE, 0 for a new one,
+        or the failed runs since it was last said."""
+        if error != self.error:
+            self.error, self.at, self.since = error, now, 0
+            return 0
+        self.since += 1
+        if now - self.at < self.REPEAT_EVERY:
+            return self.NOT_DUE
+        runs, self.at, self.since = self.since, now, 0
+        return runs
+
+    def ended(self) -> bool:
+        """Whether a failure had been said, and is over now."""
+        ended = bool(self.error)
+        self.error, self.since = "", 0
+        return ended
 
 
 @dataclass
@@ -53,6 +85,10 @@ class CollectorState:
     error: str = "not run yet"
     ran: bool = False  # until the first run ends, nothing is known, not even failure
     labels_cut: frozenset[str] = frozenset()  # label values of its samples cut to a bound
+    sqlstate: str | None = None  # of its last failure, when the database gave one
+    # Its counter and histogram series served so far (see zero_new_series).
+    series: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+    said: Said = field(default_factory=Said)  # its failure, as the log has it
 
 
 @dataclass(eq=False)
@@ -222,9 +258,13 @@ class GroupRun:
                 raise _SlotFailedError from None
             return
         state = slot.state
-        state.samples, state.labels_cut = bound_labels(samples)
-        state.success, state.error = True, ""
+        bounded, state.labels_cut = bound_labels(samples)
+        state.samples = zero_new_series(bounded, state.series, first=not state.last_success)
+        state.success, state.error, state.sqlstate = True, "", None
         state.last_success = state.last_run = time.time()
+        if state.said.ended():
+            where = {"database": self.ctx.database.name, "collector": slot.name}
+            log.info("collector recovered", extra=where)
         state.connection_wait, state.duration = waited, time.monotonic() - began
         state.ran = True
 
@@ -232,6 +272,7 @@ class GroupRun:
         state = slot.state
         state.samples, state.success, state.error = [], False, _describe(exc)
         state.labels_cut = frozenset()
+        state.sqlstate = getattr(exc, "sqlstate", None)
         layout = self.ctx.layout
         if isinstance(exc, psycopg.errors.UndefinedTable) and (
             isinstance(layout, SchemaMapping) and layout.is_reference
@@ -240,25 +281,70 @@ class GroupRun:
         state.last_run = time.time()
         state.connection_wait, state.duration = waited, time.monotonic() - began
         state.ran = True
-        log.warning(
-            "collector failed",
-            extra={"database": self.ctx.database.name, "collector": slot.name, "err": state.error},
-        )
+        self._say_failure([slot], state.error)
 
     def _fail(self, slots: list[Slot], error: str, began: float) -> None:
         """Every slot of a run that found no connection: failed, its samples gone."""
-        log.warning(
-            "collector failed",
-            extra={"database": self.ctx.database.name,
-                   "collector": ", ".join(slot.name for slot in slots), "err": error},
-        )  # fmt: skip
         for slot in slots:
             state = slot.state
             state.samples, state.success, state.error = [], False, error
-            state.labels_cut = frozenset()
+            state.labels_cut, state.sqlstate = frozenset(), None
             state.last_run = time.time()
             state.connection_wait, state.duration = time.monotonic() - began, 0.0
             state.ran = True
+        self._say_failure(slots, error)
+
+    def _say_failure(self, slots: list[Slot], error: str) -> None:
+        """One line for the slots whose failure is new, or has lasted REPEAT_EVERY since
+        it was last said (with the failed runs since)."""
+        now = time.monotonic()
+        said = {slot.name: slot.state.said.due(error, now) for slot in slots}
+        due = [name for name, runs in said.items() if runs != Said.NOT_DUE]
+        if not due:
+            return
+        again = max(said[name] for name in due)
+        extra = {"database": self.ctx.database.name, "collector": ", ".join(due), "err": error}
+        if again:
+            extra["failed_runs_since"] = str(again)
+        log.warning("collector still failing" if again else "collector failed", extra=extra)
+
+
+# Series remembered at most, per collector; past it, a new one is served as it is.
+MAX_KEPT_SERIES = 1_000_000
+
+
+def zero_new_series(
+    samples: list[AnySample], served: set[tuple[str, tuple[str, ...]]], *, first: bool
+) -> list[AnySample]:
+    """The samples, where a counter's or histogram's series first appears after the
+    collector's first run (a queue that appeared since) served at zero this once: the
+    jobs it had then finished in between two runs, and increase() counts them only from
+    a sample before them. At the first run, every series is served as it is: a series
+    Prometheus already has from before a restart would read as a reset."""
+    if len(served) > MAX_KEPT_SERIES:
+        first = True
+    out: list[AnySample] = []
+    for sample in samples:
+        if metric_type(sample.metric) not in _CUMULATIVE:
+            out.append(sample)
+            continue
+        key = (sample.metric, sample.labels)
+        if key in served or first:
+            out.append(sample)
+        else:
+            out.append(_zero(sample))
+        if len(served) <= MAX_KEPT_SERIES:
+            served.add(key)
+    return out
+
+
+_CUMULATIVE = frozenset({MetricType.COUNTER, MetricType.HISTOGRAM})
+
+
+def _zero(sample: AnySample) -> AnySample:
+    if isinstance(sample, HistogramSample):
+        return sample._replace(buckets=tuple((le, 0.0) for le, _ in sample.buckets), sum=0.0)
+    return sample._replace(value=0.0)
 
 
 class _SlotFailedError(Exception):

@@ -118,7 +118,10 @@ class Exporter:
 
     @property
     def ready(self) -> bool:
-        """A first collection succeeded on every static target, and /metrics shows it."""
+        """The config is loaded and every static target's first collection has ended,
+        successful or not, and /metrics shows it. A database that is down says so in
+        its pgq_up, not here: a readiness probe that pulled the exporter would leave
+        the healthy databases unwatched."""
         return self._ready
 
     def statuses(self) -> Iterator[CollectorStatus]:
@@ -270,9 +273,9 @@ def _once_per_server(targets: list[Target]) -> list[AnySample]:
 
 
 def _ready(target: Target) -> bool:
-    """A collector of the target has succeeded, and its pgq_up says so: a collector's
-    success is recorded during its run, pgq_up only once the run has ended."""
-    return target.up is True and any(slot.state.last_success > 0 for slot in target.slots.values())
+    """The target's first collection has ended: every collector has run once, or the
+    database could not be reached (and its pgq_up says so)."""
+    return target.first_collection.is_set() and target.up is not None
 
 
 class _Renderer:

@@ -32,13 +32,21 @@ from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
 from pgq_exporter.labels import MAX_LABEL_BYTES
-from pgq_exporter.runtime.collection import CollectorState, GroupRun, Outcome, Slot, due_in, groups
+from pgq_exporter.runtime.collection import (
+    CollectorState,
+    GroupRun,
+    Outcome,
+    Said,
+    Slot,
+    due_in,
+    groups,
+)
 from pgq_exporter.runtime.connections import (
     SERVER_CONNECTIONS,
     Connections,
     ConnectionUnavailableError,
 )
-from pgq_exporter.runtime.layout import needs_catalog, resolve
+from pgq_exporter.runtime.layout import describe, needs_catalog, resolve
 from pgq_exporter.runtime.scheduler import UNBUDGETED, Lane, Scheduler
 from pgq_exporter.samples import AnySample, Sample
 
@@ -180,6 +188,9 @@ class Target:
         self._scheduler: Scheduler | None = None
         self._connect_failures = 0  # in a row
         self._said_labels_cut = False
+        self._said_unreachable = Said()
+        self._redetect_at = 0.0  # time.monotonic() the layout may next be found again
+        self._redetect_wait = 0.0
         self.series_dropped = 0  # by limits.series, at the last render
         self._attached = False  # uses its connection string in the shared pool
         self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
@@ -252,6 +263,8 @@ class Target:
                 self._unreachable(f"{type(exc).__name__}: {first_line(exc)}")
                 return False
         self.error = ""
+        if self._said_unreachable.ended():
+            log.info("target reachable", extra={"database": self.name})
         if not self.slots:
             self._plan(self.layout)
         return True
@@ -264,7 +277,12 @@ class Target:
 
     def _unreachable(self, error: str) -> None:
         self.up, self.error = False, error
-        log.warning("target not reachable", extra={"database": self.name, "err": error})
+        runs = self._said_unreachable.due(error, time.monotonic())
+        if runs != Said.NOT_DUE:
+            extra = {"database": self.name, "err": error}
+            if runs:
+                extra["failed_tries_since"] = str(runs)
+            log.warning("target not reachable", extra=extra)
         self._render()
 
     def _retry_every(self) -> float:
@@ -355,7 +373,62 @@ class Target:
                 self._run_backed_off_groups(due)
             self.up = run.up
             self._connect_failures = 0 if run.up else self._connect_failures + 1
+        if run.up and self._layout_in_doubt():
+            self._detect_again()
         self._render_soon(last)
+
+    # -- a layout found by `auto` that the database no longer has --------------------
+    def _layout_in_doubt(self) -> bool:
+        """Whether the layout was found on the database (`auto`, or a library without its
+        schema) and every queue collector now fails as a wrong layout fails: a table,
+        column, type or function it names is not there."""
+        if not needs_catalog(self.spec.database.layout):
+            return False
+        queue = [s.state for s in self.slots.values() if s.plan.reads_queue_tables and s.state.ran]
+        return bool(queue) and all(
+            not state.success and state.sqlstate in WRONG_LAYOUT for state in queue
+        )
+
+    def _detect_again(self) -> None:
+        """Find the layout again, at most every RETRY of its own, which doubles while the
+        database's layout stays the same, up to REDETECT_CAP; a new one is taken, in one
+        log line and a new pgq_layout_info."""
+        now = time.monotonic()
+        if now < self._redetect_at:
+            return
+        self._redetect_wait = min(2 * self._redetect_wait or self._retry_every(), REDETECT_CAP)
+        self._redetect_at = now + self._redetect_wait
+        try:
+            found = self._resolve()
+        except Exception as exc:  # found again at its next due time
+            log.debug("layout not found again", extra={"database": self.name,
+                                                        "err": first_line(exc)})  # fmt: skip
+            return
+        if found == self.layout:
+            return
+        log.warning("preset auto: the database's queue layout changed",
+                    extra={"database": self.name,
+                           "was": describe(self.layout) if self.layout else "",
+                           "now": describe(found)})  # fmt: skip
+        self._redetect_wait = 0.0
+        self._replan(found)
+
+    def _replan(self, layout: Layout) -> None:
+        """The collectors of ``layout`` in place of the current ones, scheduled now."""
+        with self._lock:
+            for job in self._jobs:
+                job.replaced = True
+            said = {name: slot.state.said for name, slot in self.slots.items()}
+            self.layout = layout
+            self.slots = {}
+            self._plan(layout)
+            for name, slot in self.slots.items():  # a failure said ends when it ends
+                slot.state.said = said.get(name, slot.state.said)
+            self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
+            jobs = list(self._jobs)
+        if self._scheduler is not None:
+            for job in jobs:
+                self._scheduler.now(job, self.lane)
 
     def _render_soon(self, last: bool) -> None:
         """Render now when no other group of the target runs; else within RENDER_WAIT,
@@ -525,6 +598,12 @@ def _slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
         if server_wide or sample.metric not in SERVER_WIDE:
             yield sample
     yield from run_samples(slot.name, slot.state)
+
+
+# SQLSTATEs of SQL that names what the database does not have: a table, a column, a
+# type, a function, a schema. Not 42501 (permission denied): that is a grant.
+WRONG_LAYOUT = frozenset({"42P01", "42703", "42704", "42883", "3F000"})
+REDETECT_CAP = 600.0
 
 
 class SeriesBudget:

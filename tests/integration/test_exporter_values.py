@@ -498,6 +498,8 @@ def test_jobs_finished_while_no_exporter_runs_are_counted_by_the_next_one(
             conn.execute("SELECT enqueue_batch('q', array_fill('{}'::jsonb, ARRAY[6]))")
             for job in _claim(conn, "q", 3):
                 conn.execute("SELECT complete(%s, %s)", job)
+        new = parse_samples(first.collect_once().decode())
+        assert value(new, "pgq_jobs_completed_total", **labels) == 0  # a new queue's: 0 once
         counted = parse_samples(first.collect_once().decode())
         assert value(counted, "pgq_jobs_completed_total", **labels) == 3
     finally:
@@ -530,3 +532,26 @@ def test_a_collector_on_a_database_without_the_reference_queue_says_to_set_prese
     finally:
         exporter.stop()
     assert errors and all("set `preset:` (`preset: auto` finds it)" in e for e in errors), errors
+
+
+def test_a_new_queues_counters_start_at_zero(db: Database) -> None:
+    """A queue that appears after the first collection: its totals are served at 0 once,
+    then as they are, so that increase() counts the jobs it had finished by then."""
+    config = basic_config(db.dsn)
+    exporter = Exporter(parse_config(config, "test.yaml", os.environ))
+    try:
+        exporter.collect_once()
+        with db.connect(autocommit=True) as conn:
+            for _ in range(5):
+                job = conn.execute("SELECT pgq.enqueue('fresh')").fetchone()
+                assert job is not None
+            claimed = conn.execute("SELECT id, lease_token FROM pgq.claim('fresh', 5)").fetchall()
+            for job_id, token in claimed:
+                conn.execute("SELECT pgq.complete(%s, %s)", (job_id, token))
+        first = parse_samples(exporter.collect_once().decode())
+        second = parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+    labels = {"database": "main", "queue": "fresh"}
+    assert value(first, "pgq_jobs_completed_total", **labels) == 0
+    assert value(second, "pgq_jobs_completed_total", **labels) == 5

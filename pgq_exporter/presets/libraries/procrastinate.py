@@ -30,8 +30,8 @@ PRESET = LibraryPreset(
         "index_depth": (QUEUE_DEPTH,),
         "index_finished": (JOB_HISTOGRAMS, QUEUE_WINDOW),
     },
-    # Its status type, the values its blocks count ("aborting" is legacy: no release
-    # since 3.0 writes it), and where a job's queue and status are.
+    # Its status type, the values its blocks count ("aborting", which no release since
+    # 3.0 writes, as processing), and where a job's queue and status are.
     status_enum="procrastinate_job_status",
     known_statuses=("todo", "doing", "succeeded", "failed", "cancelled", "aborted", "aborting"),
     status_table=("procrastinate_jobs", "queue_name", "status"),

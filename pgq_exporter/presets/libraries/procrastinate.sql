@@ -3,8 +3,9 @@
 --
 -- States: todo is pending (ready when scheduled_at is NULL or past, delayed
 -- when it is in the future, as after deferred_for_retry); doing is
--- processing; succeeded is done; failed is failed; cancelled and aborted are
--- cancelled. Finished jobs stay in the table until the library's
+-- processing, and so is aborting (a running job asked to stop, as 2.x wrote it;
+-- no 3.x release writes it, but a database upgraded from 2.x may hold some);
+-- succeeded is done; failed is failed; cancelled and aborted are cancelled. Finished jobs stay in the table until the library's
 -- delete_old_jobs removes them.
 
 -- name: queues
@@ -31,9 +32,13 @@ SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'todo' AND j.scheduled_at > now()
             LIMIT {delayed_cap}) AS c) AS delayed,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
-            WHERE j.queue_name = q.queue AND j.status = 'doing'
-            LIMIT {processing_cap}) AS c) AS processing,
+       least({processing_cap},
+             (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+                  WHERE j.queue_name = q.queue AND j.status = 'doing'
+                  LIMIT {processing_cap}) AS c)
+             + (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
+                  WHERE j.queue_name = q.queue AND j.status = 'aborting'
+                  LIMIT {processing_cap}) AS c)) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.procrastinate_jobs j
             WHERE j.queue_name = q.queue AND j.status = 'succeeded'
             LIMIT {done_cap}) AS c) AS done,
@@ -47,16 +52,27 @@ FROM unnest({queues}) AS q(queue);
 
 -- name: unfinished
 -- The unfinished jobs per queue, uncapped, in one pass through the todo-and-doing
--- partial index (procrastinate_jobs_id_lock_idx_v1), for recounts.
-SELECT j.queue_name::text AS queue,
-       count(*) FILTER (WHERE j.status = 'todo'
-                          AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())) AS ready,
-       count(*) FILTER (WHERE j.status = 'todo' AND j.scheduled_at > now()) AS delayed,
-       count(*) FILTER (WHERE j.status = 'doing') AS processing
-FROM {schema}.procrastinate_jobs j
-WHERE j.status = ANY (ARRAY['todo', 'doing']::{schema}.procrastinate_job_status[])
-  AND j.queue_name = ANY ({queues})
-GROUP BY j.queue_name;
+-- partial index (procrastinate_jobs_id_lock_idx_v1), and the aborting ones apart
+-- (through the queue's index), for recounts.
+SELECT u.queue, sum(u.ready) AS ready, sum(u.delayed) AS delayed,
+       sum(u.processing) AS processing
+FROM (
+    SELECT j.queue_name::text AS queue,
+           count(*) FILTER (WHERE j.status = 'todo'
+                              AND (j.scheduled_at IS NULL OR j.scheduled_at <= now())) AS ready,
+           count(*) FILTER (WHERE j.status = 'todo' AND j.scheduled_at > now()) AS delayed,
+           count(*) FILTER (WHERE j.status = 'doing') AS processing
+    FROM {schema}.procrastinate_jobs j
+    WHERE j.status = ANY (ARRAY['todo', 'doing']::{schema}.procrastinate_job_status[])
+      AND j.queue_name = ANY ({queues})
+    GROUP BY j.queue_name
+    UNION ALL
+    SELECT j.queue_name::text, 0, 0, count(*)
+    FROM {schema}.procrastinate_jobs j
+    WHERE j.status = 'aborting' AND j.queue_name = ANY ({queues})
+    GROUP BY j.queue_name
+) AS u
+GROUP BY u.queue;
 
 -- name: totals
 -- The finished jobs per queue and state, uncapped, in one pass (for recounts).
