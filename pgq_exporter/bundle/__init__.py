@@ -8,6 +8,7 @@ JSON with sorted keys, YAML in a fixed key order.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from pgq_exporter.bundle import (
     runbooks,
 )
 from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.config import PRESET_LAYOUTS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
 RULES_FILE = "alerts/pgq-alerts.yaml"
@@ -61,6 +63,10 @@ REGIONS = (
     ("docs/presets.md", "preset-indexes", "html", docs.preset_indexes_table),
     ("docs/presets.md", "alerts-by-preset", "html", presets.alerts_by_preset_table),
     ("examples/config.yaml", "presets", "yaml", docs.preset_names),
+    *(
+        ("docs/presets.md", f"served-{name}", "html", partial(docs.served_text, name))
+        for name in (*PRESET_LAYOUTS, *LIBRARY_PRESETS)
+    ),
 )
 
 

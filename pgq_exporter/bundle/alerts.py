@@ -140,12 +140,12 @@ TABLE_KEY = (*DB_KEY, "table")
 # minutes (a collector that fails is covered by the alert's blind branch instead).
 XMIN_SPAN = "30s"
 XMIN_CONFIRM = (
-    "SELECT pid, state, now() - xact_start AS held, age(backend_xid),\n"
+    "SELECT datname, pid, usename, state, now() - xact_start AS held, age(backend_xid),\n"
     "       age(backend_xmin), query\n"
     "FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL\n"
     "ORDER BY xact_start;\n"
-    "SELECT slot_name, age(xmin), age(catalog_xmin) FROM pg_replication_slots;\n"
-    "SELECT gid, prepared, age(transaction) FROM pg_prepared_xacts;"
+    "SELECT slot_name, database, age(xmin), age(catalog_xmin) FROM pg_replication_slots;\n"
+    "SELECT gid, database, prepared, age(transaction) FROM pg_prepared_xacts;"
 )
 XMIN_ACTION = (
     "End the long transaction (pg_terminate_backend), drop an abandoned replication slot, "

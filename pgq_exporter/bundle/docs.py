@@ -4,6 +4,8 @@ presets, from their declarations."""
 
 from __future__ import annotations
 
+import textwrap
+
 from pgq_exporter.bundle.postgres_exporter import CAP, SUPPORTED
 from pgq_exporter.catalogue import (
     CATALOGUE,
@@ -14,10 +16,11 @@ from pgq_exporter.catalogue import (
     QUEUE_WINDOW,
     columns_left_out,
 )
+from pgq_exporter.collectors.capabilities import served
 from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS
 from pgq_exporter.config.reader import human
 from pgq_exporter.presets.detect import TABLE_PRESETS
-from pgq_exporter.presets.library import LIBRARY_PRESETS
+from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 
 
 def metrics_markdown() -> str:
@@ -92,6 +95,44 @@ def presets_table() -> str:
             detected += f"; version from `{preset.version_from}`"
         rows.append(f"| `{preset.name}` | {preset.title} | {', '.join(gives)} | {detected} |")
     return "\n".join(rows)
+
+
+# What docs/presets.md says a preset serves, in this order: the metrics, in words.
+_SERVED_WORDS = (
+    (("pgq_queue_ready_jobs", "pgq_queue_delayed_jobs"), "ready and delayed jobs"),
+    (("pgq_queue_oldest_ready_age_seconds",), "the oldest ready job's age"),
+    (("pgq_queue_stuck_jobs",), "stuck jobs"),
+    (("pgq_queue_exhausted_jobs",), "exhausted jobs"),
+    (("pgq_queue_window_finished_jobs",), "the windows' finished jobs"),
+    (("pgq_queue_window_failure_ratio",), "the windows' failure ratio"),
+    (("pgq_queue_window_processing_seconds",), "the windows' processing percentiles"),
+    (("pgq_job_processing_seconds",), "the processing-time histogram"),
+    (("pgq_job_wait_seconds",), "the wait-time histogram"),
+    (("pgq_jobs_completed_total",), "the completed counter"),
+    (("pgq_jobs_failed_total",), "the failed counter"),
+)
+
+
+def served_text(name: str) -> str:
+    """What a preset serves and does not, from the same facts as the tables (its
+    declaration, and what its layout records): a paragraph of docs/presets.md."""
+    library = LIBRARY_PRESETS.get(name)
+    layout = LibraryLayout(library, library.schema) if library else PRESET_LAYOUTS[name]
+    metrics = served(layout)
+    statuses = (layout.preset.statuses if isinstance(layout, LibraryLayout)
+                else ("pending", "processing", "done", "failed"))  # fmt: skip
+    yes = [f"the counts of {_listed(list(statuses))} jobs"]
+    no = []
+    for names, words in _SERVED_WORDS:
+        (yes if all(metrics[n] for n in names) else no).append(words)
+    text = f"Served: {_listed(yes)}."
+    if no:
+        text += f" Not served: {_listed(no)}."
+    return "\n".join(textwrap.wrap(text, 78, break_on_hyphens=False))
+
+
+def _listed(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def preset_params_table() -> str:

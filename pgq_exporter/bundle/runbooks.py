@@ -17,6 +17,7 @@ from pgq_exporter.bundle.promql import number
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.collectors.library_sql import render_block
 from pgq_exporter.presets.library import CAPPED, LIBRARY_PRESETS, LibraryLayout, LibraryPreset
+from pgq_exporter.sql import query
 
 # A library's queue alerts: what confirms each (the preset's blocks, in order, with what
 # each shows) and which of its remedies acts on it.
@@ -25,12 +26,13 @@ CONFIRMS: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {
     "PgqOldestReadyJobTooOld": ((("oldest_ready", "the age of its oldest ready job"),),
                                 "workers"),
     "PgqQueueStalled": ((("depth", "the queue's jobs by state"),
-                         ("finished", "the jobs it finished in the last hour")), "workers"),
+                         ("finished", "how many jobs it finished in the last hour, and when "
+                          "the last one finished")), "workers"),
     "PgqStuckJobs": ((("stuck", "its jobs abandoned by the library's own rule"),), "stuck"),
     "PgqExhaustedJobsPiling": ((("stuck", "its abandoned jobs, and those with no attempt "
                                  "left"),), "stuck"),
-    "PgqFailureRatioHigh": ((("finished", "the jobs it finished in the last hour (done "
-                              "false: failed)"),), "failed"),
+    "PgqFailureRatioHigh": ((("finished", "the jobs it finished in the last hour, how "
+                              "many failed, and the failure ratio"),), "failed"),
 }  # fmt: skip
 # {queues} and {since} as a runbook writes them out; the caps are NULL (no limit).
 QUEUE = "QUEUE"
@@ -59,7 +61,16 @@ def confirm_query(preset: LibraryPreset, block: str, queue: str = QUEUE) -> str:
     queues = sql.SQL("ARRAY[{}]").format(sql.Literal(queue))
     statement = render_block(layout, block, per_queue, caps=dict.fromkeys(CAPPED),
                              queues=queues, since=SINCE)  # fmt: skip
-    lines = statement.as_string().strip().splitlines()
+    text = _without_comments(statement.as_string())
+    if block == "finished":  # one row per job and every queue's: summed up for the queue
+        summary = sql.SQL(_without_comments(query("runbooks.sql", "finished_summary")))
+        text = summary.format(finished=sql.SQL(text.rstrip(";")),
+                              queue=sql.Literal(queue)).as_string()  # fmt: skip
+    return text
+
+
+def _without_comments(text: str) -> str:
+    lines = text.strip().splitlines()
     return "\n".join(line for line in lines if not line.lstrip().startswith("--"))
 
 

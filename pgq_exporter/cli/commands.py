@@ -123,7 +123,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
             if [f.preset for f in found].count(library.preset) == 1
             else (f"{library.preset}_{library.schema}")
         )
-        print(f"  - name: {name}\n    dsn_env: DATABASE_DSN\n    preset: {library.preset}\n"
+        print(f"  - name: {name}\n    dsn_env: DATA_SOURCE_NAME\n    preset: {library.preset}\n"
               f"    schema: {library.schema}")  # fmt: skip
     return 0
 
@@ -136,12 +136,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     dsn = _dsn(args)
     choice = _doctor_layout(args)
     slow = parse_duration_flag(args.slow, "--slow", zero=True)
+    failed = []
     with connection(dsn) as conn:
         layout = resolve(choice, conn, "--dsn").layout
         print(f"layout: {describe(layout)}")
-        for diagnosis in diagnose(conn, dsn, layout, args.min_rows):
+        diagnoses = diagnose(conn, dsn, layout, args.min_rows)
+        for diagnosis in diagnoses:
             if diagnosis.error:
                 print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
+                failed.append(diagnosis.collector)
                 continue
             took = f"{diagnosis.seconds * 1000:8.1f} ms"
             print(f"{diagnosis.collector:<16} {took}, {diagnosis.statements} statements, "
@@ -157,6 +160,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 print(f"  slow: a sequential scan of {scan.schema}.{scan.table} "
                       f"({scan.rows:,} rows); an index that may avoid it:")  # fmt: skip
                 print(f"    {suggestion(conn, diagnosis, scan, layout)}")
+    if failed:
+        raise PgqError(f"{len(failed)} of {len(diagnoses)} queue collectors fail on this "
+                       f"database ({', '.join(failed)}): see their lines above")  # fmt: skip
     return 0
 
 
@@ -215,7 +221,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     from pgq_exporter.config import load_config  # noqa: PLC0415
     from pgq_exporter.runtime.preflight import check_connections, check_discovery  # noqa: PLC0415
 
-    config = load_config(args.file)
+    if args.file:
+        config, name = load_config(args.file), args.file
+    else:
+        from pgq_exporter.cli.serve import without_config  # noqa: PLC0415
+
+        config, name = without_config(default_dsn()), "(no config: what serve reads)"
     web_config = args.web_config_file or config.web.config_file
     if web_config:
         from pgq_exporter.http.webconfig import read_web_config  # noqa: PLC0415
@@ -229,7 +240,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
             found = f", {len(check_discovery(config))} discovered target(s)"
     custom = sum(len(c.metrics) for c in config.custom)
     print(
-        f"{args.file}: ok ({len(config.databases)} database(s), {len(config.targets)} "
+        f"{name}: ok ({len(config.databases)} database(s), {len(config.targets)} "
         f"target(s){found}, {len(config.custom)} custom collector(s) with {custom} metric(s))"
     )
     for database in checked:
@@ -508,7 +519,12 @@ def _add_exporter_commands(commands: Commands) -> None:
         "libraries (it names them). An error names the config line; a missing grant says "
         "`permission denied`.",
     )
-    check.add_argument("file")
+    check.add_argument(
+        "file",
+        nargs="?",
+        help="the config (default: none, as serve reads it: one database from "
+        "$PGQ_DSN, $DATA_SOURCE_NAME or libpq's PG* variables, preset: auto)",
+    )
     check.add_argument(
         "--web.config.file",
         dest="web_config_file",

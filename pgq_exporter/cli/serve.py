@@ -23,13 +23,17 @@ from pgq_exporter.runtime.preflight import check_custom_sql
 log = logging.getLogger("pgq_exporter")
 
 
+def without_config(default_dsn: str) -> Config:
+    """What serve reads without a config: one database, whatever queue it holds (as the
+    container's config)."""
+    dsn = with_environment(default_dsn)
+    return Config(
+        databases=(DatabaseConfig("default", dsn, layout=AutoLayout()),), source="(no config)"
+    )
+
+
 def resolve_config(args: argparse.Namespace, default_dsn: str) -> Config:
-    if args.config:
-        config = load_config(args.config)
-    else:
-        # No config: one database, whatever queue it holds (as the container's config).
-        dsn = with_environment(default_dsn)
-        config = Config(databases=(DatabaseConfig("default", dsn, layout=AutoLayout()),))
+    config = load_config(args.config) if args.config else without_config(default_dsn)
     web = config.web
     if args.listen_address:
         try:

@@ -521,6 +521,9 @@ class _Reader:
         schema = self.string((*path, "schema")) if "schema" in entry else preset.schema
         params = preset.defaults
         if "preset_params" in entry:
+            if not preset.params and entry["preset_params"]:
+                raise self.fail((*path, "preset_params"),
+                                f"the {preset.name} preset takes no parameters")  # fmt: skip
             given = self.mapping((*path, "preset_params"), tuple(preset.params))
             for key in given:
                 param = preset.params[key]

@@ -111,9 +111,11 @@ def check_connections(config: Config) -> list[Checked]:
     """Connect to every database and run every collector once, as ``serve`` would, in
     a read-only transaction; the first failure is a ConfigError naming it."""
     check_custom_sql(config)
-    quiet = logging.getLogger("pgq_exporter.collection")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # a failure is reported once, below, not logged too
+    # A failure is reported once, below, not logged too.
+    quiet = [logging.getLogger(f"pgq_exporter.{name}") for name in ("collection", "targets")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
     connections = Connections(config.limits.server_connections)
     specs = metric_specs(config)
     targets = [
@@ -123,7 +125,8 @@ def check_connections(config: Config) -> list[Checked]:
     try:
         return [_check_target(target, config) for target in targets]
     finally:
-        quiet.setLevel(level)
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
         for target in targets:
             target.stop()
         connections.close()
@@ -132,7 +135,7 @@ def check_connections(config: Config) -> list[Checked]:
 def _check_target(target: Target, config: Config) -> Checked:
     name = target.name
     target.collect_now()
-    where = _choice_place(target.spec.database.layout) or f"{config.source}: database {name!r}"
+    where = _choice_place(target.spec.database.layout) or config.source
     if target.layout is None:
         raise ConfigError(f"{where}: database {name!r}: {_explained(target.error)}")
     _check_layout(name, target.spec.database, target.layout, config)

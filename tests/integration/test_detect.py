@@ -54,7 +54,7 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
     assert listed.splitlines() == [f.describe() for f in found]
     assert f"pgq: schema pgq, version {LATEST} (pgq-exporter's reference queue" in listed
     # The entries, pasted under databases:, name each library's preset and schema.
-    config = parse_config("databases:\n" + entries, "pasted.yaml", {"DATABASE_DSN": db.dsn})
+    config = parse_config("databases:\n" + entries, "pasted.yaml", {"DATA_SOURCE_NAME": db.dsn})
     layouts = [(d.name, describe(d.layout)) for d in config.databases]
     assert layouts == [
         ("laravel", "preset laravel, schema laravel"),
@@ -112,3 +112,11 @@ def test_check_config_under_auto_says_permission_denied_at_the_preset_line(
     assert_clean_failure(result, f"{config}:4: databases[0].preset: database 'main':",
                          "permission denied", "schema grant-monitor")  # fmt: skip
     assert result.returncode == 2
+
+
+def test_check_config_without_a_file_checks_what_serve_reads(db: Database) -> None:
+    """No config: one database from $DATA_SOURCE_NAME, preset: auto, as serve reads it."""
+    result = run_cli("check-config", "--connect", env={"DATA_SOURCE_NAME": db.dsn, "PGQ_DSN": ""})
+    assert result.returncode == 0, result.stderr
+    assert "(no config: what serve reads): ok (1 database(s)" in result.stdout
+    assert "pgq" in result.stdout

@@ -110,3 +110,11 @@ def test_doctor_suggests_no_index_for_a_table_too_small_to_matter(empty_db: Data
     assert result.returncode == 0, result.stderr
     assert "CREATE INDEX" not in result.stdout
     assert "no remedy is known" in result.stdout
+
+
+def test_doctor_fails_when_the_collectors_fail(empty_db: Database) -> None:
+    """A preset the database does not have: every queue collector fails, and doctor says
+    so in its exit status and one line on stderr."""
+    result = run_cli("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate")
+    assert "fails:" in result.stdout
+    assert_clean_failure(result, "queue collectors fail on this database")

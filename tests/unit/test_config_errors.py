@@ -469,6 +469,14 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
         "unknown key",
     ),
     (
+        "preset-params-of-a-preset-that-takes-none",
+        "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: pgboss\n"
+        "    preset_params:\n      expire_in: 5s\n",
+        5,
+        "databases[0].preset_params",
+        "the pgboss preset takes no parameters",
+    ),
+    (
         "preset-param-not-a-duration",
         "databases:\n  - name: main\n    dsn: postgresql://x@h/db\n    preset: procrastinate\n"
         "    preset_params: {stalled_worker_timeout: 30}\n",

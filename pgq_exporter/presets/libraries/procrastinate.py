@@ -49,9 +49,10 @@ PRESET = LibraryPreset(
             "(Procrastinate's own API), then find why the worker died."
         ),
         "failed": (
-            "Read the failing tasks' tracebacks in the worker logs or "
-            "`procrastinate_events`, fix the task, then send the jobs back with "
-            "`JobManager.retry_job_by_id()`."
+            "Read the failing tasks' tracebacks in the worker logs, where Procrastinate "
+            "logs each failure (the database keeps none: `procrastinate_events` holds "
+            "only each job's transitions and their times), fix the task, then send the "
+            "jobs back with `JobManager.retry_job_by_id()`."
         ),
     },
 )
