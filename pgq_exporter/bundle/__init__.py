@@ -8,6 +8,7 @@ JSON with sorted keys, YAML in a fixed key order.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ def to_json(data: Any) -> str:
 
 
 # Files written by hand but for regions the generator writes: (file, region, marker, text).
-REGIONS = (
+REGIONS: tuple[tuple[str, str, str, Callable[[], str]], ...] = (
     ("docs/presets.md", "presets", "html", docs.presets_table),
     ("docs/presets.md", "preset-params", "html", docs.preset_params_table),
     ("docs/presets.md", "preset-indexes", "html", docs.preset_indexes_table),

@@ -122,7 +122,7 @@ def served_text(name: str) -> str:
     statuses = (layout.preset.statuses if isinstance(layout, LibraryLayout)
                 else ("pending", "processing", "done", "failed"))  # fmt: skip
     yes = [f"the counts of {_listed(list(statuses))} jobs"]
-    no = []
+    no: list[str] = []
     for names, words in _SERVED_WORDS:
         (yes if all(metrics[n] for n in names) else no).append(words)
     text = f"Served: {_listed(yes)}."
@@ -151,14 +151,14 @@ def preset_indexes_table() -> str:
     """docs/presets.md's table of the indexes `doctor` may suggest, per preset."""
     rows = ["| preset | index | on | for |", "| --- | --- | --- | --- |"]
     for preset in LIBRARY_PRESETS.values():
-        for block, served in preset.indexes.items():
+        for block, collectors in preset.indexes.items():
             text = preset.index_statement(block)
             on = text[text.index(" ON ") + 4 :].split("{schema}.", 1)[-1].rstrip().rstrip(";")
             for placeholder, prefix in preset.per_queue.items():  # a table per queue
                 on = on.replace(f"{{{placeholder}}}", f"{prefix}<queue>")
             rows.append(
                 f"| `{preset.name}` | `{preset.index_name(block)}` | `{' '.join(on.split())}` "
-                f"| {', '.join(f'`{c}`' for c in served)} |"
+                f"| {', '.join(f'`{c}`' for c in collectors)} |"
             )
     return "\n".join(rows)
 
