@@ -67,7 +67,7 @@
         "threshold": 0
       },
       "PgqQueueStalled": {
-        "for": "4m",
+        "for": "2m",
         "idle": 300,
         "threshold": 0
       },

@@ -29,4 +29,6 @@ local number(x) = if x == std.floor(x) then '%d' % x else '%g' % x;
   prometheusAlerts+:: (import 'alerts.libsonnet')(c, p),
   prometheusRules+:: (import 'rules.libsonnet')(c, p),
   grafanaDashboards+:: (import 'dashboards.libsonnet')(c, p),
+  // The Alertmanager route and inhibit rules the alerts are designed for.
+  alertmanagerConfig+:: (import 'alertmanager.libsonnet')(c, p),
 }

@@ -29,7 +29,7 @@ FAILED = 'status="failed"'
 DONE_IN_WINDOW = 'pgq_queue_window_finished_jobs{status="done"}'
 STALLED_40 = (
     "Queue email (database main) has 40 ready jobs, and none of its jobs finished, or "
-    "started, during the last window."
+    "started, lately."
 )
 STUCK_3 = (
     "3 jobs in queue email (database main) are processing past their lease and have not "
@@ -90,6 +90,9 @@ def _m(name: str, config: BundleConfig, *matchers: str) -> str:
     return selector(name, config.selector, *matchers)
 
 
+_OF_COUNTERS = frozenset({"increase", "rate"})
+
+
 class Series:
     """How an alert's expression reads its metrics: as they are now, or (``recall``, a
     range) as last seen within that range, for while they cannot be read. It remembers
@@ -107,11 +110,14 @@ class Series:
     def over(
         self, function: str, name: str, config: BundleConfig, span: str, *matchers: str
     ) -> str:
-        """``function`` over ``span`` of the metric; recalled, its last value."""
-        if self.recall:
+        """``function`` over ``span`` of the metric; recalled, the metric's last value, or,
+        for a counter's increase (its value says nothing alone), the increase's last
+        value while the counter could be read."""
+        if self.recall and function not in _OF_COUNTERS:
             return self.m(name, config, *matchers)
         self.names.append(name)
-        return f"{function}({_m(name, config, *matchers)}[{span}])"
+        live = f"{function}({_m(name, config, *matchers)}[{span}])"
+        return f"last_over_time(({live})[{self.recall}:1m])" if self.recall else live
 
 
 def _extra(config: BundleConfig, alert: str, key: str) -> str:
@@ -124,6 +130,25 @@ def _stalled_idle(config: BundleConfig) -> str:
 
 def _stalled_span(config: BundleConfig) -> str:
     return f"{_stalled_idle(config)}s"
+
+
+# A queue whose workers are gone pages this long after its last finished job, and the
+# alert's for: (PgqQueueStalled's, 2m): within 5 minutes.
+STALLED_QUICK = "2m"
+
+
+def _stalled_quick(config: BundleConfig) -> str:
+    return STALLED_QUICK
+
+
+def _window_empty(config: BundleConfig, s: Series) -> str:
+    """The queue's jobs finished during the exporter's window, at most over the last two
+    minutes: 0 once none finished for the window and two minutes more (hung workers are
+    paged after the window, these two minutes and the alert's for:)."""
+    finished = f"sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', config)})"
+    if s.recall:
+        return finished
+    return f"max_over_time(({finished})[{STALLED_QUICK}:])"
 
 
 def _up(config: BundleConfig) -> str:
@@ -410,11 +435,22 @@ ALERTS: tuple[Alert, ...] = (
         summary="A queue has ready jobs and none starts or finishes.",
         description="Queue {{ $labels.queue }} (database {{ $labels.database }}) has "
         "{{ $value | humanize }} ready jobs, and none of its jobs finished, or started, "
-        "during the last window.",
+        "lately.",
         expr=lambda c, t, s: (
             f"(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
             f"  and on ({', '.join(QUEUE_KEY)})\n"
-            f"    sum {by(*QUEUE_KEY)} ({s.m('pgq_queue_window_finished_jobs', c)}) == 0\n"
+            f"    sum {by(*QUEUE_KEY)} "
+            f"({s.over('increase', 'pgq_jobs_completed_total', c, _stalled_quick(c))}) == 0\n"
+            f"  unless on ({', '.join(QUEUE_KEY)})\n"
+            f"    sum {by(*QUEUE_KEY)} "
+            f"({s.over('increase', 'pgq_jobs_failed_total', c, _stalled_quick(c))}) > 0\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    sum {by(*QUEUE_KEY)} "
+            f"({s.over('max_over_time', 'pgq_queue_jobs', c, _stalled_quick(c), PROCESSING)})"
+            f" == 0\n)\n"
+            f"or\n(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
+            f"  and on ({', '.join(QUEUE_KEY)})\n"
+            f"    {_window_empty(c, s)} == 0\n"
             f"  and on ({', '.join(QUEUE_KEY)})\n"
             f"    {s.m('pgq_queue_window_finished_jobs', c, DONE)}\n)\n"
             f"or\n(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
@@ -427,53 +463,85 @@ ALERTS: tuple[Alert, ...] = (
             f"    {s.m('pgq_queue_window_finished_jobs', c, DONE)}\n)"
         ),
         meaning="Nothing is being processed: no worker runs for this queue, or every "
-        "worker is blocked. Where the library records its done jobs, no job finished "
-        "during the exporter's window; where it keeps none (it deletes them), no job was "
-        "running at any scrape for as long, while the oldest ready one waited longer.",
+        "worker is blocked. Where the library counts its done jobs, none finished and "
+        "none was seen running for two minutes (workers gone), or none finished during "
+        "the exporter's window and two minutes more (workers hung: a queue whose jobs "
+        "run long is not paged sooner); where it keeps none (it deletes them), no job "
+        "was running at any scrape for as long as its oldest ready job has waited.",
         confirm_sql="SELECT status, count(*), max(finished_at) FROM pgq.jobs\n"
         "WHERE queue = 'QUEUE' GROUP BY 1;",
         action="Start or restart the workers for this queue. If they run, look for lock "
         "waits (pgq_lock_waits) and for handlers that hang.",
-        fire=Scenario(
+        fire=Scenario(  # workers stop after the job that finished at 4m: it pages by 9m
             (
                 (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
-                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
-                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "0x15"),
+                (f"pgq_jobs_completed_total{{{Q}}}", "0+10x4 40x11"),
+                (f'pgq_queue_jobs{{{Q}, status="processing"}}', "4x4 0x11"),
             ),
-            eval_time="15m",
+            eval_time="9m",
             description=STALLED_40,
         ),
-        near_miss=Scenario(
+        near_miss=Scenario(  # the same, at 7m: not yet (it pages 5 minutes after, not 3)
             (
                 (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
-                (f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}', "0x15"),
-                (f'pgq_queue_window_finished_jobs{{{Q}, status="failed", window="300"}}', "2x15"),
+                (f"pgq_jobs_completed_total{{{Q}}}", "0+10x4 40x11"),
+                (f'pgq_queue_jobs{{{Q}, status="processing"}}', "4x4 0x11"),
             ),
-            eval_time="15m",
+            eval_time="7m",
         ),
         also_fires=(
-            Scenario(  # the last job finished at 3m: the window empties at 8m, it pages by 13m
+            Scenario(  # every worker hangs on a job: nothing finishes for the window and 2m
                 (
                     (f"pgq_queue_ready_jobs{{{Q}}}", "40x20"),
                     (
                         f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
                         "5 5 5 5 4 3 2 1 0x12",
                     ),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "4x20"),
                 ),
                 eval_time="12m",
                 description=STALLED_40,
             ),
-            Scenario(  # no worker ever: the oldest ready job waits 5m, it pages by 10m
+            Scenario(  # no worker ever: the oldest ready job waits 5m, it pages by 8m
                 (
                     (f"pgq_queue_ready_jobs{{{Q}}}", "40x20"),
                     (f"pgq_queue_oldest_ready_age_seconds{{{Q}}}", "0+60x20"),
                     (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x20"),
                 ),
-                eval_time="10m",
+                eval_time="8m",
                 description=STALLED_40,
             ),
         ),
         also_quiet=(
+            Scenario(  # slow: each job runs 6 minutes, one finishing every 6; never paged
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x30"),
+                    (f"pgq_jobs_completed_total{{{Q}}}", "0x5 1x5 2x5 3x5 4x5 5x5"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "1x30"),
+                    (
+                        f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
+                        "0x5 1x5 1x5 1x5 1x5 1x5",
+                    ),
+                ),
+                eval_time="30m",
+            ),
+            Scenario(  # idle: nothing ready, nothing finishing
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "0x15"),
+                    (f"pgq_jobs_completed_total{{{Q}}}", "10x15"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x15"),
+                ),
+                eval_time="15m",
+            ),
+            Scenario(  # failing, not stalled: every job fails and is retried
+                (
+                    (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                    (f"pgq_jobs_completed_total{{{Q}}}", "10x15"),
+                    (f"pgq_jobs_failed_total{{{Q}}}", "0+5x15"),
+                    (f'pgq_queue_jobs{{{Q}, status="processing"}}', "0x15"),
+                ),
+                eval_time="15m",
+            ),
             Scenario(  # jobs finish, while a low-priority one waits and none is seen running
                 (
                     (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
@@ -483,6 +551,7 @@ ALERTS: tuple[Alert, ...] = (
                         f'pgq_queue_window_finished_jobs{{{Q}, status="done", window="300"}}',
                         "30x15",
                     ),
+                    (f"pgq_jobs_completed_total{{{Q}}}", "0+30x15"),
                 ),
                 eval_time="15m",
             ),
@@ -508,6 +577,19 @@ ALERTS: tuple[Alert, ...] = (
             ),
         ),
         ways=(
+            Way(
+                "no job finished or ran for two minutes",
+                frozenset({"pgq_queue_ready_jobs", "pgq_jobs_completed_total", "pgq_queue_jobs"}),
+                Scenario(
+                    (
+                        (f"pgq_queue_ready_jobs{{{Q}}}", "40x15"),
+                        (f"pgq_jobs_completed_total{{{Q}}}", "0+10x4 40x11"),
+                        (f'pgq_queue_jobs{{{Q}, status="processing"}}', "4x4 0x11"),
+                    ),
+                    eval_time="9m",
+                    description=STALLED_40,
+                ),
+            ),
             Way(
                 "no job finished during the window",
                 frozenset({"pgq_queue_ready_jobs", DONE_IN_WINDOW}),
@@ -1067,6 +1149,31 @@ def state_expr(alert: Alert, config: BundleConfig, threshold: str) -> str:
     )
 
 
+# The alerts no other backend makes a copy of: those on an exporter itself.
+OWN_ALERTS = frozenset({"PgqExporterDown", "PgqPostgresExporterDown", "PgqConfigReloadFailed"})
+
+
+def rule_expr(alert: Alert, config: BundleConfig, threshold: str) -> str:
+    """The rule's expression: its state expression, without the copies another backend
+    (postgres_exporter with queries.yaml) makes of it for a database the exporter watches
+    too. Inhibited in Alertmanager, a copy that outlived the exporter's alert (its data
+    is cached) was sent as the exporter's resolved; now it never fires while the
+    exporter watches the database, and pages when the exporter does not."""
+    expr = state_expr(alert, config, threshold)
+    if alert.name in OWN_ALERTS:
+        return expr
+    return f"(\n{_indent(expr)}\n)\nunless on (job, instance, database)\n{_indent(copies(config))}"
+
+
+def copies(config: BundleConfig) -> str:
+    """Every other job's target of a database the exporter watches: by a series each
+    target of queries.yaml serves once per database, whatever its queues."""
+    other = _m("pgq_longest_transaction_seconds", config, f'job!="{config.job}"')
+    ours = _m("pgq_up", config, f'job="{config.job}"')
+    return (f"(\n  group by (job, instance, database) ({other})\n  and on (database)\n"
+            f"    group by (database) ({ours})\n)")  # fmt: skip
+
+
 def _indent(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())
 
@@ -1077,7 +1184,7 @@ def rule_groups(config: BundleConfig) -> dict[str, Any]:
         threshold = number(config.setting(alert.name).threshold)
         rule: dict[str, Any] = {
             "alert": alert.name,
-            "expr": state_expr(alert, config, threshold),
+            "expr": rule_expr(alert, config, threshold),
             "for": _for(config, alert),
         }
         if alert.keep_firing:
@@ -1107,6 +1214,41 @@ INHIBITIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 # queries.yaml gives the same names and labels (database relabelled to the entry's
 # name, as README says), under its own job and instance.
 INCIDENT_LABELS = ("alertname", "database", "queue", "table", "source", "collector")
+
+
+# One incident, one notification: every alert of a kind for one database is one group
+# (a dead worker stalls every queue it served, a revoked grant fails every collector
+# that reads the table), whatever the queue, table or collector.
+GROUP_BY = ("alertname", "job", "instance", "database")
+# The alerts of a server that cannot be reached, from every exporter and database that
+# watches it: one group, one notification; one per cluster, where Prometheus sends a
+# `cluster` external label (Alertmanager reads an empty group_by as its parent's).
+OUTAGE_ALERTS = ("PgqDatabaseDown", "PgqPostgresExporterDown")
+OUTAGE_GROUP_BY = ("cluster",)
+# Their group waits this long before its first notification: their for: are a minute
+# apart by default (1m and 2m), so both are in it.
+OUTAGE_GROUP_WAIT = "90s"
+
+
+def alertmanager_route(config: BundleConfig) -> dict[str, Any]:
+    """The Alertmanager route the alerts are designed for, to merge into its config
+    beside the inhibit rules: its receiver is to be named for yours."""
+    return {
+        "route": {
+            "receiver": "pgq",
+            "group_by": list(GROUP_BY),
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [
+                {
+                    "matchers": [f'alertname=~"{"|".join(OUTAGE_ALERTS)}"'],
+                    "group_by": list(OUTAGE_GROUP_BY),
+                    "group_wait": OUTAGE_GROUP_WAIT,
+                }
+            ],
+        }
+    }
 
 
 def inhibit_rules(config: BundleConfig) -> dict[str, Any]:
@@ -1230,7 +1372,41 @@ def rule_tests(config: BundleConfig, rules_file: str) -> dict[str, Any]:
                 _alert_test(alert, config, way.fire, True, f"{alert.name} fires: {way.name}")
             )
     tests += recording_tests()
+    tests.append(_copies_test(config))
     return {"rule_files": [rules_file], "evaluation_interval": EVALUATION, "tests": tests}
+
+
+def _copies_test(config: BundleConfig) -> dict[str, Any]:
+    """postgres_exporter with queries.yaml beside the exporter: its copy of an alert fires
+    for a database the exporter does not watch, never for one it does."""
+    backlog = next(alert for alert in ALERTS if alert.name == "PgqBacklogTooLarge")
+    [(pending, values)] = backlog.fire.series
+    pgexp = 'job="postgres", instance="pgexp:9187"'
+    copies = {
+        name: pending.replace(E, pgexp).replace('database="main"', f'database="{name}"')
+        for name in ("main", "other")
+    }
+    series = [
+        (f"pgq_up{{{T}}}", values),
+        (pending, values),
+        *((copy, values) for copy in copies.values()),
+        *((f'pgq_longest_transaction_seconds{{{pgexp}, database="{name}"}}', values)
+          for name in copies),
+    ]  # fmt: skip
+    fired = [_alert_test(backlog, config, replace(backlog.fire, series=((s, values),)), True,
+                         "")["alert_rule_test"][0]["exp_alerts"][0]
+             for s in (pending, copies["other"])]  # fmt: skip
+    copy = fired[1]["exp_annotations"]
+    copy["description"] = copy["description"].replace("database main", "database other")
+    return {
+        "name": "a copy from postgres_exporter fires only where the exporter does not watch",
+        "interval": backlog.fire.interval,
+        "input_series": [{"series": name, "values": values} for name, values in series],
+        "alert_rule_test": [{
+            "eval_time": backlog.fire.eval_time, "alertname": backlog.name,
+            "exp_alerts": fired,
+        }],
+    }  # fmt: skip
 
 
 def ways_of(alert: Alert, config: BundleConfig) -> tuple[Way, ...]:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pgq_exporter.bundle.alerts import rule_groups
+from pgq_exporter.bundle.alerts import alertmanager_route, inhibit_rules, rule_groups
 from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json
 from pgq_exporter.bundle.recording import GROUP as RECORDING_GROUP
 from pgq_exporter.bundle.settings import AlertSetting, BundleConfig
@@ -164,6 +164,8 @@ local number(x) = if x == std.floor(x) then '%d' % x else '%g' % x;
   prometheusAlerts+:: (import 'alerts.libsonnet')(c, p),
   prometheusRules+:: (import 'rules.libsonnet')(c, p),
   grafanaDashboards+:: (import 'dashboards.libsonnet')(c, p),
+  // The Alertmanager route and inhibit rules the alerts are designed for.
+  alertmanagerConfig+:: (import 'alertmanager.libsonnet')(c, p),
 }
 """
 )
@@ -190,4 +192,7 @@ def mixin_files(config: BundleConfig) -> dict[str, str]:
         f"{FOLDER}/alerts.libsonnet": _function(writer, {"groups": alerts}),
         f"{FOLDER}/rules.libsonnet": _function(writer, {"groups": recording}),
         f"{FOLDER}/dashboards.libsonnet": _function(writer, dashboards),
+        f"{FOLDER}/alertmanager.libsonnet": _function(
+            writer, {**alertmanager_route(sentinel), **inhibit_rules(sentinel)}
+        ),
     }

@@ -18,7 +18,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqOldestReadyJobTooOld": (300, "5m"),
     "PgqStuckJobs": (0, "10m"),
     "PgqFailureRatioHigh": (0.1, "10m"),
-    "PgqQueueStalled": (0, "4m"),
+    "PgqQueueStalled": (0, "2m"),
     "PgqExhaustedJobsPiling": (0, "15m"),
     "PgqXminHorizonHeld": (180, "1m"),
     "PgqXminHorizonTooOld": (1_000_000, "1m"),

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from pgq_exporter.bundle import RULES_FILE, render_bundle
+from pgq_exporter.bundle import INHIBIT_FILE, ROUTE_FILE, RULES_FILE, render_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from tests.support import require_tool
@@ -39,6 +39,9 @@ def test_the_default_config_renders_the_shipped_rules_and_dashboards(tmp_path: P
     assert set(dashboards) == {p.name for p in (ROOT / "dashboards").glob("*.json")}
     for name, dashboard in dashboards.items():
         assert dashboard == json.loads((ROOT / "dashboards" / name).read_text()), name
+    route = yaml.safe_load((ROOT / ROUTE_FILE).read_text())
+    inhibit = yaml.safe_load((ROOT / INHIBIT_FILE).read_text())
+    assert _render("alertmanagerConfig") == {**route, **inhibit}
     rendered = tmp_path / "rules.yaml"
     rendered.write_text(yaml.safe_dump(rules))
     check = subprocess.run([require_tool("promtool"), "check", "rules", str(rendered)],
@@ -63,3 +66,6 @@ def test_an_overridden_config_renders_what_generate_writes_with_the_same_setting
     for name, dashboard in dashboards.items():
         assert dashboard == json.loads(files[f"dashboards/{name}"]), name
     assert 'cluster=\\"eu1' in json.dumps(dashboards)  # the selector reached the panels
+    manager = _render("alertmanagerConfig", overrides)
+    assert manager["inhibit_rules"] == yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"]
+    assert manager["route"] == yaml.safe_load(files[ROUTE_FILE])["route"]

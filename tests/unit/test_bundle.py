@@ -143,7 +143,12 @@ def test_alerts_carry_severity_annotations_and_a_runbook_section() -> None:
         assert rule["labels"]["severity"] in ("critical", "warning", "info")
         assert set(rule["annotations"]) == {"summary", "description", "runbook_url"}
         assert rule["annotations"]["runbook_url"].split("#")[1] in anchors
-    assert alerts[0]["expr"].startswith('pgq_queue_jobs{status="pending"} > 1000\nor\n')
+    assert alerts[0]["expr"].startswith('(\n  pgq_queue_jobs{status="pending"} > 1000\n  or\n')
+    # Not the copy another backend makes for a database the exporter watches too.
+    assert (
+        '\n)\nunless on (job, instance, database)\n  (\n    group by (job, instance, database) (pgq_longest_transaction_seconds{job!="pgq-exporter"})'
+        in alerts[0]["expr"]
+    )
     assert alerts[0]["for"] == "5m"
     assert alerts[0]["keep_firing_for"] == "30s"  # about two scrapes: a fix is seen at once
 
@@ -172,8 +177,8 @@ def test_bundle_config_overrides_thresholds_selector_and_queues() -> None:
     backlog = rules[0]
     assert backlog["for"] == "2m"
     assert backlog["expr"].startswith(
-        '(pgq_queue_jobs{cluster="eu1", queue!~"reports", status="pending"} > 50) or '
-        '(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"} > 5000)\nor\n'
+        '(\n  (pgq_queue_jobs{cluster="eu1", queue!~"reports", status="pending"} > 50) or '
+        '(pgq_queue_jobs{cluster="eu1", queue="reports", status="pending"} > 5000)\n  or\n'
     )
     # While blind, the same thresholds on the last values seen.
     assert (
@@ -207,7 +212,9 @@ def test_bundle_config_sets_the_xmin_time_limit_keep_firing_and_job() -> None:
         "last_over_time(pgq_xmin_horizon_age_seconds[3h]) > 120"
         in rules["PgqXminHorizonTooOld"]["expr"]
     )  # while blind, over blind_memory
-    assert " >= 50\n)\nor\n" in rules["PgqFailureRatioHigh"]["expr"]
+    assert " >= 50\n  )\n  or\n" in rules["PgqFailureRatioHigh"]["expr"]
+    stuck = rules["PgqStuckJobs"]["expr"]
+    assert 'job!="queues"' in stuck and 'pgq_up{job="queues"}' in stuck
     assert rules["PgqExporterDown"]["expr"] == 'up{job="queues"} == 0\nor\nabsent(up{job="queues"})'
     assert rules["PgqStuckJobs"]["keep_firing_for"] == "7m"
     assert "keep_firing_for" not in rules["PgqDatabaseDown"]  # the exporter's own health
