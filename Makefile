@@ -55,7 +55,7 @@ test-pg18: venv
 # the others), and the rest.
 E2E_PROMETHEUS = tests/e2e/test_incident_alerts.py tests/e2e/test_library_incidents.py \
 	tests/e2e/test_prometheus.py tests/e2e/test_promtool.py tests/e2e/test_quantiles.py \
-	tests/e2e/test_mixin.py tests/e2e/test_deploy.py
+	tests/e2e/test_mixin.py tests/e2e/test_deploy.py tests/e2e/test_one_page_per_incident.py
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider tests/e2e --ignore=tests/e2e/test_library_presets.py \
 		$(addprefix --ignore=,$(E2E_PROMETHEUS))
