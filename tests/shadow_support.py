@@ -45,6 +45,8 @@ _IMPLIED = {
 }
 # A template's placeholders: {name} (a quoted name, a list, a bound) and %(name)s.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}|%\((\w+)\)[sb]")
+# A placeholder that stands for a whole query: FROM ({block}) AS ...
+_SUBQUERY = re.compile(r"\bFROM\s*\(\{\w+\}\)", re.IGNORECASE)
 # plpgsql's parse modes: a whole statement, an expression, or an assignment's target.
 _STATEMENT, _EXPRESSION = 0, 2
 
@@ -112,7 +114,9 @@ def product_calls() -> Calls:
 
 
 def _parseable(text: str) -> str:
-    """The template with each placeholder made a plain name, and %% a %."""
+    """The template with each placeholder made a plain name (one that stands for a
+    block in parentheses, a query), and %% a %."""
+    text = _SUBQUERY.sub("FROM (SELECT 1 AS x)", text)
     return _PLACEHOLDER.sub(lambda m: f"x_{m.group(1) or m.group(2)}", text).replace("%%", "%")
 
 

@@ -207,11 +207,14 @@ def assert_counted_once(
 ) -> None:
     """One exporter reads before and after ``finish()``: its totals and histograms count
     exactly the jobs finished in between, queue by queue (completed, failed or None
-    where the library has no failed state)."""
+    where the library has no failed state). A queue first seen after ``finish()`` has
+    its series served at zero by the first read after it (a new queue's counters start
+    at 0), and with its counts by the next."""
     exporter = Exporter(parse_config(config, "test.yaml", os.environ))
     try:
         exporter.collect_once()  # the totals start from nothing here
         finish()
+        first = parse_samples(exporter.collect_once().decode())
         samples = parse_samples(exporter.collect_once().decode())
         again = parse_samples(exporter.collect_once().decode())
     finally:
@@ -219,6 +222,7 @@ def assert_counted_once(
     for queue, (completed, failed) in want.items():
         labels = {"database": "main", "queue": queue}
         finished = completed + (failed or 0)
+        assert value(first, "pgq_jobs_completed_total", **labels) in (0, completed), queue
         assert value(samples, "pgq_jobs_completed_total", **labels) == completed, queue
         if failed is not None:
             assert value(samples, "pgq_jobs_failed_total", **labels) == failed, queue
