@@ -16,11 +16,11 @@ from pgq_exporter.catalogue import (
     QUEUE_WINDOW,
     columns_left_out,
 )
-from pgq_exporter.collectors.capabilities import served
 from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS
 from pgq_exporter.config.reader import human
 from pgq_exporter.presets.detect import TABLE_PRESETS
-from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
+from pgq_exporter.presets.library import LIBRARY_PRESETS
+from pgq_exporter.sources import preset_sources
 
 
 def metrics_markdown() -> str:
@@ -116,12 +116,9 @@ _SERVED_WORDS = (
 def served_text(name: str) -> str:
     """What a preset serves and does not, from the same facts as the tables (its
     declaration, and what its layout records): a paragraph of docs/presets.md."""
-    library = LIBRARY_PRESETS.get(name)
-    layout = LibraryLayout(library, library.schema) if library else PRESET_LAYOUTS[name]
-    metrics = served(layout)
-    statuses = (layout.preset.statuses if isinstance(layout, LibraryLayout)
-                else ("pending", "processing", "done", "failed"))  # fmt: skip
-    yes = [f"the counts of {_listed(list(statuses))} jobs"]
+    source = preset_sources()[name]
+    metrics = source.served()
+    yes = [f"the counts of {_listed(list(source.statuses))} jobs"]
     no: list[str] = []
     for names, words in _SERVED_WORDS:
         (yes if all(metrics[n] for n in names) else no).append(words)

@@ -18,7 +18,7 @@ from pgq_exporter.bundle.promql import selector
 from pgq_exporter.bundle.recording import quantile_name, rate_name, rule_sources
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.catalogue import metric
-from pgq_exporter.collectors.capabilities import NOT_ALWAYS_SERVED
+from pgq_exporter.sources import not_always_served
 
 SCHEMA_VERSION = 41
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -45,6 +45,9 @@ NOT_SERVED_TEXT = (
     '(see "What each database serves")'
 )
 _METRIC = re.compile(r"\b((?:pgq|process)_[a-z0-9_]+?)(?:_bucket|_sum|_count)?\b(?=[{\[(\s)]|$)")
+
+# The queue metrics some preset does not serve: their panels say so.
+_NOT_ALWAYS_SERVED = not_always_served()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,7 @@ class Panel:
 
     def not_always_served(self) -> set[str]:
         """Its metrics that some preset does not serve."""
-        return self.metrics() & NOT_ALWAYS_SERVED
+        return self.metrics() & _NOT_ALWAYS_SERVED
 
 
 @dataclass(frozen=True, slots=True)

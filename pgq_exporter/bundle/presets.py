@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pgq_exporter.bundle.alerts import ALERTS, Alert, way_for, ways_of
 from pgq_exporter.bundle.settings import BundleConfig
-from pgq_exporter.collectors.capabilities import outcomes, served
-from pgq_exporter.config import PRESET_LAYOUTS, Layout
-from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
+from pgq_exporter.sources import preset_sources
 
 # Why a layout does not serve a metric an alert reads, as the table says it.
 _WHY = {
@@ -19,24 +17,16 @@ _WHY = {
 }
 
 
-def preset_layouts() -> dict[str, Layout]:
-    """Every preset by name: the reference queue, the seed table, then the libraries."""
-    layouts: dict[str, Layout] = dict(PRESET_LAYOUTS)
-    for name, preset in LIBRARY_PRESETS.items():
-        layouts[name] = LibraryLayout(preset, preset.schema)
-    return layouts
-
-
 def served_by_preset() -> dict[str, dict[str, bool]]:
     """Each preset's metrics, and whether it serves them; the window's finished jobs also
     by status (``pgq_queue_window_finished_jobs{status="failed"}``), as a way may need."""
     result = {}
-    for name, layout in preset_layouts().items():
-        metrics = served(layout)
+    for name, source in preset_sources().items():
+        metrics = source.served()
         window = metrics["pgq_queue_window_finished_jobs"]
         for status in ("done", "failed"):
             key = f'pgq_queue_window_finished_jobs{{status="{status}"}}'
-            metrics[key] = window and status in outcomes(layout).finishes
+            metrics[key] = window and status in source.outcomes.finishes
         result[name] = metrics
     return result
 

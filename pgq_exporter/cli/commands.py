@@ -23,10 +23,7 @@ from pgq_exporter.queue.schema import apply_schema, check_compatible, render_sch
 from pgq_exporter.redaction import remember_dsn, remember_secrets
 
 if TYPE_CHECKING:
-    from pgq_exporter.cli.doctor import Diagnosis
-    from pgq_exporter.collectors.base import Conn
     from pgq_exporter.config import LayoutChoice
-    from pgq_exporter.presets.library import LibraryLayout
 
 Handler = Callable[[argparse.Namespace], int]
 DSN_ENV_VARS = ("PGQ_DSN", "DATA_SOURCE_NAME")
@@ -80,19 +77,19 @@ def cmd_schema_print(args: argparse.Namespace) -> int:
 
 def cmd_schema_grant(args: argparse.Namespace) -> int:
     from pgq_exporter.cli.grants import monitoring_grants  # noqa: PLC0415
-    from pgq_exporter.runtime.layout import describe, resolve  # noqa: PLC0415
+    from pgq_exporter.sources import resolve  # noqa: PLC0415
 
-    choice = _doctor_layout(args)
+    choice = _layout_flags(args)
     with connection(_dsn(args)) as conn:
-        layout = resolve(choice, conn, "grant-monitor").layout
-        grants = monitoring_grants(conn, layout, args.role)
+        source = resolve(choice, conn, "grant-monitor").source
+        grants = monitoring_grants(conn, source, args.role)
         if args.print:
             print("\n".join(grant.as_string(conn) for grant in grants))
             return 0
         with conn.transaction():
             for grant in grants:
                 conn.execute(grant)
-    print(f"granted {args.role!r} read-only monitoring of {describe(layout)}")
+    print(f"granted {args.role!r} read-only monitoring of {source.describe()}")
     return 0
 
 
@@ -129,18 +126,17 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pgq_exporter.cli.doctor import diagnose, suggestion  # noqa: PLC0415
-    from pgq_exporter.presets.library import LibraryLayout  # noqa: PLC0415
-    from pgq_exporter.runtime.layout import describe, resolve  # noqa: PLC0415
+    from pgq_exporter.cli.doctor import diagnose  # noqa: PLC0415
+    from pgq_exporter.sources import resolve  # noqa: PLC0415
 
     dsn = _dsn(args)
-    choice = _doctor_layout(args)
+    choice = _layout_flags(args)
     slow = parse_duration_flag(args.slow, "--slow", zero=True)
     failed = []
     with connection(dsn) as conn:
-        layout = resolve(choice, conn, "--dsn").layout
-        print(f"layout: {describe(layout)}")
-        diagnoses = diagnose(conn, dsn, layout, args.min_rows)
+        source = resolve(choice, conn, "--dsn").source
+        print(f"layout: {source.describe()}")
+        diagnoses = diagnose(conn, dsn, source, args.min_rows)
         for diagnosis in diagnoses:
             if diagnosis.error:
                 print(f"{diagnosis.collector:<16} fails: {diagnosis.error}")
@@ -149,42 +145,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             took = f"{diagnosis.seconds * 1000:8.1f} ms"
             print(f"{diagnosis.collector:<16} {took}, {diagnosis.statements} statements, "
                   f"planned cost {diagnosis.cost:,.1f}")  # fmt: skip
-            if diagnosis.seconds < slow:
-                continue  # fast enough, whatever its plan
-            if isinstance(layout, LibraryLayout):
-                _library_advice(conn, diagnosis, layout, args.min_rows)
-                continue
-            if not diagnosis.scans:
-                print(f"  slow: {NO_REMEDY}")
-            for scan in diagnosis.scans:
-                print(f"  slow: a sequential scan of {scan.schema}.{scan.table} "
-                      f"({scan.rows:,} rows); an index that may avoid it:")  # fmt: skip
-                print(f"    {suggestion(conn, diagnosis, scan, layout)}")
+            if diagnosis.seconds >= slow:  # a fast one is fine, whatever its plan
+                advice = source.slow_advice(conn, diagnosis.collector, diagnosis.scans,
+                                            args.min_rows)  # fmt: skip
+                print("\n".join(advice))
     if failed:
         raise PgqError(f"{len(failed)} of {len(diagnoses)} queue collectors fail on this "
                        f"database ({', '.join(failed)}): see their lines above")  # fmt: skip
     return 0
 
 
-NO_REMEDY = "no remedy is known: its reads use the indexes there are"
-
-
-def _library_advice(conn: Conn, diagnosis: Diagnosis, layout: LibraryLayout, large: int) -> None:
-    """A slow collector of a library preset, flagged with its remedy (the indexes the
-    library does not create that would make its reads cheap), or with the words that
-    none is known."""
-    from pgq_exporter.cli.doctor import library_indexes  # noqa: PLC0415
-
-    missing = library_indexes(conn, diagnosis.collector, layout, large)
-    if not missing:
-        scans = ", ".join(f"{s.schema}.{s.table} ({s.rows:,} rows)" for s in diagnosis.scans)
-        print(f"  slow: {NO_REMEDY}" + (f"; it reads {scans} sequentially" if scans else ""))
-        return
-    print("  slow: an index the library does not create would make its reads cheap:")
-    print("".join(f"    {statement}\n" for statement in missing), end="")
-
-
-def _doctor_layout(args: argparse.Namespace) -> LayoutChoice:
+def _layout_flags(args: argparse.Namespace) -> LayoutChoice:
     """--preset, --schema and --preset-param as a database's config would say them;
     without --preset, the layout `preset: auto` would find."""
     from pgq_exporter.config import AutoLayout, parse_config  # noqa: PLC0415

@@ -22,45 +22,15 @@ from typing import Any, cast
 import psycopg
 from psycopg import sql
 
-from pgq_exporter.catalogue import (
-    JOB_HISTOGRAMS,
-    QUEUE_COLLECTORS,
-    QUEUE_DEPTH,
-    QUEUE_LATENCY,
-    QUEUE_LEASES,
-    QUEUE_WINDOW,
-    window_from_updates,
-)
-from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Conn, Context, feed_for
-from pgq_exporter.collectors.library_sql import queue_names
+from pgq_exporter.catalogue import QUEUE_COLLECTORS
+from pgq_exporter.collectors.base import Conn, Context
 from pgq_exporter.collectors.queues import KnownQueues
-from pgq_exporter.collectors.rendering import mapping_parts
-from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
+from pgq_exporter.config import Config, DatabaseConfig
 from pgq_exporter.pg.connect import read_only
-from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
-from pgq_exporter.sql import query
+from pgq_exporter.sources import LARGE, QueueSource, Scan, large_table
 
-_FILE = "doctor.sql"
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
-# The table a CREATE INDEX statement indexes (its last name, after the schema).
-_INDEXED_TABLE = re.compile(r"\bON\s+(?:ONLY\s+)?(?:\"?[\w$]+\"?\.)?(\"?[\w$]+\"?)", re.IGNORECASE)
-LARGE = 10_000  # rows (the planner's estimate) from which a table matters: --min-rows
-INDEX_FOR: dict[str, str] = {
-    QUEUE_DEPTH: "index_counts",
-    QUEUE_LATENCY: "index_ready",
-    QUEUE_LEASES: "index_leases",
-    QUEUE_WINDOW: "index_finished",
-    JOB_HISTOGRAMS: "index_finished",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    schema: str
-    table: str
-    rows: int
 
 
 @dataclass
@@ -88,15 +58,15 @@ class _Recording:
         return getattr(self.conn, name)
 
 
-def diagnose(conn: Conn, dsn: str, layout: Layout, large: int = LARGE) -> list[Diagnosis]:
-    database = DatabaseConfig("doctor", dsn, layout=layout)
+def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> list[Diagnosis]:
+    database = DatabaseConfig("doctor", dsn, layout=source.layout)
     config = Config(databases=(database,))
     results = []
-    for plan in planned(config, database.name, layout):
+    for plan in source.plan(config, database.name):
         if plan.name not in QUEUE_COLLECTORS:
             continue
         collector = plan.make()
-        ctx = Context(config, database, layout, KnownQueues(), feed_for(layout))
+        ctx = Context(config, database, source, KnownQueues(), source.make_feed())
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)
         try:
@@ -127,7 +97,7 @@ def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis, l
         diagnosis.cost += float(root["Total Cost"])
         for node in _nodes(root):
             if node.get("Node Type") == "Seq Scan":
-                scan = _large(conn, node["Schema"], node["Relation Name"], large)
+                scan = large_table(conn, node["Schema"], node["Relation Name"], large)
                 if scan and scan not in diagnosis.scans:
                     diagnosis.scans.append(scan)
 
@@ -137,51 +107,3 @@ def _nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
     for child in node.get("Plans", []):
         found += _nodes(child)
     return found
-
-
-def _large(conn: Conn, schema: str, table: str, large: int) -> Scan | None:
-    row = conn.execute(query(_FILE, "relation_rows"), {"schema": schema, "name": table}).fetchone()
-    rows = int(row[0]) if row else 0
-    return Scan(schema, table, rows) if rows >= large else None
-
-
-def suggestion(conn: Conn, diagnosis: Diagnosis, scan: Scan, layout: SchemaMapping) -> str:
-    """The index that would make ``diagnosis.collector``'s reads of ``scan`` cheap, for
-    a layout of the reference collectors (a library preset's are library_indexes)."""
-    table = sql.Identifier(scan.schema, scan.table)
-    parts = {**mapping_parts(layout), "table": table}
-    index = INDEX_FOR[diagnosis.collector]
-    if diagnosis.collector == QUEUE_WINDOW and window_from_updates(layout.columns):
-        index = "index_updated"
-    statement = sql.SQL(query(_FILE, index)).format(**parts)
-    return _one_line(conn, statement)
-
-
-def library_indexes(
-    conn: Conn, collector: str, layout: LibraryLayout, large: int = LARGE
-) -> list[str]:
-    """The indexes the preset knows would make ``collector``'s reads cheap and that the
-    library's schema does not have yet, as CREATE INDEX statements (with a table per
-    queue, one per queue)."""
-    blocks = layout.preset.indexes_for(collector)
-    per_queue = blocks and layout.preset.per_queue
-    queues = queue_names(conn, layout) if per_queue else []
-    missing = []
-    for block in blocks:
-        for name, statement in layout.index_statements(block, queues):
-            params = {"schema": layout.schema, "name": name}
-            exists = conn.execute(query(_FILE, "index_exists"), params).fetchone()
-            if exists and exists[0]:
-                continue
-            line = _one_line(conn, statement)
-            table = _INDEXED_TABLE.search(line)
-            if table and _large(conn, layout.schema, table.group(1).strip('"'), large) is None:
-                continue  # a table this small is read fast without it
-            if "CONCURRENTLY" not in line.upper():  # a partitioned table: see the block
-                line += "  -- blocks writes while it builds: run it when the queues are quiet"
-            missing.append(line)
-    return missing
-
-
-def _one_line(conn: Conn, statement: sql.Composable) -> str:
-    return " ".join(statement.as_string(conn).split())

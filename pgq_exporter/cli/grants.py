@@ -6,24 +6,23 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from pgq_exporter.collectors.reads import quoted, tables_read
-from pgq_exporter.config import Layout
 from pgq_exporter.errors import UsageError
 from pgq_exporter.pg.connect import Conn
+from pgq_exporter.sources import QueueSource
 from pgq_exporter.sql import query
 
 
-def monitoring_grants(conn: Conn, layout: Layout, role: str) -> list[sql.Composed]:
-    """The statements that make ``role`` enough for every collector of ``layout``."""
-    tables = tables_read(conn, layout)
+def monitoring_grants(conn: Conn, source: QueueSource, role: str) -> list[sql.Composed]:
+    """The statements that make ``role`` enough for every collector of ``source``."""
+    tables = source.tables_read(conn)
     if not tables:
-        raise UsageError(f"schema {layout.schema!r} holds none of the tables to grant; "
+        raise UsageError(f"schema {source.schema!r} holds none of the tables to grant; "
                          "name the schema with --schema, or the preset with --preset")  # fmt: skip
-    names = {"role": sql.Identifier(role), "schema": sql.Identifier(layout.schema)}
+    names = {"role": sql.Identifier(role), "schema": sql.Identifier(source.schema)}
     statements = [
         sql.SQL(query("roles.sql", "monitoring_role")).format(**names),
         sql.SQL(query("roles.sql", "schema_usage")).format(**names),
     ]
-    listed = sql.SQL(", ").join(quoted(layout.schema, tables))
+    listed = sql.SQL(", ").join(sql.Identifier(source.schema, table) for table in tables)
     statements.append(sql.SQL(query("roles.sql", "table_select")).format(tables=listed, **names))
     return statements

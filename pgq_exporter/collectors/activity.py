@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import ACTIVITY
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch, require_all_stats
-from pgq_exporter.collectors.library_queues import table_labels
 from pgq_exporter.samples import AnySample, Sample
 
 
@@ -20,7 +19,7 @@ class Activity(Collector):
             Sample("pgq_longest_transaction_seconds", (), float(longest)),
             Sample("pgq_notify_queue_usage_ratio", (), float(usage)),
         ]
-        labels = table_labels(conn, ctx)
+        labels = ctx.source.table_labels(conn)
         samples += [
             Sample("pgq_lock_waits", (str(labels.get(table, table)),), float(waiting))
             for table, waiting in fetch(conn, "lock_waits", ctx)

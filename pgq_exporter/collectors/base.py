@@ -1,79 +1,78 @@
-"""What every collector shares: its context, its interface, and the catalog queries it
-runs against the target's tables."""
+"""What every collector shares: its context (the source of its queue, its feed), its
+interface, and the catalog queries it runs against the target's tables."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from psycopg import sql
-
-from pgq_exporter.collectors.capabilities import outcomes
-from pgq_exporter.collectors.finished import Outcomes
-from pgq_exporter.collectors.finished_feed import FinishedFeed
-from pgq_exporter.collectors.library_feed import LibraryFeed
-from pgq_exporter.collectors.library_sql import queue_names
+from pgq_exporter.collectors.finished import FinishedJobs, Outcomes
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render, table_list
-from pgq_exporter.config import Config, DatabaseConfig, Layout, SchemaMapping
+from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
-from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.samples import AnySample
 
 __all__ = ["Conn", "Context", "Row"]  # Conn and Row: every collector's types
 
 
-Feed = FinishedFeed | LibraryFeed
+class Feed(Protocol):
+    """A source's feed of finished jobs (finished_feed.py, library_feed.py): each job
+    read once, into the store the histograms, totals and the window read."""
+
+    jobs: FinishedJobs
+    # Whether it reads something before the snapshot of its read (see prepare).
+    reads_before_snapshot: bool
+
+    def prepare(self, conn: Conn) -> None: ...
+
+    def read(self, conn: Conn, queues: KnownQueues, window: float) -> None: ...
 
 
-def feed_for(layout: Layout) -> Feed:
-    """The feed of finished jobs a layout's collectors read."""
-    return LibraryFeed() if isinstance(layout, LibraryLayout) else FinishedFeed()
+class Source(Protocol):
+    """What a collector asks of the source of its database's queue (sources/): never
+    which kind of source it is."""
+
+    @property
+    def outcomes(self) -> Outcomes:
+        """What its feed knows of each finished job."""
+
+    def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
+        """The queues known now, after a look for new ones (at most every few seconds)."""
+
+    def tables(self, queues: KnownQueues) -> tuple[str, ...]:
+        """Its tables (qualified and quoted), for table health and lock waits."""
+
+    def table_labels(self, conn: Conn) -> dict[str, str]:
+        """Table name -> the label it is served under, where a table is not its own."""
+
+    def failure_hint(self, error: BaseException) -> str:
+        """What to add to a collector's failure, where the source knows why ("" if not)."""
 
 
 @dataclass
 class Context:
-    """What a collector run reads besides its connection: the target's config, its
-    queue's layout (resolved: see layout.py), its known queues and its feed of
-    finished jobs (``feed_for`` the layout)."""
+    """What a collector run reads besides its connection: the target's config, the
+    source of its queue, its known queues and the source's feed of finished jobs."""
 
     config: Config
     database: DatabaseConfig
-    layout: Layout
+    source: Source
     queues: KnownQueues
     feed: Feed
     server: str = ""  # the server, as its connections count it (host or address:port)
 
     @property
-    def mapping(self) -> SchemaMapping:
-        """The table layout the reference collectors render their SQL from."""
-        if not isinstance(self.layout, SchemaMapping):
-            raise TypeError("this collector reads a table layout, not a library preset")
-        return self.layout
-
-    @property
-    def library(self) -> LibraryLayout | None:
-        """The library preset the queue collectors read, if the layout is one."""
-        return self.layout if isinstance(self.layout, LibraryLayout) else None
-
-    @property
     def tables(self) -> tuple[str, ...]:
-        """The queue's tables (qualified and quoted), for table health and lock waits."""
-        if isinstance(self.layout, LibraryLayout):
-            return self.layout.qualified_tables(self.queues.known())
-        return (sql.Identifier(self.layout.schema, self.layout.table).as_string(),)
+        return self.source.tables(self.queues)
 
     @property
     def outcomes(self) -> Outcomes:
-        return outcomes(self.layout)
+        return self.source.outcomes
 
     def known_queues(self, conn: Conn) -> list[str]:
-        """The queues known now, after a look for new ones (at most every few seconds)."""
-        if isinstance(self.layout, LibraryLayout):
-            layout = self.layout
-            return self.queues.refresh(lambda: queue_names(conn, layout))
-        return self.queues.discover(conn, self.layout)
+        return self.source.find_queues(conn, self.queues)
 
     @property
     def feed_prepares(self) -> bool:
@@ -85,18 +84,8 @@ class Context:
         self.feed.prepare(conn)
 
     def read_feed(self, conn: Conn) -> None:
-        """Observe the jobs finished since the feed's last read (finished_feed.py,
-        library_feed.py)."""
-        window = self.config.window
-        if isinstance(self.feed, LibraryFeed):
-            self.feed.read(conn, self._library(), self.queues, window)
-        else:
-            self.feed.read(conn, self.mapping, self.tables, self.queues, window)
-
-    def _library(self) -> LibraryLayout:
-        if not isinstance(self.layout, LibraryLayout):
-            raise TypeError("a library's feed reads a library preset")
-        return self.layout
+        """Observe the jobs finished since the feed's last read."""
+        self.feed.read(conn, self.queues, self.config.window)
 
 
 class PartialCollectionError(Exception):
@@ -143,11 +132,15 @@ class Collector(ABC):
             ctx.prepare_feed(conn)
 
 
-def fetch(conn: Conn, name: str, ctx: Context, params: dict[str, Any] | None = None) -> list[Row]:
-    """A named query of collectors.sql, run with the target's tables. On a library
-    preset only the queries that read catalogs and statistics are run this way: their
-    table placeholders are the library's tables, and no mapped column is read."""
-    mapping = ctx.layout if isinstance(ctx.layout, SchemaMapping) else NO_TABLE
+def fetch(
+    conn: Conn,
+    name: str,
+    ctx: Context,
+    params: dict[str, Any] | None = None,
+    mapping: SchemaMapping = NO_TABLE,
+) -> list[Row]:
+    """A named query of collectors.sql, run with the target's tables, and the table
+    mapping a reference collector reads (a catalog query reads no mapped column)."""
     statement = render(name, mapping, tables=table_list(ctx.tables))
     return conn.execute(statement, params).fetchall()
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgq_exporter.collectors.base import Conn, Context, Row, fetch
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.sql import query
 
 # Pages a sample reads from the queue's table or partition at most: half as many
@@ -253,9 +254,10 @@ def recount(
 class SampledCounts:
     """One run's estimates, per queue: one sample of the table per queue, read on demand."""
 
-    def __init__(self, conn: Conn, ctx: Context) -> None:
+    def __init__(self, conn: Conn, ctx: Context, mapping: SchemaMapping) -> None:
         self._conn = conn
         self._ctx = ctx
+        self._mapping = mapping
         self._percent: float | None = None
         self._queues: dict[str, dict[str, float]] = {}
 
@@ -271,7 +273,7 @@ class SampledCounts:
         if queue not in self._queues:
             percent = self._sample_percent()
             rows = fetch(self._conn, "sampled_counts", self._ctx,
-                         {"percent": percent, "queue": queue})  # fmt: skip
+                         {"percent": percent, "queue": queue}, self._mapping)  # fmt: skip
             scale = 100.0 / percent
             self._queues[queue] = {
                 name: float(n) * scale for name, n in zip(SAMPLED, rows[0], strict=True)
@@ -280,6 +282,7 @@ class SampledCounts:
 
     def _sample_percent(self) -> float:
         if self._percent is None:
-            pages = int(fetch(self._conn, "table_pages", self._ctx)[0][0] or 0)
+            found = fetch(self._conn, "table_pages", self._ctx, mapping=self._mapping)
+            pages = int(found[0][0] or 0)
             self._percent = min(100.0, 100.0 * SAMPLE_PAGES / pages) if pages else 100.0
         return self._percent

@@ -30,7 +30,7 @@ from typing import Any
 
 from pgq_exporter.collectors.finished import FinishedJobs
 from pgq_exporter.collectors.queues import KnownQueues, trackable
-from pgq_exporter.collectors.rendering import Conn, Row, render, table_list
+from pgq_exporter.collectors.rendering import Conn, Row, render
 from pgq_exporter.config import SchemaMapping
 
 
@@ -40,7 +40,8 @@ class FinishedFeed:
     # Its horizon is the read's own snapshot's: there is nothing to read before it.
     reads_before_snapshot = False
 
-    def __init__(self) -> None:
+    def __init__(self, mapping: SchemaMapping) -> None:
+        self.mapping = mapping
         self.jobs = FinishedJobs()
         self.horizon: int | None = None
         self.observed: dict[tuple[int, int], None] = {}
@@ -48,18 +49,12 @@ class FinishedFeed:
     def prepare(self, conn: Conn) -> None:
         """Nothing to read before the snapshot: the horizon is the snapshot's own."""
 
-    def read(
-        self,
-        conn: Conn,
-        mapping: SchemaMapping,
-        tables: tuple[str, ...],
-        queues: KnownQueues,
-        window: float,
-    ) -> None:
-        """Observe the jobs finished since the last read, in ``mapping``'s table."""
+    def read(self, conn: Conn, queues: KnownQueues, window: float) -> None:
+        """Observe the jobs finished since the last read, in its mapping's table."""
+        mapping = self.mapping
 
         def rows(name: str, params: dict[str, Any] | None = None) -> list[Row]:
-            statement = render(name, mapping, tables=table_list(tables))
+            statement = render(name, mapping)
             return conn.execute(statement, params).fetchall()
 
         with self.jobs.lock:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished import QueueStats, stats_samples
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample
 
 
@@ -22,11 +23,15 @@ class JobHistograms(Collector):
     name = JOB_HISTOGRAMS
     reads_feed = True
 
+    def __init__(self, kept_in: SchemaMapping | None = None) -> None:
+        # The reference schema whose totals the database keeps; None: this process's own.
+        self.kept_in = kept_in
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         known = ctx.known_queues(conn)
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
-        kept = _kept_totals(conn, ctx)
+        kept = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else None
         samples: list[AnySample] = []
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
             queue_stats = stats.get(queue, QueueStats())
@@ -37,13 +42,12 @@ class JobHistograms(Collector):
         return samples
 
 
-def _kept_totals(conn: Conn, ctx: Context) -> dict[str, tuple[int, int]] | None:
+def _kept_totals(
+    conn: Conn, ctx: Context, mapping: SchemaMapping
+) -> dict[str, tuple[int, int]] | None:
     """Per queue, the jobs that entered done and failed, as the reference schema keeps
-    them; None where it keeps none (a library, or a schema before version 7)."""
-    if ctx.library is not None or not ctx.mapping.is_reference:
+    them; None where it keeps none (a schema before version 7)."""
+    if not fetch(conn, "has_totals", ctx, mapping=mapping)[0][0]:
         return None
-    if not fetch(conn, "has_totals", ctx)[0][0]:
-        return None
-    return {
-        queue: (int(done), int(failed)) for queue, done, failed in fetch(conn, "kept_totals", ctx)
-    }
+    totals = fetch(conn, "kept_totals", ctx, mapping=mapping)
+    return {queue: (int(done), int(failed)) for queue, done, failed in totals}

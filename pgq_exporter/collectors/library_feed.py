@@ -35,11 +35,12 @@ MAX_THREADS = 64
 
 
 class LibraryFeed:
-    reads_before_snapshot = True
-
     """A library's finished jobs into ``jobs``; each read is serialised."""
 
-    def __init__(self) -> None:
+    reads_before_snapshot = True
+
+    def __init__(self, layout: LibraryLayout) -> None:
+        self.layout = layout
         self.jobs = FinishedJobs()
         self._since: float | None = None
         self._seen: dict[tuple[str, str], float] = {}  # (queue, id) -> its stamp
@@ -59,9 +60,10 @@ class LibraryFeed:
                 self._bounds.clear()
             self._bounds[threading.get_ident()] = bound
 
-    def read(self, conn: Conn, layout: LibraryLayout, queues: KnownQueues, window: float) -> None:
+    def read(self, conn: Conn, queues: KnownQueues, window: float) -> None:
         """Observe the jobs finished since the last read (every queue the library has:
         a job finished in a queue not known yet is not passed over)."""
+        layout = self.layout
         lag = layout.preset.stamp_lag
         with self.jobs.lock:
             now = float(conn.execute(render("database_now", NO_TABLE)).fetchone()[0])  # type: ignore[index]

@@ -25,7 +25,7 @@ from pgq_exporter.collectors.counting import (
     table_changes,
 )
 from pgq_exporter.collectors.library_feed import LibraryFeed
-from pgq_exporter.collectors.library_sql import Caps, queue_names, run_block
+from pgq_exporter.collectors.library_sql import Caps, run_block
 from pgq_exporter.collectors.unknown_statuses import UNKNOWN, UnknownStatuses
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
 from pgq_exporter.samples import AnySample, Sample
@@ -38,11 +38,10 @@ COLLECTED_BLOCKS = ("queues", "depth", "unfinished", "totals", "oldest_ready", "
                     "finished")  # fmt: skip
 
 
-def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
+def table_labels(conn: Conn, layout: LibraryLayout) -> dict[str, str]:
     """Table name -> the label it is served under: a library that names its tables
     after a hash of the queue (pg-boss's partitions) maps them back to the queue."""
-    layout = ctx.library
-    if layout is None or "table_labels" not in layout.preset.blocks:
+    if "table_labels" not in layout.preset.blocks:
         return {}
     try:
         # A savepoint: where the library's tables are not (a preset that does not match
@@ -55,17 +54,6 @@ def table_labels(conn: Conn, ctx: Context) -> dict[str, str]:
     return {str(t): str(label) for t, label in rows}
 
 
-def library_of(ctx: Context) -> LibraryLayout:
-    if ctx.library is None:  # the scheduler only builds these for a library preset
-        raise RuntimeError("a library collector needs a library preset")
-    return ctx.library
-
-
-def known_queues(conn: Conn, ctx: Context) -> list[str]:
-    layout = library_of(ctx)
-    return ctx.queues.refresh(lambda: queue_names(conn, layout))
-
-
 class LibraryDepth(Collector):
     """The counts per queue and state. A finished total above its cap is its last
     recount, plus the jobs the feed of finished jobs has observed since (it reads them
@@ -75,17 +63,18 @@ class LibraryDepth(Collector):
 
     name = QUEUE_DEPTH
 
-    def __init__(self) -> None:
+    def __init__(self, layout: LibraryLayout) -> None:
+        self.layout = layout
         self._counts = CappedCounts(UNFINISHED_STATUSES)
         self._observed_at_recount: dict[tuple[str, str], int] | None = None
         self._unknown = UnknownStatuses()
 
     def reads_feed_of(self, ctx: Context) -> bool:
-        return _has_feed(ctx)
+        return _has_feed(self.layout)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        layout = library_of(ctx)
-        queues = known_queues(conn, ctx)
+        layout = self.layout
+        queues = ctx.known_queues(conn)
         finished = [s for s in FINISHED_STATUSES if s in layout.preset.statuses]
 
         refused: list[psycopg.Error] = []
@@ -102,7 +91,7 @@ class LibraryDepth(Collector):
                 return self._count(conn, layout, queues, caps, refused)
 
         def before_finished_recount() -> None:
-            if isinstance(ctx.feed, LibraryFeed) and _has_feed(ctx):
+            if isinstance(ctx.feed, LibraryFeed) and _has_feed(layout):
                 ctx.read_feed(conn)
                 self._observed_at_recount = dict(ctx.feed.observed)
 
@@ -163,9 +152,8 @@ class LibraryDepth(Collector):
         }
 
 
-def _has_feed(ctx: Context) -> bool:
-    library = ctx.library
-    return library is not None and "finished" in library.preset.blocks
+def _has_feed(layout: LibraryLayout) -> bool:
+    return "finished" in layout.preset.blocks
 
 
 def recount_unfinished(conn: Conn, layout: LibraryLayout, queues: list[str]) -> dict[Key, int]:
@@ -206,9 +194,11 @@ def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
 class LibraryLatency(Collector):
     name = QUEUE_LATENCY
 
+    def __init__(self, layout: LibraryLayout) -> None:
+        self.layout = layout
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        queues = known_queues(conn, ctx)
-        rows = run_block(conn, library_of(ctx), "oldest_ready", queues)
+        rows = run_block(conn, self.layout, "oldest_ready", ctx.known_queues(conn))
         return [
             Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(float(age), 0.0))
             for queue, age in rows
@@ -225,9 +215,12 @@ class LibraryStuck(Collector):
 
     name = QUEUE_LEASES
 
+    def __init__(self, layout: LibraryLayout) -> None:
+        self.layout = layout
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        layout = library_of(ctx)
-        queues = known_queues(conn, ctx)
+        layout = self.layout
+        queues = ctx.known_queues(conn)
         cap = count_cap(ctx) + 1
         rows = run_block(conn, layout, "stuck", queues, stuck_cap=cap)
         read = sum(stuck + (exhausted or 0) for _, stuck, exhausted in rows)

@@ -28,6 +28,7 @@ from pgq_exporter.collectors.counting import (
     exact,
     table_changes,
 )
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
 
 # The columns of capped_counts and kept_counts, after the queue.
@@ -39,19 +40,23 @@ STATUSES = ("pending", "processing", "done", "failed")
 class QueueDepth(Collector):
     name = QUEUE_DEPTH
 
-    def __init__(self) -> None:
+    def __init__(self, mapping: SchemaMapping) -> None:
+        self.mapping = mapping
         self._counts = CappedCounts(UNFINISHED)
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        queues = ctx.queues.discover(conn, ctx.mapping)
-        kept, by_tick = fetch(conn, "has_counts", ctx)[0] if ctx.mapping.is_reference else (0, 0)
+        mapping = self.mapping
+        queues = ctx.known_queues(conn)
+        has_counts = fetch(conn, "has_counts", ctx, mapping=mapping)[0]
+        kept, by_tick = has_counts if mapping.is_reference else (0, 0)
         if kept:
-            counts = _by_tick(conn, ctx, queues) if by_tick else _kept(conn, ctx, queues)
+            read = _by_tick if by_tick else _kept
+            counts = read(conn, ctx, mapping, queues)
         else:
 
             def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
                 params = {"queues": queues, **{f"{s}_cap": caps[s] for s in COUNTED}}
-                return by_key(fetch(conn, "capped_counts", ctx, params), COUNTED)
+                return by_key(fetch(conn, "capped_counts", ctx, params, mapping), COUNTED)
 
             changes = table_changes(conn, ctx)
             counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
@@ -62,14 +67,15 @@ class QueueDepth(Collector):
         return samples
 
 
-def _kept(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
+def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -> dict[Key, Count]:
     """The reference schema's kept counts, exact; delayed, which it does not keep, exact
     up to exact_count_limit and estimated from a sample of the table above it."""
     params = {"cap": ctx.config.exact_count_limit + 1, "queues": queues}
-    sampled = SampledCounts(conn, ctx)
+    sampled = SampledCounts(conn, ctx, mapping)
+    kept = fetch(conn, "kept_counts", ctx, params, mapping)
     return {
         (queue, status): sampled.bounded(queue, status, n) if status == "delayed" else exact(n)
-        for (queue, status), n in by_key(fetch(conn, "kept_counts", ctx, params), COUNTED).items()
+        for (queue, status), n in by_key(kept, COUNTED).items()
     }
 
 
@@ -77,14 +83,16 @@ def _kept(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
 BY_TICK = ("pending", "delayed_later", "delayed_now", "processing", "done", "failed")
 
 
-def _by_tick(conn: Conn, ctx: Context, queues: list[str]) -> dict[Key, Count]:
+def _by_tick(
+    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]
+) -> dict[Key, Count]:
     """The kept counts, and the delayed jobs as the ticks after now()'s keep them plus
     the rest of the current tick: exact, unless that rest passes exact_count_limit."""
     limit = ctx.config.exact_count_limit
     params = {"cap": limit + 1, "queues": queues}
-    sampled = SampledCounts(conn, ctx)
+    sampled = SampledCounts(conn, ctx, mapping)
     counts: dict[Key, Count] = {}
-    for queue, *row in fetch(conn, "kept_counts_by_tick", ctx, params):
+    for queue, *row in fetch(conn, "kept_counts_by_tick", ctx, params, mapping):
         found = dict(zip(BY_TICK, row, strict=True))
         later, now = int(found.pop("delayed_later")), int(found.pop("delayed_now"))
         counts.update({(queue, status): exact(int(n)) for status, n in found.items()})

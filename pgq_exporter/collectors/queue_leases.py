@@ -9,19 +9,23 @@ from __future__ import annotations
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
 
 
 class QueueLeases(Collector):
     name = QUEUE_LEASES
 
+    def __init__(self, mapping: SchemaMapping) -> None:
+        self.mapping = mapping
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        queues = ctx.queues.discover(conn, ctx.mapping)
+        queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
-        sampled = SampledCounts(conn, ctx)
+        sampled = SampledCounts(conn, ctx, self.mapping)
         samples: list[AnySample] = []
         params = {"queues": queues, "cap": limit + 1}
-        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, params):
+        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, params, self.mapping):
             counted = {"stuck": stuck, "exhausted": exhausted}
             if stuck + exhausted <= limit:
                 counts = {what: exact(n) for what, n in counted.items()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished import Outcomes, WindowFigures
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
@@ -40,12 +41,15 @@ class UpdatedWindow(Collector):
 
     name = QUEUE_WINDOW
 
+    def __init__(self, mapping: SchemaMapping) -> None:
+        self.mapping = mapping
+
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         window = ctx.config.window
-        queues = ctx.queues.discover(conn, ctx.mapping)
-        params = {"queues": queues, "window": window}
+        params = {"queues": ctx.known_queues(conn), "window": window}
         samples: list[AnySample] = []
-        for queue, done, failed, percentiles in fetch(conn, "updated_window", ctx, params):
+        found = fetch(conn, "updated_window", ctx, params, self.mapping)
+        for queue, done, failed, percentiles in found:
             values = tuple(float(p) for p in percentiles) if percentiles else (0.0,) * 3
             figures = WindowFigures(done, failed, values)
             samples += window_samples(queue, window, figures, Outcomes())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import TABLE_HEALTH
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.library_queues import table_labels
 from pgq_exporter.samples import AnySample, Sample
 
 
@@ -14,7 +13,7 @@ class TableHealth(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         samples: list[AnySample] = []
-        labels = table_labels(conn, ctx)
+        labels = ctx.source.table_labels(conn)
         for name, live, dead, vacuum_age, due, enabled in fetch(conn, "table_health", ctx):
             table = str(labels.get(name, name))
             samples += [

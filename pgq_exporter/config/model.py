@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.catalogue import (
     CATALOGUE,
-    QUEUE_COLLECTORS,
     MetricSpec,
     MetricType,
     columns_left_out,
@@ -74,6 +73,15 @@ class SchemaMapping:
         """The reference queue's layout, whose schema keeps exact counts from version 3 on."""
         return self == SchemaMapping(schema=self.schema)
 
+    # A layout of each kind answers these alike (LibraryLayout, AutoLayout): the
+    # exporter never asks which kind it holds.
+    needs_catalog = False  # it is known without a look at the database's catalog
+    preset_line = ""  # where the config names a preset for it: a mapping names none
+
+    def runs(self, collector: str) -> bool:
+        """Whether a built-in collector can run on it: it reads no column left out."""
+        return not columns_left_out(collector, self.columns)
+
 
 AUTO_PRESET = "auto"
 # The layouts a database's `preset:` may name. `pgq` is the reference queue. `seed`
@@ -96,9 +104,18 @@ PRESET_LAYOUTS: dict[str, SchemaMapping] = {
 
 @dataclass(frozen=True, slots=True)
 class AutoLayout:
-    """`preset: auto`: the layout is found in the database's catalog, by layout.resolve."""
+    """`preset: auto`: the layout is found in the database's catalog (sources.resolve)."""
 
     where: str = field(default="", compare=False)  # the config line of `preset:`
+    needs_catalog = True
+
+    @property
+    def preset_line(self) -> str:
+        return self.where
+
+    def runs(self, collector: str) -> bool:
+        """Before its layout is found, every built-in collector may run."""
+        return True
 
 
 # A queue's layout, once known; and what a database's config says of it.
@@ -248,13 +265,7 @@ def builtin_runs(collector: str, settings: CollectorSettings, layout: LayoutChoi
     """Whether a built-in collector is scheduled: enabled, and reading no left-out
     column, or, with a library preset, one whose SQL the preset has. Before `auto`
     has found its layout, every enabled collector may run."""
-    if not settings.enabled:
-        return False
-    if isinstance(layout, LibraryLayout):
-        return collector not in QUEUE_COLLECTORS or collector in layout.preset.collectors
-    if isinstance(layout, SchemaMapping):
-        return not columns_left_out(collector, layout.columns)
-    return True
+    return settings.enabled and layout.runs(collector)
 
 
 def metric_specs(config: Config) -> dict[str, MetricSpec]:

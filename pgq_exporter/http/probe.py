@@ -21,11 +21,11 @@ from pgq_exporter.catalogue import metric
 from pgq_exporter.config import Config
 from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
 from pgq_exporter.exposition import Snapshot, families
-from pgq_exporter.runtime.layout import describe
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec
 from pgq_exporter.samples import Sample
+from pgq_exporter.sources import describe
 
 # Prometheus needs this long to read an answer given at the scrape's own deadline.
 DEADLINE_MARGIN = 0.5
@@ -145,7 +145,7 @@ def debug_text(target: Target, collected: bool, wait: float, detailed: bool = Fa
     lines = [
         f"target: {named} ({target.spec.origin.value}"
         f"{', ' + target.spec.source if target.spec.source else ''})",
-        f"layout: {describe(target.layout or target.spec.database.layout)}",
+        f"layout: {_described(target)}",
         f"database: {state}" + (f": {said(target.error)}" if target.error else ""),
         f"first collection: {'done' if collected else f'not within {wait:g}s'}",
         f"probed: {time.monotonic() - target.last_probe:.1f}s ago",
@@ -166,6 +166,11 @@ def debug_text(target: Target, collected: bool, wait: float, detailed: bool = Fa
             f"{max(slot.due - time.monotonic(), 0):.1f}s"
         )
     return "\n".join(lines) + "\n"
+
+
+def _described(target: Target) -> str:
+    """Its source, once found; else what the config says of its layout."""
+    return target.source.describe() if target.source else describe(target.spec.database.layout)
 
 
 # libpq's words for a failure, and the class a probe's reason header gives for them.

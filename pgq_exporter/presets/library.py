@@ -54,6 +54,7 @@ from psycopg import sql
 
 from pgq_exporter.catalogue import (
     JOB_HISTOGRAMS,
+    QUEUE_COLLECTORS,
     QUEUE_DEPTH,
     QUEUE_LATENCY,
     QUEUE_LEASES,
@@ -222,6 +223,20 @@ class LibraryLayout:
     # No `schema:` in the config: the one where the catalog shows the library, found
     # by layout.resolve on the database (``schema`` is the library's default till then).
     find_schema: bool = False
+
+    @property
+    def needs_catalog(self) -> bool:
+        """Named without its schema: the schema is found in the database's catalog."""
+        return self.find_schema
+
+    @property
+    def preset_line(self) -> str:
+        return self.where
+
+    def runs(self, collector: str) -> bool:
+        """Whether a built-in collector can run on it: a queue collector, where the
+        preset's SQL has its blocks."""
+        return collector not in QUEUE_COLLECTORS or collector in self.preset.collectors
 
     def qualified_tables(self, queues: Iterable[str] = ()) -> tuple[str, ...]:
         """Its tables' qualified names, quoted; with a table per queue, those of ``queues``."""

@@ -23,7 +23,6 @@ import psycopg
 from pgq_exporter.catalogue import MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
-from pgq_exporter.config import SchemaMapping
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Lines
 from pgq_exporter.labels import bound_labels
@@ -33,7 +32,6 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
-from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE
 from pgq_exporter.samples import AnySample, HistogramSample
 from pgq_exporter.sql import query
 
@@ -273,11 +271,9 @@ class GroupRun:
         state.samples, state.success, state.error = [], False, _describe(exc)
         state.labels_cut = frozenset()
         state.sqlstate = getattr(exc, "sqlstate", None)
-        layout = self.ctx.layout
-        if isinstance(exc, psycopg.errors.UndefinedTable) and (
-            isinstance(layout, SchemaMapping) and layout.is_reference
-        ):
-            state.error += f"; {NO_REFERENCE_QUEUE}"
+        hint = self.ctx.source.failure_hint(exc)
+        if hint:
+            state.error += f"; {hint}"
         state.last_run = time.time()
         state.connection_wait, state.duration = waited, time.monotonic() - began
         state.ran = True

@@ -25,7 +25,7 @@ from psycopg.conninfo import make_conninfo
 from pgq_exporter.config import DatabaseConfig, DiscoverySource
 from pgq_exporter.errors import DatabaseUnavailableError, PgqError, first_line
 from pgq_exporter.pg.connect import connection
-from pgq_exporter.runtime.layout import needs_catalog, resolve
+from pgq_exporter.sources import resolve
 from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.discovery")
@@ -65,7 +65,7 @@ def _target(source: DiscoverySource, database: str) -> DatabaseConfig | None:
     template = source.template
     found = replace(template, name=f"{source.name}/{database}",
                     dsn=make_conninfo(template.dsn, dbname=database))  # fmt: skip
-    if not needs_catalog(template.layout):
+    if not template.layout.needs_catalog:
         return found
     try:
         with connection(found.dsn, connect_timeout=CONNECT_TIMEOUT) as conn:
@@ -81,7 +81,7 @@ def _target(source: DiscoverySource, database: str) -> DatabaseConfig | None:
         return None
     if resolution.chosen is None:
         return None  # no queue in it
-    return replace(found, layout=resolution.layout)
+    return replace(found, layout=resolution.source.layout)
 
 
 class Discovery:

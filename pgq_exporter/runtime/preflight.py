@@ -11,31 +11,16 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pgq_exporter.catalogue import columns_read
-from pgq_exporter.collectors import planned
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.collectors.library_queues import COLLECTED_BLOCKS
-from pgq_exporter.collectors.library_sql import plan_block
-from pgq_exporter.collectors.rendering import render
-from pgq_exporter.collectors.unknown_statuses import unknown_values
-from pgq_exporter.config import (
-    AutoLayout,
-    Config,
-    DatabaseConfig,
-    Layout,
-    LayoutChoice,
-    SchemaMapping,
-    metric_specs,
-)
+from pgq_exporter.config import Config, DatabaseConfig, metric_specs
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.pg.connect import Conn, read_only
-from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.runtime.discovery import list_targets
-from pgq_exporter.runtime.layout import NO_REFERENCE_QUEUE, describe, fixed, resolve
 from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.sources import QueueSource, explained, fixed, resolve
 
 log = logging.getLogger("pgq_exporter")
 
@@ -135,57 +120,37 @@ def check_connections(config: Config) -> list[Checked]:
 def _check_target(target: Target, config: Config) -> Checked:
     name = target.name
     target.collect_now()
-    where = _choice_place(target.spec.database.layout) or config.source
-    if target.layout is None:
-        raise ConfigError(f"{where}: database {name!r}: {_explained(target.error)}")
-    _check_layout(name, target.spec.database, target.layout, config)
+    where = target.spec.database.layout.preset_line or config.source
+    if target.source is None:
+        raise ConfigError(f"{where}: database {name!r}: {explained(target.error)}")
+    source = target.source
+    _check_source(target, source, config, where)
     for collector, slot in target.slots.items():
         state = slot.state
         if target.up is False:
             raise ConfigError(f"{config.source}: database {name!r}: {state.error}")
         if not state.success:
             raise ConfigError(
-                f"{where}: database {name!r}: collector {collector} fails: "
-                f"{_explained(state.error)}"
+                f"{where}: database {name!r}: collector {collector} fails: {explained(state.error)}"
             )
     warnings = _layout_warnings(target.spec.database)
-    warnings += _status_warnings(target.spec.database, target.layout)
-    return Checked(name, describe(target.layout), tuple(target.slots), tuple(warnings))
+    warnings += _source_warnings(target.spec.database, source)
+    return Checked(name, source.describe(), tuple(target.slots), tuple(warnings))
 
 
-def _choice_place(choice: LayoutChoice) -> str:
-    """Where the config names a database's layout: `preset:` (auto or a library)."""
-    if isinstance(choice, AutoLayout | LibraryLayout):
-        return choice.where
-    return ""
-
-
-def _explained(error: str) -> str:
-    """An error as check-config says it: a missing grant says so."""
-    if "InsufficientPrivilege" in error or "permission denied" in error:
-        return (f"permission denied: {error.split(': ', 1)[-1]} (the role needs the grants "
-                "of `pgq-exporter schema grant-monitor`)")  # fmt: skip
-    return error
-
-
-def _status_warnings(database: DatabaseConfig, layout: Layout, wait: float = 5.0) -> list[str]:
-    """A library's status values its preset does not know (an upgrade added them)."""
-    if not isinstance(layout, LibraryLayout) or not layout.preset.status_enum:
-        return []
+def _source_warnings(database: DatabaseConfig, source: QueueSource, wait: float = 5.0) -> list[str]:
+    """What the source says of the database beside its collectors (a library's status
+    values its preset does not know)."""
     try:
         with _checking(database.dsn, wait) as conn:
-            values = unknown_values(conn, layout)
+            return source.warnings(conn)
     except (ConnectionUnavailableError, psycopg.Error):
         return []
-    if not values:
-        return []
-    return [f"status values the preset {layout.preset.name} does not know: "
-            f"{', '.join(values)} (their jobs are counted as status=\"unknown\")"]  # fmt: skip
 
 
 def _layout_warnings(database: DatabaseConfig, wait: float = 5.0) -> list[str]:
     """What `auto` found beside what it takes: several libraries, of which one is read."""
-    if not isinstance(database.layout, AutoLayout):
+    if not database.layout.needs_catalog:
         return []
     try:
         with _checking(database.dsn, wait) as conn:
@@ -218,66 +183,12 @@ def check_discovery(config: Config) -> list[DatabaseConfig]:
     return targets
 
 
-def _check_layout(
-    name: str, database: DatabaseConfig, layout: Layout, config: Config, wait: float = 5.0
-) -> None:
-    """The mapped table, and each column the scheduled collectors read, must exist;
-    the error names where the config sets them. An unreachable database is left to
-    the collectors' run, which reports it."""
-    if isinstance(layout, LibraryLayout):
-        _check_library(name, database, layout, wait)
-        return
-    runs = [p.name for p in planned(config, name, layout)]
-    wanted = sorted({key for c in runs for key in columns_read(c, layout.columns)})
-    if not wanted:
-        return
+def _check_source(target: Target, source: QueueSource, config: Config, where: str) -> None:
+    """The tables, columns and types the scheduled collectors read must exist; the error
+    names where the config sets them. An unreachable database is left to the collectors'
+    run, which reports it."""
     try:
-        with _checking(database.dsn, wait) as conn:
-            have = {row[0] for row in conn.execute(render("mapped_table_columns", layout))}
-    except ConnectionUnavailableError:
-        return
-    _check_columns(name, layout, wanted, have, config)
-
-
-def _check_columns(
-    name: str, mapping: SchemaMapping, wanted: list[str], have: set[str], config: Config
-) -> None:
-    table = f"{mapping.schema}.{mapping.table}"
-    fallback = f"{config.source}: database {name!r}"
-    if not have:
-        where = mapping.place("table") or fallback
-        hint = f"; {NO_REFERENCE_QUEUE}" if mapping.is_reference else ""
-        raise ConfigError(f"{where}: table {table} does not exist on database {name!r}{hint}")
-    for key in wanted:
-        column = mapping.columns.get(key)
-        if column is not None and column not in have:
-            where = mapping.place(f"columns.{key}") or fallback
-            raise ConfigError(
-                f"{where}: column {column!r} does not exist in {table} on database {name!r}"
-            )
-
-
-def _check_library(
-    name: str, database: DatabaseConfig, library: LibraryLayout, wait: float
-) -> None:
-    """Plan every block of the library preset: a table, column or type that the
-    database lacks fails with the line of `preset:`."""
-    where = library.where or _choice_place(database.layout)
-    try:
-        with _checking(database.dsn, wait) as conn:
-            for block in (b for b in COLLECTED_BLOCKS if b in library.preset.blocks):
-                try:
-                    with conn.transaction():  # a savepoint: the next block still runs
-                        plan_block(conn, library, block)
-                except psycopg.errors.InsufficientPrivilege as exc:
-                    raise ConfigError(
-                        f"{where}: database {name!r}: preset {library.preset.name} (schema "
-                        f"{library.schema}): {block}: {_explained(first_line(exc))}"
-                    ) from None
-                except psycopg.Error as exc:
-                    raise ConfigError(
-                        f"{where}: preset {library.preset.name} does not match database "
-                        f"{name!r} (schema {library.schema}): {block}: {first_line(exc)}"
-                    ) from None
+        with _checking(target.spec.database.dsn, 5.0) as conn:
+            source.check(conn, config, target.name, where)
     except ConnectionUnavailableError:
         return

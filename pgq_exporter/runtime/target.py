@@ -23,12 +23,10 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from pgq_exporter.catalogue import EXPORTER, SERVER_WIDE, MetricSpec
-from pgq_exporter.collectors import planned
-from pgq_exporter.collectors.base import Context, Feed, feed_for
-from pgq_exporter.collectors.capabilities import layout_name, served
+from pgq_exporter.collectors.base import Context, Feed
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.queues import KnownQueues
-from pgq_exporter.config import AutoLayout, Config, DatabaseConfig, Layout
+from pgq_exporter.config import Config, DatabaseConfig
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
 from pgq_exporter.labels import MAX_LABEL_BYTES
@@ -46,9 +44,9 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
-from pgq_exporter.runtime.layout import describe, needs_catalog, resolve
 from pgq_exporter.runtime.scheduler import UNBUDGETED, Lane, Scheduler
 from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.sources import QueueSource, resolve, source_for
 
 log = logging.getLogger("pgq_exporter.targets")
 
@@ -158,15 +156,16 @@ class Target:
         self.queues.configured = spec.database.queues
         self.queues.memory = config.queue_memory
         self.queues.limit = config.max_queues
-        # Finished jobs already observed stay observed across a reload; the feed suits
-        # the layout, made once it is known (_plan).
+        # Finished jobs already observed stay observed across a reload; the feed is its
+        # source's, made once the source is known (_plan).
         self.feed: Feed | None = kept.feed if kept else None
-        self.layout: Layout | None = None
+        # The source of its queue: known from the config, or found on the database.
+        self.source: QueueSource | None = None
         choice = spec.database.layout
-        if not isinstance(choice, AutoLayout) and not needs_catalog(choice):
-            self.layout = choice
+        if not choice.needs_catalog:
+            self.source = source_for(choice)  # type: ignore[arg-type]
         elif kept is not None:
-            self.layout = kept.layout
+            self.source = kept.source
         self.up: bool | None = kept.up if kept else None  # None: not tried yet
         self.error = ""  # why its layout is not known, when it is not
         self.slots: dict[str, Slot] = {}
@@ -194,10 +193,10 @@ class Target:
         self.series_dropped = 0  # by limits.series, at the last render
         self._attached = False  # uses its connection string in the shared pool
         self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
-        if self.layout is not None and kept is not None:
+        if self.source is not None and kept is not None:
             # A restart (a reload): the collectors and their samples are there at once,
             # so the snapshots rendered until they run again still show them.
-            self._plan(self.layout)
+            self._plan(self.source)
 
     @property
     def name(self) -> str:
@@ -252,10 +251,10 @@ class Target:
                 self._run(list(group))
 
     def _prepare(self) -> bool:
-        """Find the layout and plan the collectors; False when the layout cannot be read."""
-        if self.layout is None:
+        """Find the source and plan the collectors; False when it cannot be found."""
+        if self.source is None:
             try:
-                self.layout = self._resolve()
+                self.source = self._resolve()
             except ConnectionUnavailableError as exc:
                 self._unreachable(str(exc))
                 return False
@@ -266,14 +265,14 @@ class Target:
         if self._said_unreachable.ended():
             log.info("target reachable", extra={"database": self.name})
         if not self.slots:
-            self._plan(self.layout)
+            self._plan(self.source)
         return True
 
-    def _resolve(self) -> Layout:
+    def _resolve(self) -> QueueSource:
         timeout = min([RESOLVE_TIMEOUT, *(s.timeout for s in self.config.collectors.values())])
         with self._connections.checkout(self.spec.database.dsn, timeout, timeout) as (conn, _):
             self.up = True
-            return resolve(self.spec.database.layout, conn, self.name).layout
+            return resolve(self.spec.database.layout, conn, self.name).source
 
     def _unreachable(self, error: str) -> None:
         self.up, self.error = False, error
@@ -288,23 +287,25 @@ class Target:
     def _retry_every(self) -> float:
         return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
 
-    def _plan(self, layout: Layout) -> None:
-        if self.feed is None or type(self.feed) is not type(feed_for(layout)):
-            self.feed = feed_for(layout)
+    def _plan(self, source: QueueSource) -> None:
+        feed = source.make_feed()
+        if self.feed is None or type(self.feed) is not type(feed):
+            self.feed = feed
         previous = self._carried.slots if self._carried else {}
         busy = self._carried.running() if self._carried else set()
         now = time.monotonic()
-        for plan in planned(self.config, self.name, layout):
+        for plan in source.plan(self.config, self.name):
             old = previous.get(plan.name)
             # One collector object is never run by two threads: one still running in
             # the previous target is replaced, its state copied.
-            reuse = old is not None and type(old.collector) is plan.make and plan.name not in busy
+            made = getattr(plan.make, "func", plan.make)  # a partial's class, or the class
+            reuse = old is not None and type(old.collector) is made and plan.name not in busy
             collector = old.collector if reuse and old else plan.make()
             state = replace(old.state) if old else CollectorState()
             self.slots[plan.name] = Slot(plan, collector, state, now)
         self._carried = None
         self._groups = groups(list(self.slots.values()), self.spec.database.pool_size)
-        self._layout_samples = layout_samples(layout, self.slots.values())
+        self._layout_samples = layout_samples(source, self.slots.values())
 
     def run_group(self, index: int, now: float, late: float) -> float | None:
         """Run the group's due collectors; when it is next due."""
@@ -347,9 +348,9 @@ class Target:
         return min(doubled, max(interval, BACKOFF_CAP))
 
     def _run(self, due: list[Slot]) -> None:
-        assert self.layout is not None
+        assert self.source is not None
         assert self.feed is not None  # made with the plan
-        ctx = Context(self.config, self.spec.database, self.layout, self.queues, self.feed,
+        ctx = Context(self.config, self.spec.database, self.source, self.queues, self.feed,
                       self._connections.server_of(self.spec.database.dsn))  # fmt: skip
         with self._lock:
             if self.stopped:  # a restarted target may have taken these collectors
@@ -382,7 +383,7 @@ class Target:
         """Whether the layout was found on the database (`auto`, or a library without its
         schema) and every queue collector now fails as a wrong layout fails: a table,
         column, type or function it names is not there."""
-        if not needs_catalog(self.spec.database.layout):
+        if not self.spec.database.layout.needs_catalog:
             return False
         queue = [s.state for s in self.slots.values() if s.plan.reads_queue_tables and s.state.ran]
         return bool(queue) and all(
@@ -404,24 +405,24 @@ class Target:
             log.debug("layout not found again", extra={"database": self.name,
                                                         "err": first_line(exc)})  # fmt: skip
             return
-        if found == self.layout:
+        if found == self.source:
             return
         log.warning("preset auto: the database's queue layout changed",
                     extra={"database": self.name,
-                           "was": describe(self.layout) if self.layout else "",
-                           "now": describe(found)})  # fmt: skip
+                           "was": self.source.describe() if self.source else "",
+                           "now": found.describe()})  # fmt: skip
         self._redetect_wait = 0.0
         self._replan(found)
 
-    def _replan(self, layout: Layout) -> None:
-        """The collectors of ``layout`` in place of the current ones, scheduled now."""
+    def _replan(self, source: QueueSource) -> None:
+        """The collectors of ``source`` in place of the current ones, scheduled now."""
         with self._lock:
             for job in self._jobs:
                 job.replaced = True
             said = {name: slot.state.said for name, slot in self.slots.items()}
-            self.layout = layout
+            self.source = source
             self.slots = {}
-            self._plan(layout)
+            self._plan(source)
             for name, slot in self.slots.items():  # a failure said ends when it ends
                 slot.state.said = said.get(name, slot.state.said)
             self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
@@ -570,9 +571,9 @@ class Target:
             self._on_render(self)
 
 
-def layout_samples(layout: Layout, slots: Iterable[Slot]) -> list[Sample]:
+def layout_samples(source: QueueSource, slots: Iterable[Slot]) -> list[Sample]:
     """pgq_layout_info, and pgq_metric_served for each queue metric: served when the
-    layout records what it needs and its collector is planned, or a custom collector
+    source records what it needs and its collector is planned, or a custom collector
     feeds it."""
     names = [slot.name for slot in slots]
     fed = {
@@ -582,8 +583,8 @@ def layout_samples(layout: Layout, slots: Iterable[Slot]) -> list[Sample]:
         for metric in slot.collector.spec.metrics
         if metric.catalogue
     }
-    served_now = served(layout, frozenset(names))
-    samples = [Sample("pgq_layout_info", (layout_name(layout), layout.schema), 1.0)]
+    served_now = source.served(frozenset(names))
+    samples = [Sample("pgq_layout_info", (source.name, source.schema), 1.0)]
     samples += [
         Sample("pgq_metric_served", (metric,), float(ok or metric in fed))
         for metric, ok in served_now.items()

@@ -29,13 +29,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.bundle.runbooks import CONFIRMS, confirm_query
-from pgq_exporter.collectors.capabilities import served
 from pgq_exporter.config import AutoLayout, parse_config
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.presets.detect import detect
 from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.runtime.exporter import Exporter
-from pgq_exporter.runtime.layout import resolve
+from pgq_exporter.sources import resolve, source_for
 from tests.conftest import Database
 from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.libraries import PGBOSS, node_url, pgboss
@@ -192,7 +191,7 @@ def assert_served_as_declared(samples: Samples) -> None:
     [labels] = samples["pgq_layout_info"]
     layout = LibraryLayout(LIBRARY_PRESETS[dict(labels)["layout"]], dict(labels)["schema"])
     said = {dict(k)["metric"]: v == 1 for k, v in samples["pgq_metric_served"].items()}
-    assert said == served(layout)
+    assert said == source_for(layout).served()
     for metric, ok in said.items():
         names = {metric, f"{metric}_count"}
         assert bool(names & set(samples)) == ok, metric

@@ -10,7 +10,7 @@ from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install
 from pgq_exporter.config import parse_config
 from pgq_exporter.presets.detect import Found, detect
 from pgq_exporter.queue.schema import latest_version
-from pgq_exporter.runtime.layout import describe
+from pgq_exporter.sources import describe
 from tests.conftest import Database
 from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli

@@ -445,20 +445,19 @@ def _depth_runs(
     run it, ``between[i]`` called (on another connection) after run i: each run's
     statements and samples."""
     from pgq_exporter.catalogue import QUEUE_DEPTH  # noqa: PLC0415
-    from pgq_exporter.collectors import planned  # noqa: PLC0415
-    from pgq_exporter.collectors.base import Context, feed_for  # noqa: PLC0415
+    from pgq_exporter.collectors.base import Context  # noqa: PLC0415
     from pgq_exporter.collectors.queues import KnownQueues  # noqa: PLC0415
-    from pgq_exporter.runtime.layout import resolve  # noqa: PLC0415
     from pgq_exporter.samples import Sample  # noqa: PLC0415
+    from pgq_exporter.sources import resolve  # noqa: PLC0415
 
     config = parse_config(config_text, "test.yaml", os.environ)
     [database] = config.databases
     results = []
     with psycopg.connect(dsn, autocommit=True) as conn:
-        layout = resolve(database.layout, conn, database.name).layout
-        [plan] = [p for p in planned(config, database.name, layout) if p.name == QUEUE_DEPTH]
+        source = resolve(database.layout, conn, database.name).source
+        [plan] = [p for p in source.plan(config, database.name) if p.name == QUEUE_DEPTH]
         collector = plan.make()
-        ctx = Context(config, database, layout, KnownQueues(), feed_for(layout))
+        ctx = Context(config, database, source, KnownQueues(), source.make_feed())
         for run in range(runs):
             recorded = _Recorded(conn)
             with conn.transaction():

@@ -13,10 +13,11 @@ PACKAGE = ROOT / "pgq_exporter"
 
 # Higher imports lower, never the other way; one rank may not import another of the same.
 RANKS = {
-    "cli": 9,
-    "http": 8,
-    "bundle": 8,
-    "runtime": 7,
+    "cli": 10,
+    "http": 9,
+    "bundle": 9,
+    "runtime": 8,
+    "sources": 7,
     "collectors": 6,
     "config": 5,
     "presets": 4,
@@ -113,3 +114,32 @@ def test_the_reference_queue_depends_on_nothing_of_the_exporter() -> None:
         if other != "pgq_exporter" and not other.startswith(allowed)
     ]
     assert not wrong, "\n".join(sorted(wrong))
+
+
+# The kinds of a queue's layout, told apart only by the sources package.
+LAYOUT_KINDS = {"SchemaMapping", "LibraryLayout", "AutoLayout", "MappedSource", "LibrarySource"}
+
+
+def _kinds_asked(path: Path) -> set[str]:
+    """The layout kinds ``path`` tests a value against: isinstance(x, K) or type(x) is K."""
+    asked = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        tested: list[ast.expr] = []
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "isinstance":
+            second = node.args[1]
+            tested = list(second.elts) if isinstance(second, ast.Tuple) else [second]
+        elif isinstance(node, ast.Compare) and any(isinstance(o, ast.Is) for o in node.ops):
+            tested = node.comparators
+        asked |= {n.id for t in tested for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return asked & LAYOUT_KINDS
+
+
+def test_only_the_sources_tell_the_kinds_of_queue_apart() -> None:
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(kinds)
+        for path in PACKAGE.rglob("*.py")
+        if "sources" not in path.relative_to(PACKAGE).parts
+        for kinds in [_kinds_asked(path)]
+        if kinds
+    }
+    assert not wrong, wrong

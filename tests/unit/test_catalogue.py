@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from pgq_exporter.bundle.postgres_exporter import PRESET_QUERIES, QUERIES
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, names
-from pgq_exporter.collectors import BUILTIN
+from pgq_exporter.collectors.base import Collector
+from pgq_exporter.sources import CATALOG_COLLECTORS, preset_sources
 
 PACKAGE = Path(__file__).parents[2] / "pgq_exporter"
 NAME = re.compile(r"^(pgq|process)_[a-z][a-z0-9_]*$")  # process_*: client_python's names
@@ -40,7 +42,12 @@ def test_every_metric_name_in_the_code_comes_from_the_catalogue() -> None:
     assert collected <= used, "a catalogued metric that no collector produces"
 
 
-def test_registry_matches_the_catalogue() -> None:
-    assert tuple(BUILTIN) == BUILTIN_COLLECTORS
+def test_the_sources_make_each_catalogued_collector() -> None:
+    made: dict[str, Callable[[], Collector]] = dict(CATALOG_COLLECTORS)
+    for source in preset_sources().values():
+        made |= source.queue_collectors()
+    assert sorted(made) == sorted(BUILTIN_COLLECTORS)
+    for name, factory in made.items():
+        assert factory().name == name
     for spec in CATALOGUE:
         assert spec.collector in (*BUILTIN_COLLECTORS, "exporter"), spec
