@@ -16,8 +16,7 @@ from pgq_exporter.catalogue import (
     QUEUE_WINDOW,
     columns_left_out,
 )
-from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS
-from pgq_exporter.config.reader import human
+from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS, human
 from pgq_exporter.presets.detect import TABLE_PRESETS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from pgq_exporter.sources import preset_sources

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pgq_exporter.config.checks import Checks
 from pgq_exporter.config.yamlpos import Located, load_located
 from pgq_exporter.errors import UsageError
 
@@ -98,73 +99,39 @@ def load_bundle_config(path: str | None) -> BundleConfig:
 
 
 def parse_bundle_config(doc: Located) -> BundleConfig:
-    top = doc.mapping(
-        (),
-        (
-            "selector",
-            "job",
-            "keep_firing_for",
-            "blind_memory",
-            "alerts",
-            "queue_overrides",
-            "runbook_base",
-        ),
-    )
+    check = Checks(doc)
+    keys = ("selector", "job", "keep_firing_for", "blind_memory", "alerts", "queue_overrides",
+            "runbook_base")  # fmt: skip
+    top = check.mapping((), keys)
     config = BundleConfig()
     if "selector" in top:
-        config = replace(config, selector=_string(doc, ("selector",), allow_empty=True))
+        config = replace(config, selector=check.string(("selector",), empty_ok=True))
     if "job" in top:
-        config = replace(config, job=_string(doc, ("job",)))
+        config = replace(config, job=check.string(("job",)))
     if "keep_firing_for" in top:
-        config = replace(config, keep_firing_for=_duration(doc, ("keep_firing_for",)))
+        config = replace(config, keep_firing_for=check.duration_text(("keep_firing_for",)))
     if "blind_memory" in top:
-        config = replace(config, blind_memory=_duration(doc, ("blind_memory",)))
+        config = replace(config, blind_memory=check.duration_text(("blind_memory",)))
     if "runbook_base" in top:
-        config = replace(config, runbook_base=_string(doc, ("runbook_base",)))
+        config = replace(config, runbook_base=check.string(("runbook_base",)))
     alerts = dict(config.alerts)
-    for name in doc.mapping(("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
-        extra_keys = tuple(DEFAULT_EXTRAS.get(name, {}))
-        entry = doc.mapping(("alerts", name), ("threshold", "for", *extra_keys))
-        current = alerts[name]
-        threshold = (
-            _number(doc, ("alerts", name, "threshold"))
-            if "threshold" in entry
-            else current.threshold
-        )
-        for_ = _duration(doc, ("alerts", name, "for")) if "for" in entry else current.for_
-        extras = dict(current.extras)
-        extras.update({k: _number(doc, ("alerts", name, k)) for k in extra_keys if k in entry})
-        alerts[name] = AlertSetting(threshold, for_, extras)
+    for name in check.mapping(("alerts",), tuple(DEFAULT_ALERTS)) if "alerts" in top else {}:
+        alerts[name] = _alert_setting(check, name, alerts[name])
     overrides: dict[str, dict[str, float]] = {}
     if "queue_overrides" in top:
-        for name in doc.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):
-            queues = doc.mapping(("queue_overrides", name), None)
-            overrides[name] = {str(q): _number(doc, ("queue_overrides", name, q)) for q in queues}
+        for name in check.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):
+            queues = check.mapping(("queue_overrides", name), None)
+            overrides[name] = {str(q): check.number(("queue_overrides", name, q)) for q in queues}
     return replace(config, alerts=alerts, queue_overrides=overrides)
 
 
-def _string(doc: Located, path: tuple[str, ...], allow_empty: bool = False) -> str:
-    value = doc.get(path)
-    if not isinstance(value, str) or (not value and not allow_empty):
-        raise doc.error(path, "expected a string")
-    return value
-
-
-def _number(doc: Located, path: tuple[str, ...]) -> float:
-    value = doc.get(path)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise doc.error(path, f"expected a number of at least 0, got {value!r}")
-    return float(value)
-
-
-def _duration(doc: Located, path: tuple[str, ...]) -> str:
-    from pgq_exporter.config import parse_duration  # noqa: PLC0415
-
-    value = doc.get(path)
-    try:
-        if not isinstance(value, str):
-            raise ValueError(value)
-        parse_duration(value) if value != "0s" else None
-    except ValueError:
-        raise doc.error(path, f'expected a duration like "5m", got {value!r}') from None
-    return value
+def _alert_setting(check: Checks, name: str, current: AlertSetting) -> AlertSetting:
+    """An alert's entry under `alerts:`; what it leaves out stays ``current``."""
+    extra_keys = tuple(DEFAULT_EXTRAS.get(name, {}))
+    path = ("alerts", name)
+    entry = check.mapping(path, ("threshold", "for", *extra_keys))
+    threshold = check.number((*path, "threshold")) if "threshold" in entry else current.threshold
+    for_ = check.duration_text((*path, "for")) if "for" in entry else current.for_
+    extras = dict(current.extras)
+    extras.update({k: check.number((*path, k)) for k in extra_keys if k in entry})
+    return AlertSetting(threshold, for_, extras)

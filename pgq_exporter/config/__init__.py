@@ -1,6 +1,7 @@
 """The exporter's configuration: its model (config.model) and the YAML reader that
 builds it (config.reader)."""
 
+from pgq_exporter.config.checks import human, parse_duration
 from pgq_exporter.config.model import (
     AUTO_PRESET,
     DEFAULT_EXACT_COUNT_LIMIT,
@@ -28,13 +29,7 @@ from pgq_exporter.config.model import (
     builtin_runs,
     metric_specs,
 )
-from pgq_exporter.config.reader import (
-    RANGES,
-    load_config,
-    parse_config,
-    parse_duration,
-    split_address,
-)
+from pgq_exporter.config.reader import RANGES, load_config, parse_config, split_address
 
 __all__ = [
     "AUTO_PRESET",
@@ -62,6 +57,7 @@ __all__ = [
     "SchemaMapping",
     "WebSettings",
     "builtin_runs",
+    "human",
     "load_config",
     "metric_specs",
     "parse_config",

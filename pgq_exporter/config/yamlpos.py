@@ -42,22 +42,6 @@ class Located:
             value = value[part]
         return value
 
-    def mapping(
-        self, path: tuple[str | int, ...], allowed: tuple[str, ...] | None
-    ) -> dict[str, Any]:
-        """The mapping at ``path`` ({} when empty); a key outside ``allowed`` is an error."""
-        value = self.get(path)
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self.error(path, "expected a mapping")
-        for key in value:
-            if allowed is not None and key not in allowed:
-                raise self.error(
-                    (*path, key), f"unknown key (expected one of: {', '.join(allowed)})"
-                )
-        return value
-
 
 # A key or word an error may repeat: a file that is not a config (a password file,
 # a key) must not be printed back by check-config, a line at a time.

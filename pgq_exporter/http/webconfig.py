@@ -19,9 +19,9 @@ from pathlib import Path
 
 import bcrypt
 
+from pgq_exporter.config.checks import Checks
 from pgq_exporter.config.yamlpos import (
     ConfigError,
-    Located,
     guard_permissions,
     load_located,
     read_text,
@@ -163,49 +163,49 @@ def _verified(password: bytes, hashed: bytes) -> bool:
 
 
 def parse_web_config(text: str, source: str) -> WebConfig:
-    doc = load_located(text, source)
-    top = doc.mapping((), ("tls_server_config", "basic_auth_users", "http_server_config"))
-    _refuse_unsupported(doc, top)
-    tls: dict[str, str] = {}
-    if top.get("tls_server_config"):
-        raw = doc.mapping(("tls_server_config",), _TLS_KEYS)
-        for key in ("cert_file", "key_file"):
-            if not raw.get(key):
-                raise doc.error(("tls_server_config",), f"missing required key {key!r}")
-        tls = {key: str(value) for key, value in raw.items() if value is not None}
-        if tls.get("client_auth_type") in _UNVERIFIED_CLIENT_AUTH:
-            raise doc.error(("tls_server_config", "client_auth_type"),
-                            f"{tls['client_auth_type']} (any certificate, unverified) is not "
-                            "supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert "
-                            "with client_ca_file")  # fmt: skip
-        if tls.get("client_auth_type", "NoClientCert") not in _CLIENT_AUTH:
-            raise doc.error(("tls_server_config", "client_auth_type"),
-                            f"expected one of {', '.join(_CLIENT_AUTH)}")  # fmt: skip
-        if tls.get("min_version", "TLS12") not in _TLS_VERSIONS:
-            raise doc.error(("tls_server_config", "min_version"), "expected TLS12 or TLS13")
-        for key in ("cert_file", "key_file", "client_ca_file"):
-            if key in tls and not Path(tls[key]).is_file():
-                raise doc.error(("tls_server_config", key), f"no such file: {tls[key]}")
+    check = Checks(load_located(text, source))
+    top = check.mapping((), ("tls_server_config", "basic_auth_users", "http_server_config"))
+    _refuse_unsupported(check, top)
+    tls = _tls(check) if top.get("tls_server_config") else {}
     users: dict[str, bytes] = {}
     if top.get("basic_auth_users"):
-        for user, hashed in doc.mapping(("basic_auth_users",), None).items():
+        for user, hashed in check.mapping(("basic_auth_users",), None).items():
             if not isinstance(hashed, str) or not _BCRYPT_HASH.fullmatch(hashed):
-                raise doc.error(
-                    ("basic_auth_users", user),
-                    "expected a whole bcrypt hash",
-                )
+                raise check.fail(("basic_auth_users", user), "expected a whole bcrypt hash")
             users[str(user)] = hashed.encode()
     return WebConfig(tls=tls, users=users)
 
 
-def _refuse_unsupported(doc: Located, top: dict[str, object]) -> None:
+def _tls(check: Checks) -> dict[str, str]:
+    path = ("tls_server_config",)
+    raw = check.mapping(path, _TLS_KEYS)
+    tls = {key: check.string((*path, key)) for key, value in raw.items() if value is not None}
+    for key in ("cert_file", "key_file"):
+        if key not in tls:
+            raise check.fail(path, f"missing required key {key!r}")
+    if tls.get("client_auth_type") in _UNVERIFIED_CLIENT_AUTH:
+        raise check.fail((*path, "client_auth_type"),
+                         f"{tls['client_auth_type']} (any certificate, unverified) is not "
+                         "supported; use VerifyClientCertIfGiven or RequireAndVerifyClientCert "
+                         "with client_ca_file")  # fmt: skip
+    if "client_auth_type" in tls:
+        check.choice((*path, "client_auth_type"), tuple(_CLIENT_AUTH))
+    if "min_version" in tls:
+        check.choice((*path, "min_version"), tuple(_TLS_VERSIONS))
+    for key in ("cert_file", "key_file", "client_ca_file"):
+        if key in tls:
+            check.existing_file((*path, key))
+    return tls
+
+
+def _refuse_unsupported(check: Checks, top: dict[str, object]) -> None:
     for path, what in _UNSUPPORTED.items():
         section = top.get(path[0])
         present = (
             path[0] in top if len(path) == 1 else isinstance(section, dict) and path[1] in section
         )
         if present:
-            raise doc.error(path, f"{what} cannot be set here: pgq-exporter does not implement it")
+            raise check.fail(path, f"{what} cannot be set here: pgq-exporter does not implement it")
 
 
 class WebConfigFile:
