@@ -61,7 +61,7 @@ def test_doctor_with_a_bad_dsn_or_flags() -> None:
     assert_clean_failure(run_cli("doctor", "--schema", "app"), "--schema and --preset-param go")
     assert_clean_failure(
         run_cli("doctor", "--preset", "pgqueuer", "--preset-param", "stalled_worker_timeout=5s"),
-        "preset_params",
+        "--preset-param stalled_worker_timeout: unknown key",
     )
     assert_clean_failure(run_cli("doctor", "--preset", "sidekiq"), "unknown preset 'sidekiq'")
 
