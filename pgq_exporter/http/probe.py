@@ -23,7 +23,8 @@ from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
 from pgq_exporter.exposition import Snapshot, families
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
-from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.runtime.spec import Origin, TargetSpec
+from pgq_exporter.runtime.target import Target
 from pgq_exporter.samples import Sample
 from pgq_exporter.sources import describe
 

@@ -28,6 +28,7 @@ from pgq_exporter.config import (
 from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Form, Snapshot, merge, sample_lines
+from pgq_exporter.runtime.budgets import PROBES, budget_caps
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
 from pgq_exporter.runtime.preflight import check_custom_sql
@@ -35,7 +36,8 @@ from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.process import process_samples
 from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
-from pgq_exporter.runtime.target import PROBES, Origin, Target, TargetSpec, budget_caps
+from pgq_exporter.runtime.spec import Origin, TargetSpec
+from pgq_exporter.runtime.target import Target
 from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter")

@@ -19,7 +19,8 @@ from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.runtime.discovery import list_targets
-from pgq_exporter.runtime.target import Origin, Target, TargetSpec
+from pgq_exporter.runtime.spec import Origin, TargetSpec
+from pgq_exporter.runtime.target import Target
 from pgq_exporter.sources import QueueSource, explained, fixed, resolve
 
 log = logging.getLogger("pgq_exporter")

@@ -18,7 +18,7 @@ from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.config import AuthModule
 from pgq_exporter.config.addresses import IPNetwork, host_matches, ip_literal, parse_target
-from pgq_exporter.runtime.target import Origin, TargetSpec
+from pgq_exporter.runtime.spec import Origin, TargetSpec
 
 Resolver = Callable[[str, int], list[str]]
 

@@ -15,15 +15,11 @@ from dataclasses import dataclass, field, replace
 
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.config import Config
+from pgq_exporter.runtime.budgets import CapLog
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.scheduler import Scheduler
-from pgq_exporter.runtime.target import (
-    CapLog,
-    Origin,
-    Target,
-    TargetSpec,
-    plan_key,
-)
+from pgq_exporter.runtime.spec import Origin, TargetSpec, plan_key
+from pgq_exporter.runtime.target import Target
 
 log = logging.getLogger("pgq_exporter.registry")
 

@@ -18,18 +18,16 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
-from pgq_exporter.catalogue import EXPORTER, SERVER_WIDE, MetricSpec
+from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors.base import Context, Feed
-from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.queues import KnownQueues
-from pgq_exporter.config import Config, DatabaseConfig
+from pgq_exporter.config import Config
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
-from pgq_exporter.labels import MAX_LABEL_BYTES
+from pgq_exporter.runtime.budgets import COLLECTIONS, DELAYED, DROPPED, FIRST, LATE, CapLog, lane_of
 from pgq_exporter.runtime.collection import (
     CollectorState,
     GroupRun,
@@ -44,16 +42,16 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
+from pgq_exporter.runtime.redetect import REDETECT_CAP, Backoff, layout_in_doubt
 from pgq_exporter.runtime.scheduler import UNBUDGETED, Lane, Scheduler
+from pgq_exporter.runtime.spec import TargetSpec
+from pgq_exporter.runtime.target_jobs import GroupJob, RenderJob, SetupJob
+from pgq_exporter.runtime.target_samples import TargetSeries, layout_samples
 from pgq_exporter.samples import AnySample, Sample
 from pgq_exporter.sources import QueueSource, resolve, source_for
 
 log = logging.getLogger("pgq_exporter.targets")
 
-COLLECTIONS = "collections"
-DELAYED, DROPPED = "delayed", "dropped"
-# A run that starts this much after it was due waited for a free worker: delayed.
-LATE = 0.1
 # A target whose layout cannot be found yet tries again this often, at most; finding
 # it waits this long, at most, for its connection and the catalog.
 RETRY_RESOLVE = 15.0
@@ -62,72 +60,6 @@ RESOLVE_TIMEOUT = 5.0
 BACKOFF_CAP = 30.0
 # A group that ends while another of its target runs renders at most this much later.
 RENDER_WAIT = 0.2
-
-
-class Origin(StrEnum):
-    """Where a target comes from, which decides how long it is kept."""
-
-    STATIC = "databases"  # always
-    LISTED = "targets"  # while probed
-    MODULE = "auth_modules"  # while probed
-    DISCOVERED = "discover"  # while probed and while its source lists it
-
-
-@dataclass(frozen=True, slots=True)
-class TargetSpec:
-    database: DatabaseConfig
-    origin: Origin
-    source: str = ""  # the discover: source, or the auth module
-
-    @property
-    def name(self) -> str:
-        return self.database.name
-
-    @property
-    def always(self) -> bool:
-        return self.origin is Origin.STATIC
-
-
-# The budgets of the workers (Scheduler.set_caps): every probe target's jobs, those of
-# its origin (the discovered databases, or one auth module's targets), and first probes.
-PROBES, DISCOVERED_BUDGET, FIRST = "probes", "discovered", "first"
-
-
-def lane_of(spec: TargetSpec) -> Lane:
-    """The jobs of a database the operator listed (under databases: or targets:) count
-    against no budget; those of a probe target found or named from outside (discovered,
-    or through an auth module) against the probes' and its origin's."""
-    if spec.origin in (Origin.STATIC, Origin.LISTED):
-        return UNBUDGETED
-    if spec.origin is Origin.DISCOVERED:
-        return (PROBES, DISCOVERED_BUDGET)
-    return (PROBES, module_budget(spec.source))
-
-
-def module_budget(module: str) -> str:
-    return f"module:{module}"
-
-
-def budget_caps(config: Config, workers: int) -> dict[str, int]:
-    """Each budget's cap: the probe targets together run on workers of their own beside
-    the ``workers`` of the listed databases and the exporter's own jobs, three quarters
-    as many (one at least); each origin (the discovered databases, each auth module)
-    gets an equal part of them; first probes at most probe.first_workers (a quarter of
-    ``workers``, by default)."""
-    probes = max(1, workers - workers // 4)
-    origins = len(config.auth_modules) + (1 if config.discover else 0)
-    each = max(1, probes // max(origins, 1))
-    caps = {PROBES: probes, DISCOVERED_BUDGET: each,
-            FIRST: config.probe.first_workers or max(1, workers // 4)}  # fmt: skip
-    caps.update({module_budget(name): each for name in config.auth_modules})
-    return caps
-
-
-def plan_key(config: Config, spec: TargetSpec) -> tuple[object, ...]:
-    """What a target's running depends on: equal keys, and a reload leaves it alone."""
-    customs = tuple(c for c in config.custom if not c.databases or spec.name in c.databases)
-    return (spec, tuple(sorted(config.collectors.items())), customs, config.window,
-            config.exact_count_limit, config.max_queues, config.queue_memory)  # fmt: skip
 
 
 class Target:
@@ -171,7 +103,7 @@ class Target:
         self.slots: dict[str, Slot] = {}
         self._layout_samples: list[Sample] = []  # what the layout serves: see _plan
         self._groups: list[tuple[Slot, ...]] = []
-        self._jobs: list[_GroupJob] = []  # each group's job on the scheduler
+        self._jobs: list[GroupJob] = []  # each group's job on the scheduler
         self._carried = kept
         self.counts: Counter[tuple[str, str]] = kept.counts if kept else Counter()
         self.last_probe = time.monotonic()
@@ -186,11 +118,9 @@ class Target:
         self._render_due = False  # a render job is waiting (see _render_soon)
         self._scheduler: Scheduler | None = None
         self._connect_failures = 0  # in a row
-        self._said_labels_cut = False
         self._said_unreachable = Said()
-        self._redetect_at = 0.0  # time.monotonic() the layout may next be found again
-        self._redetect_wait = 0.0
-        self.series_dropped = 0  # by limits.series, at the last render
+        self._redetect = Backoff(REDETECT_CAP)
+        self.series = TargetSeries(spec.name, config.limits.series)
         self._attached = False  # uses its connection string in the shared pool
         self._phase = zlib.crc32(spec.name.encode()) / 2**32  # in [0, 1)
         if self.source is not None and kept is not None:
@@ -213,7 +143,7 @@ class Target:
         self._scheduler = scheduler
         self._connections.attach(self.spec.database.dsn)
         self._attached = True
-        scheduler.now(_Setup(self), (*self.lane, FIRST) if self.lane else UNBUDGETED)
+        scheduler.now(SetupJob(self), (*self.lane, FIRST) if self.lane else UNBUDGETED)
 
     def stop(self) -> None:
         """Its jobs end when they next come due; its connections close once unused."""
@@ -237,7 +167,7 @@ class Target:
         if not self._prepare():
             return time.monotonic() + self._retry_every()
         assert self._scheduler is not None
-        self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
+        self._jobs = [GroupJob(self, index) for index in range(len(self._groups))]
         for job in self._jobs:
             self._scheduler.now(job, self.lane)
         if not self._groups:
@@ -380,25 +310,14 @@ class Target:
 
     # -- a layout found by `auto` that the database no longer has --------------------
     def _layout_in_doubt(self) -> bool:
-        """Whether the layout was found on the database (`auto`, or a library without its
-        schema) and every queue collector now fails as a wrong layout fails: a table,
-        column, type or function it names is not there."""
-        if not self.spec.database.layout.needs_catalog:
-            return False
-        queue = [s.state for s in self.slots.values() if s.plan.reads_queue_tables and s.state.ran]
-        return bool(queue) and all(
-            not state.success and state.sqlstate in WRONG_LAYOUT for state in queue
-        )
+        return layout_in_doubt(self.spec.database.layout, self.slots.values())
 
     def _detect_again(self) -> None:
         """Find the layout again, at most every RETRY of its own, which doubles while the
         database's layout stays the same, up to REDETECT_CAP; a new one is taken, in one
         log line and a new pgq_layout_info."""
-        now = time.monotonic()
-        if now < self._redetect_at:
+        if not self._redetect.due(time.monotonic(), self._retry_every()):
             return
-        self._redetect_wait = min(2 * self._redetect_wait or self._retry_every(), REDETECT_CAP)
-        self._redetect_at = now + self._redetect_wait
         try:
             found = self._resolve()
         except Exception as exc:  # found again at its next due time
@@ -411,7 +330,7 @@ class Target:
                     extra={"database": self.name,
                            "was": self.source.describe() if self.source else "",
                            "now": found.describe()})  # fmt: skip
-        self._redetect_wait = 0.0
+        self._redetect.reset()
         self._replan(found)
 
     def _replan(self, source: QueueSource) -> None:
@@ -425,7 +344,7 @@ class Target:
             self._plan(source)
             for name, slot in self.slots.items():  # a failure said ends when it ends
                 slot.state.said = said.get(name, slot.state.said)
-            self._jobs = [_GroupJob(self, index) for index in range(len(self._groups))]
+            self._jobs = [GroupJob(self, index) for index in range(len(self._groups))]
             jobs = list(self._jobs)
         if self._scheduler is not None:
             for job in jobs:
@@ -442,7 +361,7 @@ class Target:
             if self._render_due:
                 return
             self._render_due = True
-        self._scheduler.at(time.monotonic() + RENDER_WAIT, _RenderJob(self), self.lane)
+        self._scheduler.at(time.monotonic() + RENDER_WAIT, RenderJob(self), self.lane)
 
     def render_if_due(self) -> None:
         """The render _render_soon put off, unless one came since."""
@@ -465,7 +384,7 @@ class Target:
                 for slot in group:
                     slot.due = min(slot.due, now)
                 self._jobs[index].replaced = True
-                self._jobs[index] = _GroupJob(self, index)
+                self._jobs[index] = GroupJob(self, index)
                 resumed.append(self._jobs[index])
         for job in resumed:
             self._scheduler.now(job, self.lane)
@@ -499,8 +418,9 @@ class Target:
         yield from self._layout_samples
         yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
         yield Sample("pgq_queue_names_too_long", (), float(self.queues.too_long))
-        yield Sample("pgq_series_dropped", (), float(self.series_dropped))
-        yield Sample("pgq_label_values_cut", (), float(len(self._labels_cut())))
+        yield Sample("pgq_series_dropped", (), float(self.series.dropped))
+        cut = self.series.labels_cut(list(self.slots.values()))
+        yield Sample("pgq_label_values_cut", (), float(len(cut)))
         with self._lock:
             counts = dict(self.counts)
         for limit in (COLLECTIONS, SERVER_CONNECTIONS):
@@ -516,38 +436,9 @@ class Target:
         specs = self._specs()
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
-        server_wide = not self.spec.always
-        budget = SeriesBudget(self.config.limits.series, specs)
-        parts = []
-        for slot in list(self.slots.values()):
-            if slot.lines is None:
-                slot.lines = sample_lines(specs, self.name, _slot_samples(slot, server_wide))
-            parts.append(budget.take(slot.lines))
-        self._series_dropped(budget.dropped)
+        parts = self.series.collectors_lines(specs, list(self.slots.values()),
+                                             server_wide=not self.spec.always)  # fmt: skip
         return [sample_lines(specs, self.name, self.own_samples()), *parts]
-
-    def _series_dropped(self, dropped: int) -> None:
-        """Serve how many series the budget left out; said in the log as it starts."""
-        if dropped and not self.series_dropped:
-            log.warning(
-                "more series than limits.series; the rest are not served",
-                extra={"database": self.name, "series": self.config.limits.series,
-                       "dropped": dropped},
-            )  # fmt: skip
-        self.series_dropped = dropped
-
-    def _labels_cut(self) -> set[str]:
-        """The label values its collectors' last samples hold cut; said in the log the
-        first time there are any."""
-        cut = {value for slot in list(self.slots.values()) for value in slot.state.labels_cut}
-        if cut and not self._said_labels_cut:
-            self._said_labels_cut = True
-            log.warning(
-                "label values longer than the bound are served cut, with a hash",
-                extra={"database": self.name, "values": len(cut), "bytes": MAX_LABEL_BYTES,
-                       "first": min(cut)},
-            )  # fmt: skip
-        return cut
 
     def server_samples(self) -> list[AnySample]:
         """Its collectors' last samples of its server, not of its database."""
@@ -569,142 +460,3 @@ class Target:
                 self.first_collection.set()
         if self._on_render is not None:
             self._on_render(self)
-
-
-def layout_samples(source: QueueSource, slots: Iterable[Slot]) -> list[Sample]:
-    """pgq_layout_info, and pgq_metric_served for each queue metric: served when the
-    source records what it needs and its collector is planned, or a custom collector
-    feeds it."""
-    names = [slot.name for slot in slots]
-    fed = {
-        metric.name
-        for slot in slots
-        if isinstance(slot.collector, CustomSQL)
-        for metric in slot.collector.spec.metrics
-        if metric.catalogue
-    }
-    served_now = source.served(frozenset(names))
-    samples = [Sample("pgq_layout_info", (source.name, source.schema), 1.0)]
-    samples += [
-        Sample("pgq_metric_served", (metric,), float(ok or metric in fed))
-        for metric, ok in served_now.items()
-    ]
-    return samples
-
-
-def _slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
-    if isinstance(slot.collector, CustomSQL):
-        yield Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
-    for sample in slot.state.samples:
-        if server_wide or sample.metric not in SERVER_WIDE:
-            yield sample
-    yield from run_samples(slot.name, slot.state)
-
-
-# SQLSTATEs of SQL that names what the database does not have: a table, a column, a
-# type, a function, a schema. Not 42501 (permission denied): that is a grant.
-WRONG_LAYOUT = frozenset({"42P01", "42703", "42704", "42883", "3F000"})
-REDETECT_CAP = 600.0
-
-
-class SeriesBudget:
-    """What is left of a target's series for the lines of its collectors, taken metric by
-    metric; the exporter's own metrics of a collector (how its runs went) are always
-    taken."""
-
-    def __init__(self, series: int, specs: dict[str, MetricSpec]) -> None:
-        self.left = series
-        self.dropped = 0
-        self._specs = specs
-
-    def take(self, lines: Lines) -> Lines:
-        taken: Lines = {}
-        for name, text in lines.items():
-            if self._specs[name].collector == EXPORTER:
-                taken[name] = text
-                continue
-            series = text.count("\n")
-            if series <= self.left:
-                taken[name] = text
-                self.left -= series
-            else:
-                self.dropped += series
-        return taken
-
-
-class CapLog:
-    """One log line per cap and outcome at most once a minute, with the runs since the
-    last one; one per exporter, shared by its targets. A delay is the caps doing their
-    work; only a dropped run is news."""
-
-    EVERY = 60.0
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._since: Counter[tuple[str, str]] = Counter()
-        self._logged: dict[tuple[str, str], float] = {}
-
-    def note(self, database: str, limit: str, outcome: str) -> None:
-        now = time.monotonic()
-        key = (limit, outcome)
-        with self._lock:
-            self._since[key] += 1
-            if now - self._logged.get(key, -self.EVERY) < self.EVERY:
-                return
-            self._logged[key] = now
-            runs = self._since.pop(key)
-        level = logging.WARNING if outcome == DROPPED else logging.DEBUG
-        log.log(level, f"collector runs {outcome} by a cap",
-                extra={"limit": limit, "runs": runs, "database": database})  # fmt: skip
-
-
-def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
-    """How the collector's runs went; nothing before its first run has ended, so that
-    a starting target reads as not yet known rather than as failing."""
-    if not state.ran:
-        return
-    labels = (collector,)
-    yield Sample("pgq_collector_duration_seconds", labels, state.duration)
-    yield Sample("pgq_collector_connection_wait_seconds", labels, state.connection_wait)
-    yield Sample("pgq_collector_success", labels, float(state.success))
-    if state.last_success:
-        yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)
-
-
-@dataclass(eq=False)
-class _Setup:
-    target: Target
-
-    @property
-    def cancelled(self) -> bool:
-        return self.target.stopped
-
-    def run(self, now: float, late: float) -> float | None:
-        return self.target.setup()
-
-
-@dataclass(eq=False)
-class _RenderJob:
-    target: Target
-
-    @property
-    def cancelled(self) -> bool:
-        return self.target.stopped
-
-    def run(self, now: float, late: float) -> float | None:
-        self.target.render_if_due()
-        return None
-
-
-@dataclass(eq=False)
-class _GroupJob:
-    target: Target
-    index: int
-    replaced: bool = False  # by a job due sooner
-
-    @property
-    def cancelled(self) -> bool:
-        return self.target.stopped or self.replaced
-
-    def run(self, now: float, late: float) -> float | None:
-        return self.target.run_group(self.index, now, late)

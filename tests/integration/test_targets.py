@@ -21,7 +21,7 @@ from pgq_exporter.http.probe import answer
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.runtime.exporter import Exporter
-from pgq_exporter.runtime.target import Origin, TargetSpec
+from pgq_exporter.runtime.spec import Origin, TargetSpec
 from pgq_exporter.samples import Sample
 from tests.conftest import Database
 from tests.exporter_support import parse_samples, probe, probe_status, value
