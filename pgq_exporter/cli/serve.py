@@ -18,6 +18,7 @@ from pgq_exporter.http.server import ExporterServer
 from pgq_exporter.http.webconfig import WebConfigFile
 from pgq_exporter.pg.environment import take_libpq_environment, with_environment
 from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.memory import give_back_large_buffers
 from pgq_exporter.runtime.preflight import check_custom_sql
 
 log = logging.getLogger("pgq_exporter")
@@ -89,6 +90,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
     """Collect and serve HTTP in this process until SIGTERM or SIGINT; reload on SIGHUP."""
     # Before any config is read: libpq's variables reach the listed databases only.
     take_libpq_environment()
+    give_back_large_buffers()
     config = resolve_config(args, default_dsn)
     setup_logging(config.log.format, config.log.level)
     web = WebConfigFile(config.web.config_file)
