@@ -18,8 +18,8 @@ import psycopg
 
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Contract, Job
+from pgq_exporter.queue.leases import ClaimMarks
 from pgq_exporter.queue.schema import apply_schema
-from pgq_exporter.queue.worker import ClaimMarks
 
 LEASE = timedelta(minutes=5)
 EXPIRE = "UPDATE pgq.jobs SET locked_until = now() - interval '1 second' WHERE id = ANY(%s)"

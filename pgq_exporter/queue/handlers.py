@@ -9,7 +9,7 @@ from typing import Any
 
 from pgq_exporter.errors import UsageError
 from pgq_exporter.queue.contract import Job
-from pgq_exporter.queue.worker import Handler
+from pgq_exporter.queue.worker import JobHandler
 
 log = logging.getLogger("pgq_exporter.handler")
 
@@ -27,7 +27,7 @@ def example(job: Job) -> None:
     log.debug("job done", extra={"job": job.id, "queue": job.queue})
 
 
-def load_handler(spec: str) -> Handler:
+def load_handler(spec: str) -> JobHandler:
     """``module:function`` -> the function, or a UsageError that says what is wrong."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,75 +44,14 @@ from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.errors import DatabaseUnavailableError, first_line
 from pgq_exporter.pg.connect import connect
 from pgq_exporter.queue.contract import Call, Conn, Contract, Job, decode_payloads_as_text
+from pgq_exporter.queue.leases import ClaimMarks, Handoff, Leases
 from pgq_exporter.queue.names import check_queue_name, notify_channel
+from pgq_exporter.queue.outbox import Outbox, Outcome
 
 log = logging.getLogger("pgq_exporter.worker")
 
-Handler = Callable[[Job], None]
+JobHandler = Callable[[Job], None]
 DB_ERRORS = (psycopg.Error, DatabaseUnavailableError)
-# An outcome is a job and its error text, None when the handler succeeded.
-Outcome = tuple[Job, str | None]
-# How often a claim scans a queue from the front rather than from its mark.
-RESCAN_EVERY = 1.0
-
-
-class ClaimMarks:
-    """Where each queue's next claim starts.
-
-    After a full claim, at the newest scheduled_at it took (claim's ``after``),
-    so that a long drain does not step over its own dead index entries again;
-    from the front after a short claim, and at least every ``rescan_every``
-    seconds, so that nothing below a mark waits long.
-    """
-
-    def __init__(self, rescan_every: float = RESCAN_EVERY) -> None:
-        self._rescan_every = rescan_every
-        self._marks: dict[str, datetime] = {}
-        self._rescan_at = 0.0
-
-    def start(self, queue: str) -> datetime | None:
-        now = time.monotonic()
-        if now >= self._rescan_at:
-            self._rescan_at = now + self._rescan_every
-            return None
-        return self._marks.get(queue)
-
-    def claimed(self, queue: str, jobs: list[Job], wanted: int) -> None:
-        stamps = [job.scheduled_at for job in jobs if job.scheduled_at is not None]
-        if len(jobs) == wanted and stamps:
-            self._marks[queue] = max(stamps)
-        else:
-            self._marks.pop(queue, None)
-
-
-class Handoff:
-    """Claimed jobs on their way to the handler threads.
-
-    A claim's jobs go in under one lock with one wake-up for as many threads as
-    jobs; a queue.Queue would take its lock and notify once per job.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: deque[Job] = deque()
-        self._added = threading.Condition(threading.Lock())
-
-    def put_all(self, jobs: list[Job]) -> None:
-        with self._added:
-            self._jobs.extend(jobs)
-            self._added.notify(len(jobs))
-
-    def get(self, timeout: float) -> Job | None:
-        """The next job, or None after ``timeout`` seconds without one."""
-        with self._added:
-            if not self._jobs:
-                self._added.wait(timeout)
-            return self._jobs.popleft() if self._jobs else None
-
-    def take_all(self) -> list[Job]:
-        with self._added:
-            jobs = list(self._jobs)
-            self._jobs.clear()
-            return jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,17 +115,9 @@ class _Recording:
         return _Recorded(self.done, refused, self.failing.result() if self.failing else {})
 
 
-@dataclass(slots=True)
-class _Held:
-    job: Job
-    expires: float  # monotonic time at which the lease runs out, as last renewed
-    started: bool = False
-    began: float = 0.0  # monotonic time its handler started
-
-
 class Worker:
     def __init__(
-        self, dsn: str, handler: Handler, settings: WorkerSettings, schema: str = DEFAULT_SCHEMA
+        self, dsn: str, handler: JobHandler, settings: WorkerSettings, schema: str = DEFAULT_SCHEMA
     ) -> None:
         for name in settings.queues:
             check_queue_name(name)
@@ -199,11 +130,9 @@ class Worker:
         self._stopping = threading.Event()
         self._handoff = Handoff()
         self._claimed_here: deque[Job] = deque()  # the inline worker's claimed jobs
-        self._held: dict[int, _Held] = {}
-        self._running: dict[int, Job] = {}
-        self._lock = threading.Lock()
-        self._outbox: list[Outcome] = []
-        self._outbox_changed = threading.Condition()
+        self._leases = Leases(settings.lease)
+        self._lock = threading.Lock()  # the stats'
+        self._outbox = Outbox(settings.flush_size, settings.flush_every)
         self._next_queue = 0
         self._marks = ClaimMarks()
 
@@ -278,7 +207,7 @@ class Worker:
         while every queue is empty.
         """
         outcomes = self._take_outcomes()
-        free = self.settings.capacity - len(self._held) + len(outcomes)
+        free = self.settings.capacity - len(self._leases) + len(outcomes)
         want = min(free, self.settings.batch) if free >= self.settings.refill_at else 0
         if not outcomes and not want:
             self._wait_for_outcomes(idle)
@@ -325,7 +254,7 @@ class Worker:
             # The steady round: only successes to record, in the one statement that claims.
             done = [job for job, _ in outcomes]
             claimed = self.contract.complete_and_claim(
-                cursor, done, queue, want, lease, name, after, self._ran(done)
+                cursor, done, queue, want, lease, name, after, self._leases.ran(done)
             )
             return _Recorded(len(done), claimed.refused, {}), claimed.jobs
         with conn.pipeline():  # both in one implicit transaction
@@ -334,26 +263,21 @@ class Worker:
         return sent.result(), claim.result()
 
     def _hold(self, jobs: list[Job]) -> None:
-        expires = time.monotonic() + self.settings.lease.total_seconds()
-        with self._lock:
-            for job in jobs:
-                self._held[job.id] = _Held(job, expires)
-            self.stats.claimed += len(jobs)
+        self._leases.hold(jobs)
+        self._count("claimed", len(jobs))
         if self._inline:
             self._claimed_here.extend(jobs)
             return
         self._handoff.put_all(jobs)
 
     def _wait_for_outcomes(self, timeout: float) -> None:
-        with self._outbox_changed:
-            if not self._outbox and not self._stopping.is_set():
-                self._outbox_changed.wait(timeout)
+        self._outbox.wait(timeout, self._stopping)
 
     def _wait_for_jobs(self, conn: Conn, idle: float) -> None:
         """Until a notification, an outcome to record, stop, or ``idle`` seconds."""
         deadline = time.monotonic() + idle
         # While jobs are held, their outcomes must not wait for the whole poll.
-        step = 0.01 if self._held else 0.25
+        step = 0.01 if len(self._leases) else 0.25
         while not self._stopping.is_set() and not self._outbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -383,25 +307,16 @@ class Worker:
         if not self._start(job):
             return
         error = self._execute(job)
-        with self._lock:
-            self._running.pop(job.id, None)
-        self._post((job, error))
+        self._leases.finished(job)
+        self._outbox.post((job, error), self._leases.running)
 
     def _start(self, job: Job) -> bool:
         """Mark ``job`` running, unless it was released or its lease ran out meanwhile."""
-        with self._lock:
-            held = self._held.get(job.id)
-            if held is None:  # released during shutdown
-                return False
-            if time.monotonic() < held.expires:
-                held.started = True
-                held.began = time.monotonic()
-                self._running[job.id] = job
-                return True
-            del self._held[job.id]
-        self._lost(job)
-        self._wake_dispatcher()  # a place came free
-        return False
+        started = self._leases.start(job)
+        if started is False:
+            self._lost(job)
+            self._wake_dispatcher()  # a place came free
+        return bool(started)
 
     def _execute(self, job: Job) -> str | None:
         try:
@@ -411,54 +326,23 @@ class Worker:
         return None
 
     # -- recording outcomes -------------------------------------------------------
-    def _post(self, outcome: Outcome) -> None:
-        with self._outbox_changed:
-            self._outbox.append(outcome)
-            waiting = len(self._outbox)
-            if waiting == 1 or waiting >= self.settings.flush_size or not self._running:
-                self._outbox_changed.notify()
-
     def _wake_dispatcher(self) -> None:
-        with self._outbox_changed:
-            self._outbox_changed.notify()
+        self._outbox.wake()
 
     def _take_outcomes(self) -> list[Outcome]:
-        """The outcomes to record now. While handlers still run, linger up to
-        flush_every for theirs, so that they share one statement."""
-        with self._outbox_changed:
-            linger_until = time.monotonic() + self.settings.flush_every
-            while (
-                self._outbox
-                and len(self._outbox) < self.settings.flush_size
-                and self._running
-                and not self._stopping.is_set()
-            ):
-                remaining = linger_until - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._outbox_changed.wait(remaining)
-            batch, self._outbox = self._outbox, []
-            return batch
+        return self._outbox.take(lambda: self._leases.running, self._stopping)
 
     def _send_record(self, conn: Conn, batch: list[Outcome]) -> _Recording:
         """Send the outcomes' statements; read them back with .result()."""
         done = [job for job, error in batch if error is None]
         failures = [(job, error) for job, error in batch if error is not None]
         backoff = self.settings.retry_backoff
-        ran = self._ran([job for job, _ in failures])
+        ran = self._leases.ran([job for job, _ in failures])
         return _Recording(
             len(done),
-            self.contract.send_complete_many(conn, done, self._ran(done)) if done else None,
+            self.contract.send_complete_many(conn, done, self._leases.ran(done)) if done else None,
             self.contract.send_fail_many(conn, failures, backoff, ran) if failures else None,
         )
-
-    def _ran(self, jobs: list[Job]) -> list[float | None]:
-        """Seconds since each job's handler started, by this process's clock: the
-        database stamps the start as its now() less that, so no two clocks meet."""
-        now = time.monotonic()
-        with self._lock:
-            held = [self._held.get(job.id) for job in jobs]
-        return [now - h.began if h and h.started else None for h in held]
 
     def _settle(self, batch: list[Outcome], recorded: _Recorded) -> None:
         """Once committed: count the outcomes, report lost leases, free the places."""
@@ -470,8 +354,7 @@ class Worker:
             if outcomes:
                 self.stats.failed += sum(1 for o in outcomes.values() if o == "failed")
                 self.stats.retried += sum(1 for o in outcomes.values() if o == "retry")
-            for job, _ in batch:
-                self._held.pop(job.id, None)
+        self._leases.let_go(job for job, _ in batch)
         if refused or outcomes:
             for job, _ in batch:
                 if job.id in refused or outcomes.get(job.id) == "refused":
@@ -479,9 +362,7 @@ class Worker:
 
     def _keep_for_retry(self, batch: list[Outcome], exc: BaseException) -> None:
         """Put back the outcomes whose lease still runs; the rest go to the reaper."""
-        now = time.monotonic()
-        with self._lock:
-            alive = {j.id for j, _ in batch if (h := self._held.get(j.id)) and h.expires > now}
+        alive = self._leases.alive(job for job, _ in batch)
         keep = [outcome for outcome in batch if outcome[0].id in alive]
         dropped = [job for job, _ in batch if job.id not in alive]
         if batch:
@@ -489,14 +370,8 @@ class Worker:
                 "could not record job outcomes; retrying those whose lease still runs",
                 extra={"jobs": len(batch), "dropped": len(dropped), "err": first_line(exc)},
             )
-        self._let_go(dropped)
-        with self._outbox_changed:
-            self._outbox[:0] = keep
-
-    def _let_go(self, jobs: Iterable[Job]) -> None:
-        with self._lock:
-            for job in jobs:
-                self._held.pop(job.id, None)
+        self._leases.let_go(dropped)
+        self._outbox.put_back(keep)
 
     def _count(self, what: str, n: int = 1) -> None:
         with self._lock:
@@ -520,25 +395,12 @@ class Worker:
             conn.close()
 
     def _beat(self, conn: Conn) -> None:
-        with self._lock:
-            held = [h.job for h in self._held.values()]
+        held = self._leases.held()
         if not held:
             return
         renewed = time.monotonic() + self.settings.lease.total_seconds()
         refused = self.contract.heartbeat_many(conn, held, self.settings.lease)
-        lost_unstarted = []
-        with self._lock:
-            for job in held:
-                entry = self._held.get(job.id)
-                if entry is None:
-                    continue
-                if job.id not in refused:
-                    entry.expires = renewed
-                elif not entry.started:  # never run a job whose lease is gone
-                    del self._held[job.id]
-                    lost_unstarted.append(job)
-        # A started job's loss is counted when its outcome is refused.
-        for job in lost_unstarted:
+        for job in self._leases.renewed(held, refused, renewed):
             self._lost(job)
 
     # -- shutdown -------------------------------------------------------------------
@@ -550,11 +412,7 @@ class Worker:
         for thread in handlers:
             thread.join(max(deadline - time.monotonic(), 0))
         self._record_remaining()
-        with self._lock:
-            unfinished = list(self._running.values())
-            for job in unfinished:
-                self._held.pop(job.id, None)
-        self._release(unfinished)
+        self._release(self._leases.unfinished())
         # A handler that finished between the two steps above posted its outcome late.
         self._record_remaining()
 
@@ -579,8 +437,7 @@ class Worker:
         """The claimed jobs no handler took, each still held (not lost meanwhile)."""
         queued = [*self._claimed_here, *self._handoff.take_all()]
         self._claimed_here.clear()
-        with self._lock:
-            return [job for job in queued if self._held.pop(job.id, None) is not None]
+        return self._leases.let_go(queued)
 
     def _release(self, jobs: list[Job]) -> None:
         if not jobs:

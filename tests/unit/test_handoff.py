@@ -6,7 +6,7 @@ import threading
 import uuid
 
 from pgq_exporter.queue.contract import Job
-from pgq_exporter.queue.worker import Handoff
+from pgq_exporter.queue.leases import Handoff
 
 
 def _job(n: int) -> Job:
