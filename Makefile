@@ -51,17 +51,15 @@ test-pg18: venv
 	$(BIN)/pytest
 
 # The suite on PostgreSQL 18 in parts that make test runs side by side: the end-to-end
-# tests, which mostly wait on processes, in two (those under a real Prometheus, and
-# the others), and the rest.
-E2E_PROMETHEUS = tests/e2e/test_incident_alerts.py tests/e2e/test_library_incidents.py \
-	tests/e2e/test_prometheus.py tests/e2e/test_promtool.py tests/e2e/test_quantiles.py \
-	tests/e2e/test_mixin.py tests/e2e/test_deploy.py tests/e2e/test_one_page_per_incident.py
+# tests, which mostly wait on processes, in two (those marked prometheus, under a real
+# Prometheus, and the others), and the rest.
 test-pg18-e2e: venv
-	$(BIN)/pytest -p no:cacheprovider tests/e2e --ignore=tests/e2e/test_library_presets.py \
-		$(addprefix --ignore=,$(E2E_PROMETHEUS))
+	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
+		--ignore=tests/e2e/test_library_presets.py
 
 test-pg18-prometheus: venv
-	$(BIN)/pytest -p no:cacheprovider $(E2E_PROMETHEUS)
+	$(BIN)/pytest -p no:cacheprovider -m prometheus tests/e2e \
+		--ignore=tests/e2e/test_library_presets.py
 
 test-pg18-rest: venv
 	$(BIN)/pytest -p no:cacheprovider tests/unit tests/integration tests/e2e/test_library_presets.py

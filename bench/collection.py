@@ -123,7 +123,7 @@ def exporter_cycle_seconds(
 
 
 def _target(exporter: Exporter) -> Target:
-    target = exporter.registry.running("bench")
+    target = exporter.targets.running("bench")
     if target is None:
         raise RuntimeError("the bench database is not a target")
     return target

@@ -28,9 +28,9 @@ def drain(dsn: str, workers: int, jobs: int, left: str, target: Callable[..., No
             started = time.perf_counter()
             while _count(conn, left) >= jobs:
                 started = time.perf_counter()
-                time.sleep(POLL)
+                _wait(processes)
             while _count(conn, left) > 0:
-                time.sleep(POLL)
+                _wait(processes)
             rate = jobs / (time.perf_counter() - started)
             unfinished = _count(conn, confirm) if confirm else 0
             if unfinished:
@@ -47,6 +47,14 @@ def drain(dsn: str, workers: int, jobs: int, left: str, target: Callable[..., No
 
 # How often a drain reads what is left: a 20,000-job drain takes about a second.
 POLL = 0.01
+
+
+def _wait(processes: list[Any]) -> None:
+    """A poll's time; a drain whose workers all ended with jobs left fails, not waits."""
+    time.sleep(POLL)
+    if not any(process.is_alive() for process in processes):
+        codes = sorted({process.exitcode for process in processes})
+        raise RuntimeError(f"every worker process ended (exit codes {codes}) with jobs left")
 
 
 def _count(conn: psycopg.Connection[Any], statement: str) -> int:

@@ -29,11 +29,12 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from bench.dataset import build
-from bench.serving import ProcessTree, paced, wait_http, wrk
+from bench.serving import paced, wait_http, wrk
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.schema import apply_schema
+from tests.support.processes import ProcessTree
 
 PREFIX = "bench_fleet"
 QUEUES = ("email", "reports", "webhooks")

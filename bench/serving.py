@@ -15,33 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.bundle import render_bundle
 from pgq_exporter.http.ports import free_port
+from tests.support.processes import ProcessTree
 
 _UNIT = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60_000.0}
-
-
-class ProcessTree:
-    """An exporter's processes: `serve` and the collecting process it forks."""
-
-    def __init__(self, pid: int) -> None:
-        self._root = psutil.Process(pid)
-
-    def processes(self) -> list[psutil.Process]:
-        return [self._root, *self._root.children(recursive=True)]
-
-    def cpu_seconds(self) -> float:
-        return float(sum(t.user + t.system for t in (p.cpu_times() for p in self.processes())))
-
-    def threads(self) -> int:
-        return int(sum(p.num_threads() for p in self.processes()))
-
-    def rss_bytes(self) -> int:
-        return int(sum(p.memory_info().rss for p in self.processes()))
 
 
 def wait_http(url: str, timeout: float = 30) -> None:

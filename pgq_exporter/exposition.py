@@ -51,7 +51,7 @@ def _headers(spec: MetricSpec) -> tuple[str, str]:
 
 
 # One source's samples (a collector's, a target's own) as exposition lines, by metric.
-Lines = dict[str, str]
+MetricLines = dict[str, str]
 
 
 def families(
@@ -64,13 +64,13 @@ def families(
 
 def sample_lines(
     specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]
-) -> Lines:
+) -> MetricLines:
     """The exposition lines of ``samples`` of ``database``, by metric."""
     return _lines(specs, ((database, sample) for sample in samples))
 
 
-def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]) -> Lines:
-    """Lines by metric, in the order the samples come. A second sample of one label set
+def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]) -> MetricLines:
+    """MetricLines by metric, in the order the samples come. A second sample of one label set
     is left out (Prometheus would keep one of them, silently), with a warning."""
     built: dict[str, list[str]] = {}
     seen: set[tuple[str, tuple[str, ...]]] = set()
@@ -91,7 +91,7 @@ def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]
     return {name: "".join(lines) for name, lines in built.items()}
 
 
-def merge(specs: dict[str, MetricSpec], parts: Iterable[Lines]) -> list[Family]:
+def merge(specs: dict[str, MetricSpec], parts: Iterable[MetricLines]) -> list[Family]:
     """The families of several sources' lines, in name order, each source's lines of a
     metric after the previous one's."""
     chunks: dict[str, list[str]] = {}
@@ -146,8 +146,8 @@ def render(metrics: list[Family], *, openmetrics: bool = False) -> bytes:
     return "".join(parts).encode()
 
 
-# A snapshot is gzipped after every run of its target: level 1 is several times faster
-# than the default, for a body a little larger.
+# A snapshot is gzipped after every run of its target: level 1 costs much less than
+# the default, for a body a little larger.
 GZIP_LEVEL = 1
 Form = tuple[bool, bool]  # (OpenMetrics, gzipped)
 TEXT_FORM: Form = (False, False)
@@ -169,11 +169,6 @@ class Snapshot:
         self._lock = threading.Lock()
         for form in sorted(set(forms)):  # plain before gzipped: gzip reuses it
             self._forms[form] = self._render(form)
-
-    @property
-    def text(self) -> bytes:
-        """The text format, plain."""
-        return self.body()
 
     def rendered(self) -> dict[Form, bytes]:
         """The forms made so far, each as it is served."""

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 
 # Samples are NamedTuples: a tuple of strings and numbers is untracked by the garbage
-# collector, and a fleet of targets holds hundreds of thousands of them; as objects,
+# collector, and a fleet of targets holds a great many of them; as objects,
 # they made every full collection walk them all.
 class Sample(NamedTuple):
     """One gauge or counter value. ``labels`` are the values after ``database``, in spec order."""

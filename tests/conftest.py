@@ -15,12 +15,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+import tests.support
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.redaction import forget_all
 from tests.support import admin_execute, unique_name, with_dbname
-from tests.timing import pytest_runtest_logreport, pytest_terminal_summary
+from tests.support.timing import pytest_runtest_logreport, pytest_terminal_summary
 
 __all__ = ["pytest_runtest_logreport", "pytest_terminal_summary"]
 
@@ -37,6 +38,22 @@ class Database:
         if not kwargs.get("autocommit"):
             conn.commit()
         return conn
+
+
+# The fixtures that start or reach a PostgreSQL: a test that uses one is marked postgres.
+POSTGRES_FIXTURES = frozenset({"server_dsn", "own_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if POSTGRES_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    tests.support.CURRENT_MARKS = {mark.name for mark in item.iter_markers()}
+    tests.support.TEST_PROCESS = os.getpid()
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import metric
 
-# The label sets that identify one queue and one exporter target.
-TARGET = ("job", "instance")
+# The labels that identify one queue.
 QUEUE_KEY = ("job", "instance", "database", "queue")
 
 

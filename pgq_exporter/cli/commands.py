@@ -21,7 +21,7 @@ from pgq_exporter.cli.queue_commands import (
 from pgq_exporter.errors import EXIT_INTERRUPTED, EXIT_USAGE, PgqError, first_line
 from pgq_exporter.redaction import remember_dsn, remember_secrets
 
-Handler = Callable[[argparse.Namespace], int]
+Command = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     _remember_environment_secrets()
     args = build_parser().parse_args(argv)
-    handler: Handler = args.handler
+    handler: Command = args.handler
     try:
         return handler(args)
     except PgqError as exc:

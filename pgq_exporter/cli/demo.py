@@ -147,7 +147,7 @@ class LiveView:
         self.previous_time = time.monotonic()
 
     def render(self, header: str) -> str:
-        values = _samples(self.exporter.metrics_text.decode())
+        values = _samples(self.exporter.metrics_body.decode())
         now = time.monotonic()
         elapsed = max(now - self.previous_time, 1e-6)
         rows = [header, "",

@@ -35,7 +35,7 @@ class Histogram:
 
     def cumulative(self) -> tuple[tuple[str, float], ...]:
         """The (le, cumulative count) pairs. A fleet of targets holds one per queue
-        and histogram, each of up to 154 pairs: the labels, the empty buckets' pairs
+        and histogram, each of one pair per bucket: the labels, the empty buckets' pairs
         and each repeated count are shared objects, not copies."""
         zeros = _zero_pairs(self.bounds)
         first = next((i for i, count in enumerate(self.counts) if count), len(self.counts))

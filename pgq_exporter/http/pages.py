@@ -15,7 +15,7 @@ def http_sd_targets(exporter: Exporter) -> list[dict[str, Any]]:
     """The probe targets, listed and discovered, in Prometheus's http_sd format: one
     group per source, its name in __meta_pgq_source for relabelling."""
     groups: dict[str, list[str]] = {}
-    for spec in exporter.registry.known():
+    for spec in exporter.targets.known():
         groups.setdefault(spec.source or "targets", []).append(spec.name)
     return [
         {"targets": sorted(names), "labels": {"__meta_pgq_source": source}}

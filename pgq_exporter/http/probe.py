@@ -2,7 +2,7 @@
 
 ``/probe?target=NAME`` names a target under `targets:` or found by discovery;
 ``/probe?target=HOST[:PORT]/DATABASE&auth_module=NAME`` names a database with an auth
-module's credentials. The first probe of a target starts it (registry, then the
+module's credentials. The first probe of a target starts it (runtime/targets.py, then the
 scheduler's first job) and waits, up to the smaller of ``probe.wait`` and the scrape's
 own deadline less half a second, for its first whole collection; until then, or
 while its database cannot be reached, it answers ``pgq_up 0`` and says why, by class
@@ -20,11 +20,11 @@ from http import HTTPStatus
 from pgq_exporter.catalogue import metric
 from pgq_exporter.config import Config
 from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
-from pgq_exporter.exposition import Snapshot, families
+from pgq_exporter.exposition import Form, Snapshot, families
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
-from pgq_exporter.runtime.registry import Registry, TooManyTargetsError, UnknownTargetError
 from pgq_exporter.runtime.spec import Origin, TargetSpec
 from pgq_exporter.runtime.target import Target
+from pgq_exporter.runtime.targets import Targets, TooManyTargetsError, UnknownTargetError
 from pgq_exporter.samples import Sample
 from pgq_exporter.sources import describe
 
@@ -40,7 +40,6 @@ class Answer:
     snapshot: Snapshot | None = None  # served in the form the scraper asks for
     text: str = ""  # otherwise, a plain-text body
     reason: str | None = None  # why the snapshot says pgq_up 0
-    target: Target | None = None  # the target probed, when it runs
 
 
 def scrape_seconds(scrape_timeout: str | None) -> float | None:
@@ -62,28 +61,32 @@ def deadline(config: Config, scrape_timeout: str | None) -> float:
 
 
 def answer(
-    registry: Registry,
+    targets: Targets,
     config: Config,
     params: dict[str, list[str]],
     scrape_timeout: str | None,
     *,
     detailed: bool = False,
+    form: Form | None = None,
 ) -> Answer:
     """The answer to one /probe request; ``detailed``: its debug text may name what
-    libpq's errors name (users, addresses)."""
-    started = _start(registry, config, params)
+    libpq's errors name (users, addresses). The target renders its snapshots in
+    ``form``, the scraper's, from the first: the request thread only writes it out."""
+    started = _start(targets, config, params)
     if isinstance(started, Answer):
         return started
+    if form is not None:
+        started.want(form)
     wait = deadline(config, scrape_timeout)
     collected = started.first_collection.wait(wait)
     if params.get("debug", ["false"])[-1].lower() in ("1", "true"):
         return Answer(HTTPStatus.OK, text=debug_text(started, collected, wait, detailed))
     if not collected:
         return Answer(HTTPStatus.OK, _down(started.name), reason=f"no collection within {wait:g}s")
-    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason(), target=started)
+    return Answer(HTTPStatus.OK, started.snapshot, reason=started.reason())
 
 
-def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> Target | Answer:
+def _start(targets: Targets, config: Config, params: dict[str, list[str]]) -> Target | Answer:
     """The target the request names, started if it was not; else the refusal."""
     names = params.get("target", [])
     if len(names) != 1 or not names[0]:
@@ -92,7 +95,7 @@ def _start(registry: Registry, config: Config, params: dict[str, list[str]]) -> 
     if len(modules) > 1:
         return Answer(HTTPStatus.BAD_REQUEST, text="give at most one auth_module\n")
     try:
-        return registry.probe(_spec(registry, config, names[0], modules[0] if modules else None))
+        return targets.probe(_spec(targets, config, names[0], modules[0] if modules else None))
     except (UnknownTargetError, TargetSyntaxError, ForbiddenTargetError,
             TooManyTargetsError) as exc:  # fmt: skip
         return _refusal(exc, by_module=bool(modules))
@@ -112,17 +115,18 @@ def _refusal(exc: Exception, *, by_module: bool) -> Answer:
                        "try again when one has gone idle\n")  # fmt: skip
 
 
-def _spec(registry: Registry, config: Config, name: str, module: str | None) -> TargetSpec:
+def _spec(targets: Targets, config: Config, name: str, module: str | None) -> TargetSpec:
     if module is None:
-        return registry.spec(name)
+        return targets.spec(name)
     found = config.auth_modules.get(module)
     if found is None:
         raise UnknownTargetError(module)
+    address = parse_target(name)  # once: the running target's key, or the new one's
     # A running target keeps the address its name resolved to when it started.
-    running = registry.running(str(parse_target(name)), found.name)
+    running = targets.running(str(address), found.name)
     if running is not None:
         return running.spec
-    return module_target(found, name)
+    return module_target(found, address)
 
 
 def _down(name: str) -> Snapshot:

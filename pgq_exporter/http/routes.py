@@ -127,14 +127,12 @@ class Routes:
         # debug=true gives libpq's own words (users, addresses) only to a caller the web
         # config authenticated; anyone else gets each failure's class.
         detailed = self.web.current().authenticates()
-        found = answer(self.exporter.registry, self.exporter.config, request.query,
+        form = scrape_form(request)
+        found = answer(self.exporter.targets, self.exporter.config, request.query,
                        request.headers.get(SCRAPE_TIMEOUT_HEADER.lower()),
-                       detailed=detailed)  # fmt: skip
+                       detailed=detailed, form=form)  # fmt: skip
         if found.snapshot is None:
             return Response(found.status, found.text.encode())
-        form = scrape_form(request)
-        if found.target is not None:
-            found.target.want(form)  # its later snapshots come rendered in it
         # Why a target serves pgq_up 0: the class of failure only. libpq's own words
         # name the user and the address a name resolved to; they go to the log.
         extra = {REASON_HEADER: failure_class(found.reason)} if found.reason else {}

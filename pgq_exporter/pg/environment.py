@@ -61,9 +61,3 @@ def taken_environment() -> dict[str, str]:
     """What was taken, by keyword."""
     with _lock:
         return dict(_taken)
-
-
-def forget_environment() -> None:
-    """Forget what was taken (for tests, which take it in one process many times)."""
-    with _lock:
-        _taken.clear()

@@ -24,7 +24,7 @@ from pgq_exporter.catalogue import MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Lines
+from pgq_exporter.exposition import MetricLines
 from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.connections import (
@@ -98,14 +98,14 @@ class Slot:
     state: CollectorState
     due: float = 0.0  # time.monotonic()
     first: bool = True  # its first run is still to come
-    lines: Lines | None = None  # its samples as exposition lines, made after each run
+    lines: MetricLines | None = None  # its samples as exposition lines, made after each run
 
     @property
     def name(self) -> str:
         return self.plan.name
 
 
-class Outcome:
+class RunOutcome:
     """How a group's run went, for the target to count and report."""
 
     RAN = "ran"
@@ -158,25 +158,25 @@ class GroupRun:
                     if any(slot.collector.runs_users_sql for slot in self.slots):
                         # What no rollback undoes: a session's advisory locks.
                         conn.execute(query("session.sql", "release_session_locks"))
-                return Outcome.RAN
+                return RunOutcome.RAN
             except CapReachedError:
-                return Outcome.DROPPED
+                return RunOutcome.DROPPED
             except ConnectionUnavailableError as exc:
                 self.up = False
                 self._fail(pending, _describe(exc), self.started)
-                return Outcome.RAN
+                return RunOutcome.RAN
             except psycopg.OperationalError as exc:
                 if not lost_connection(exc):
                     raise  # _in_transactions records every other failure itself
                 if attempt == 2:
                     self.up = False
                     self._fail(pending, _describe(exc), self.started)
-                    return Outcome.RAN
+                    return RunOutcome.RAN
                 log.info(
                     "connection lost; retrying once on a new one",
                     extra={"database": self.ctx.database.name, "err": first_line(exc)},
                 )
-        return Outcome.RAN
+        return RunOutcome.RAN
 
     @contextmanager
     def _connection(self, *, fresh: bool) -> Iterator[tuple[Conn, float]]:

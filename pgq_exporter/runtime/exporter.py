@@ -2,8 +2,8 @@
 and the snapshot served on /metrics.
 
 One process has one scheduler (a bounded pool of workers), one pool of connections
-capped per server, and one registry of targets, whatever their number: see
-scheduler.py, connections.py, target.py and registry.py.
+capped per server, and one set of targets, whatever their number: see
+scheduler.py, connections.py, target.py and targets.py.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
 from pgq_exporter.runtime.preflight import check_custom_sql
 from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.process import process_samples
-from pgq_exporter.runtime.registry import Registry, SweepJob
 from pgq_exporter.runtime.scheduler import Scheduler
 from pgq_exporter.runtime.spec import Origin, TargetSpec
 from pgq_exporter.runtime.target import Target
+from pgq_exporter.runtime.targets import SweepJob, Targets
 from pgq_exporter.samples import AnySample, Sample
 
 log = logging.getLogger("pgq_exporter")
@@ -75,14 +75,14 @@ class Exporter:
         self.scheduler = Scheduler(config.limits.collections)
         self._size_scheduler(config)
         self._renderer = _Renderer(self)
-        self.registry = Registry(config, self.scheduler, self.connections, self.specs,
+        self.targets = Targets(config, self.scheduler, self.connections, self.specs,
                                  self._renderer.changed)  # fmt: skip
         self.discovery = Discovery(config.discover, self._discovered)
         self._discovery_jobs: list[DiscoveryJob] = []
         self._snapshot = Snapshot([])
         self._forms: frozenset[Form] = frozenset()  # asked for: see Target.want
         self._ready = False
-        self.registry.start_static()
+        self.targets.start_static()
         self.refresh()
 
     def specs(self) -> dict[str, MetricSpec]:
@@ -90,14 +90,14 @@ class Exporter:
 
     def start(self) -> None:
         self.scheduler.start()
-        self.scheduler.now(SweepJob(self.registry, self.connections,
+        self.scheduler.now(SweepJob(self.targets, self.connections,
                                     min(SWEEP_EVERY, self.config.probe.idle)))  # fmt: skip
         self.scheduler.now(self._renderer)
         self._start_discovery(self.config.discover)
 
     def stop(self) -> None:
         """Stop every target, cancel the queries in progress, and close every connection."""
-        self.registry.stop()
+        self.targets.stop()
         self.connections.cancel_all()
         self.scheduler.stop(STOP_WAIT)
         self.connections.close()
@@ -105,14 +105,14 @@ class Exporter:
     def collect_once(self) -> bytes:
         """Every static target's collectors once, in this thread, then the snapshot
         (check-config, tests): only for an exporter that was not started."""
-        for target in self.registry.static():
+        for target in self.targets.static():
             target.collect_now()
         self.refresh()
-        return self._snapshot.text
+        return self._snapshot.body()
 
     @property
-    def metrics_text(self) -> bytes:
-        return self._snapshot.text
+    def metrics_body(self) -> bytes:
+        return self._snapshot.body()
 
     @property
     def snapshot(self) -> Snapshot:
@@ -127,14 +127,14 @@ class Exporter:
         return self._ready
 
     def statuses(self) -> Iterator[CollectorStatus]:
-        for target in self.registry.static():
+        for target in self.targets.static():
             for name, slot in target.slots.items():
                 state = slot.state
                 yield CollectorStatus(target.name, name, state.success, state.last_success,
                                       state.error or target.error)  # fmt: skip
 
     def database_up(self) -> dict[str, bool | None]:
-        return {target.name: target.up for target in self.registry.static()}
+        return {target.name: target.up for target in self.targets.static()}
 
     # -- reload ---------------------------------------------------------------------
     def _size_scheduler(self, config: Config) -> None:
@@ -168,7 +168,7 @@ class Exporter:
             self._stop_discovery(old.discover, keep=config.discover)
             self.discovery = Discovery(config.discover, self._discovered)
             self._start_discovery(config.discover)
-        self.registry.apply(config, self._respec)
+        self.targets.apply(config, self._respec)
         self.reload_ok, self.reload_time = True, time.time()
         self.refresh()
         log.info("config reloaded", extra={"file": self.config_path})
@@ -204,18 +204,18 @@ class Exporter:
         self._discovery_jobs.clear()
         for source in sources:
             if source not in keep:  # gone or changed: its targets go until listed again
-                self.registry.set_discovered(source.name, [])
+                self.targets.set_discovered(source.name, [])
 
     def _discovered(self, source: DiscoverySource, found: tuple[DatabaseConfig, ...]) -> None:
         specs = [TargetSpec(db, Origin.DISCOVERED, source.name) for db in found]
-        self.registry.set_discovered(source.name, specs)
+        self.targets.set_discovered(source.name, specs)
         self._renderer.changed()
 
     # -- /metrics -------------------------------------------------------------------
     def refresh(self) -> None:
         """Render the snapshot served on /metrics: the static targets, and the exporter.
         Readiness is read with it, so that /readyz never runs ahead of /metrics."""
-        static = self.registry.static()
+        static = self.targets.static()
         ready = all(_ready(target) for target in static)
         parts = [part for target in static for part in target.lines()]
         parts.append(sample_lines(self._specs, "", self._samples()))
@@ -251,8 +251,8 @@ class Exporter:
             yield Sample("pgq_discovery_success", (source,), float(listing.success))
             yield Sample("pgq_discovery_targets", (source,), float(len(listing.targets)))
         if self.config.targets or self.config.discover or self.config.auth_modules:
-            yield Sample("pgq_probe_targets", (), float(len(self.registry.probed())))
-            yield Sample("pgq_probe_refused_total", (), float(self.registry.refused))
+            yield Sample("pgq_probe_targets", (), float(len(self.targets.probed())))
+            yield Sample("pgq_probe_refused_total", (), float(self.targets.refused))
         yield Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)

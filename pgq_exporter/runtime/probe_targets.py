@@ -17,7 +17,13 @@ from dataclasses import replace
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.config import AuthModule
-from pgq_exporter.config.addresses import IPNetwork, host_matches, ip_literal, parse_target
+from pgq_exporter.config.addresses import (
+    IPNetwork,
+    ProbeAddress,
+    host_matches,
+    ip_literal,
+    parse_target,
+)
 from pgq_exporter.runtime.spec import Origin, TargetSpec
 
 Resolver = Callable[[str, int], list[str]]
@@ -28,7 +34,7 @@ class ForbiddenTargetError(ValueError):
     Its message never repeats the target."""
 
 
-def resolve(host: str, port: int) -> list[str]:
+def addresses_of(host: str, port: int) -> list[str]:
     """The addresses ``host`` resolves to, in the resolver's order; none if it does not."""
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -37,11 +43,13 @@ def resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in found))
 
 
-def module_target(module: AuthModule, target: str, resolver: Resolver = resolve) -> TargetSpec:
-    """The database a probe names as HOST[:PORT]/DATABASE, reached with the module's
-    credentials and options. The target is read strictly (TargetSyntaxError); its host
-    and port must be the module's (ForbiddenTargetError), before any connection."""
-    address = parse_target(target)
+def module_target(
+    module: AuthModule, target: str | ProbeAddress, resolver: Resolver = addresses_of
+) -> TargetSpec:
+    """The database a probe names as HOST[:PORT]/DATABASE (read already, or read here
+    strictly: TargetSyntaxError), reached with the module's credentials and options; its
+    host and port must be the module's (ForbiddenTargetError), before any connection."""
+    address = target if isinstance(target, ProbeAddress) else parse_target(target)
     if address.port not in module.ports:
         raise ForbiddenTargetError(f"auth module {module.name} may not reach this port")
     hostaddr = _allowed_address(module, address.host, address.port, resolver)

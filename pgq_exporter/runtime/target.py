@@ -8,7 +8,7 @@ its runs. Where it comes from decides only how long it is kept:
 - under `targets:` or through an auth module, while Prometheus probes it;
 - through discovery, while probed and while its source lists it.
 
-The registry (registry.py) holds them all.
+The set of targets (targets.py) holds them all.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pgq_exporter.collectors.base import Context, Feed
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import Config
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Form, Lines, Snapshot, merge, sample_lines
+from pgq_exporter.exposition import Form, MetricLines, Snapshot, merge, sample_lines
 from pgq_exporter.runtime.budgets import COLLECTIONS, DELAYED, DROPPED, FIRST, LATE, CapLog, lane_of
 from pgq_exporter.runtime.collection import (
     CollectorState,
     GroupRun,
-    Outcome,
+    RunOutcome,
     Said,
     Slot,
     due_in,
@@ -295,7 +295,7 @@ class Target:
             with self._lock:
                 self._running.difference_update(slot.name for slot in due)
                 last = not self._running
-        if outcome == Outcome.DROPPED:
+        if outcome == RunOutcome.DROPPED:
             self._note(SERVER_CONNECTIONS, DROPPED)
         elif run.waited_for_server:
             self._note(SERVER_CONNECTIONS, DELAYED)
@@ -429,7 +429,7 @@ class Target:
             dropped = float(counts.get((limit, DROPPED), 0))
             yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
-    def lines(self) -> list[Lines]:
+    def lines(self) -> list[MetricLines]:
         """Every sample of the target as exposition lines: its own, then each collector's,
         each made once after the collector's run rather than at every render; at most
         limits.series of them, the collectors' own series always among them."""
@@ -455,7 +455,10 @@ class Target:
         (every collector has run once) only in a snapshot that shows it."""
         with self._render_lock:
             self._render_due = False
-            self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
+            # A listed database's series are served on /metrics, merged there once with
+            # the others' (Exporter.refresh): it needs no snapshot of its own.
+            if not self.spec.always:
+                self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
             if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
                 self.first_collection.set()
         if self._on_render is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from pgq_exporter.catalogue import EXPORTER, SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.exposition import Lines, sample_lines
+from pgq_exporter.exposition import MetricLines, sample_lines
 from pgq_exporter.labels import MAX_LABEL_BYTES
 from pgq_exporter.runtime.collection import (
     CollectorState,
@@ -61,8 +61,8 @@ class SeriesBudget:
         self.dropped = 0
         self._specs = specs
 
-    def take(self, lines: Lines) -> Lines:
-        taken: Lines = {}
+    def take(self, lines: MetricLines) -> MetricLines:
+        taken: MetricLines = {}
         for name, text in lines.items():
             if self._specs[name].collector == EXPORTER:
                 taken[name] = text
@@ -101,7 +101,7 @@ class TargetSeries:
 
     def collectors_lines(
         self, specs: dict[str, MetricSpec], slots: list[Slot], *, server_wide: bool
-    ) -> list[Lines]:
+    ) -> list[MetricLines]:
         """Each slot's lines (made once after its run), as many as the budget takes."""
         budget = SeriesBudget(self.limit, specs)
         parts = []

@@ -11,7 +11,7 @@ from pgq_exporter.sources.base import (
 )
 from pgq_exporter.sources.library import explained
 from pgq_exporter.sources.mapped import NO_REFERENCE_QUEUE
-from pgq_exporter.sources.registry import (
+from pgq_exporter.sources.resolution import (
     REFERENCE,
     Resolution,
     describe,

@@ -4,6 +4,7 @@ speed is measured by `make bench`, never asserted in tests."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
@@ -13,8 +14,10 @@ from bench.jit import jit_scrapes
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
-from tests.counts_support import assert_counts_exact
 from tests.support import admin_execute, require_tool
+from tests.support.counts import assert_counts_exact
+
+pytestmark = pytest.mark.library
 
 
 def test_dataset_and_collection_harness(db: Database) -> None:
@@ -76,6 +79,7 @@ def test_contract_and_drain_harness(db: Database) -> None:
     assert len(tenths) == 10 and all(t["p50_ms"] > 0 for t in tenths)
 
 
+@pytest.mark.prometheus
 def test_postgres_exporter_jit_harness(db: Database) -> None:
     require_tool("prometheus-postgres-exporter")
     figures = jit_scrapes(db.dsn, jobs=300, starts=1)
@@ -84,7 +88,8 @@ def test_postgres_exporter_jit_harness(db: Database) -> None:
 
 
 def test_presets_harness(server_dsn: str) -> None:
-    from bench.presets import INSTALL, has_doctor_indexes, preset_cycles  # noqa: PLC0415
+    from bench.presets import has_doctor_indexes, preset_cycles  # noqa: PLC0415
+    from tests.support.libraries import INSTALL  # noqa: PLC0415
 
     rows = preset_cycles(server_dsn, jobs=3000)
     indexed = [name for name in INSTALL if has_doctor_indexes(name)]

@@ -15,8 +15,8 @@ from itertools import count
 
 from pgq_exporter.http.ports import free_port
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config, parse_samples
-from tests.fake_postgres import Tarpit
+from tests.support.exporter import ExporterProcess, basic_config, parse_samples
+from tests.support.fake_postgres import Tarpit
 
 FLOOD_SECONDS = 30
 CLIENTS = 32

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 
 from pgq_exporter.http.ports import free_port
-from tests.exporter_support import parse_samples
 from tests.support import IN_CI, wait_for
+from tests.support.exporter import parse_samples
 
 CORE: tuple[tuple[str, dict[str, str]], ...] = (
     ("pgq_queue_jobs", {"status": "pending"}),

@@ -24,6 +24,8 @@ from pgq_exporter.http.ports import free_port
 from tests.conftest import Database
 from tests.support import require_tool, wait_for
 
+pytestmark = pytest.mark.prometheus
+
 ROOT = Path(__file__).parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
 K8S_VERSION = "1.31.0"

@@ -19,8 +19,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, Labels, basic_config, value
 from tests.support import assert_clean_failure, require_tool, run_cli
+from tests.support.exporter import ExporterProcess, Labels, basic_config, value
+from tests.support.outages import pause, resume
 
 Samples = dict[str, dict[Labels, float]]
 SECRET = "s3cret-Pa55"
@@ -42,13 +43,13 @@ def test_outage_keeps_serving_and_heals_without_restart(own_server: EmbeddedPost
     dsn = make_conninfo(own_server.dsn, password=SECRET)
     with ExporterProcess(basic_config(dsn)) as exporter:
         exporter.wait_until(lambda s: _up(s) == 1 and _all_collectors_ok(s))
-        own_server.pause()
+        pause(own_server)
         down = exporter.wait_until(lambda s: _up(s) == 0, timeout=30)
         assert "pgq_queue_jobs" not in down, "a failed collector must not serve stale series"
         assert value(down, "pgq_collector_success", database="main", collector="queue_depth") == 0
         status, page = exporter.get("/")
         assert status == 200 and b"down" in page
-        own_server.resume()
+        resume(own_server)
         healed = exporter.wait_until(lambda s: _up(s) == 1 and _all_collectors_ok(s), timeout=30)
         assert (
             value(healed, "pgq_queue_jobs", database="main", queue="email", status="pending") == 1
@@ -228,6 +229,7 @@ def test_read_only_role_is_enough_for_every_collector(db: Database) -> None:
     assert conninfo_to_dict(reader)["user"] == "pgq_reader"
 
 
+@pytest.mark.prometheus
 def test_promtool_accepts_the_exposition(db: Database) -> None:
     promtool = require_tool("promtool")
     with db.connect(autocommit=True) as conn:
@@ -251,20 +253,20 @@ def test_promtool_accepts_the_exposition(db: Database) -> None:
 def test_readyz_answers_once_the_first_collection_has_ended_even_with_the_server_down(
     own_server: EmbeddedPostgres,
 ) -> None:
-    own_server.pause()
+    pause(own_server)
     with ExporterProcess(basic_config(own_server.dsn)) as exporter:
         assert exporter.get("/healthz")[0] == 200
         exporter.wait_for("/readyz", 200)
         assert value(exporter.scrape(), "pgq_up", database="main") == 0
-        own_server.resume()
+        resume(own_server)
 
 
 def test_xmin_horizon_names_slots_and_prepared_transactions(own_server: EmbeddedPostgres) -> None:
     with psycopg.connect(own_server.dsn, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET max_prepared_transactions = 2")
         conn.execute("ALTER SYSTEM SET wal_level = logical")
-    own_server.pause()
-    own_server.resume()
+    pause(own_server)
+    resume(own_server)
     with psycopg.connect(own_server.dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_create_logical_replication_slot('pgq_test_slot', 'test_decoding')")
         # Prepared by a session of its own, which ends: a session must not write
@@ -327,9 +329,9 @@ def test_custom_sql_cannot_escape_its_read_only_transaction(own_server: Embedded
         '    sql: "SELECT 1 AS n; COMMIT; DELETE FROM public.victims; SELECT 1 AS n"\n'
         "    metrics: [{name: pgq_test_escape, help: Escape., value: n}]\n"
     )
-    own_server.pause()  # down at start: the startup check of the query cannot run
+    pause(own_server)  # down at start: the startup check of the query cannot run
     with ExporterProcess(config) as exporter:
-        own_server.resume()
+        resume(own_server)
         escape: Labels = frozenset({("database", "main"), ("collector", "escape")})
         samples = exporter.wait_until(
             lambda s: _all_collectors_ok(s) and escape in s.get("pgq_collector_success", {})

@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.exporter_support import ExporterProcess
-from tests.prometheus_support import running_prometheus
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
+from tests.support.exporter import ExporterProcess
+from tests.support.prometheus import running_prometheus
 
 DATABASES = 30
 REPLICAS = 3
@@ -82,6 +82,7 @@ def _shard_job(shard: int, port: int, targets_file: Path) -> dict[str, object]:
     }  # fmt: skip
 
 
+@pytest.mark.prometheus
 def test_hashmod_shards_the_fleet_over_three_replicas(
     server_dsn: str, fleet: dict[str, str]
 ) -> None:

@@ -11,9 +11,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess
-from tests.fake_postgres import Tarpit
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess
+from tests.support.fake_postgres import Tarpit
 
 TARGETS = 300
 COLLECTIONS = 8  # limits.collections, the default

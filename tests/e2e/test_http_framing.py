@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
+from tests.support.exporter import ExporterProcess, basic_config
 
 HIDDEN = b"GET /targets HTTP/1.1\r\nHost: x\r\n\r\n"
 LAST = b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 import bcrypt
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, basic_config
 
 HOSTILE = "127.0.0.1"
 SCRAPER = "127.0.0.2"  # any 127.0.0.0/8 address reaches loopback

@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from pgq_exporter.bundle import write_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from pgq_exporter.pg.embedded import EmbeddedPostgres
-from tests.alert_support import BUNDLE, QUIET_FOR, watched
-from tests.alertmanager_support import running_alertmanager, wait_states
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess
 from tests.support import wait_for
+from tests.support.alertmanager import running_alertmanager, wait_states
+from tests.support.alerts import BUNDLE, QUIET_FOR, watched
+from tests.support.exporter import ExporterProcess
+from tests.support.outages import pause, resume
+
+pytestmark = pytest.mark.prometheus
 
 
 def test_an_idle_writer_holding_its_xid_raises_the_xmin_alert(db: Database) -> None:
@@ -156,7 +160,7 @@ def test_a_database_outage_raises_one_alert_and_resolves_nothing(
         write_bundle(root, parse_bundle_config(load_located(BUNDLE, "bundle.yaml")))
         with running_alertmanager(root) as am, watched(own_server.dsn, alertmanager=am) as watch:
             watch.until_firing({"PgqStuckJobs"})
-            own_server.pause()
+            pause(own_server)
             try:
                 watch.until_firing({"PgqDatabaseDown"})
                 during = watch.watch()
@@ -165,7 +169,7 @@ def test_a_database_outage_raises_one_alert_and_resolves_nothing(
                 states = wait_states(am, {("PgqDatabaseDown",): "active",
                                           ("PgqStuckJobs",): "suppressed"}, "alertname")  # fmt: skip
             finally:
-                own_server.resume()
+                resume(own_server)
             watch.api.wait('pgq_up{job="pgq-exporter"} == 1')
             after = watch.watch(3)
             failed = [line for line in watch.exporter.logs().splitlines() if "failed" in line]

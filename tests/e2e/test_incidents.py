@@ -8,9 +8,9 @@ import threading
 import psycopg
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, Labels, basic_config, value
-from tests.fake_postgres import Tarpit
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, Labels, basic_config, value
+from tests.support.fake_postgres import Tarpit
 
 Samples = dict[str, dict[Labels, float]]
 CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")

@@ -13,9 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.alert_support import BUNDLE, Watch, watched_config
+import pytest
+
 from tests.conftest import Database
 from tests.libraries import node_url, pgboss
+from tests.support.alerts import BUNDLE, Watch, watched_config
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.library]
 
 STALLED_AND_FAILING = {"PgqQueueStalled", "PgqFailureRatioHigh"}
 # Jobs just sent are ready with none done until a worker takes them: a queue pages

@@ -36,9 +36,7 @@ from pgq_exporter.presets.library import LIBRARY_PRESETS, LibraryLayout
 from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.sources import resolve, source_for
 from tests.conftest import Database
-from tests.exporter_support import Labels, collect_once, parse_samples, value
 from tests.libraries import PGBOSS, node_url, pgboss
-from tests.panel_support import PanelCheck, panel_check
 from tests.support import (
     IN_CI,
     assert_clean_failure,
@@ -47,6 +45,10 @@ from tests.support import (
     unique_name,
     wait_for,
 )
+from tests.support.exporter import Labels, collect_once, parse_samples, value
+from tests.support.panels import PanelCheck, panel_check
+
+pytestmark = [pytest.mark.library, pytest.mark.prometheus]
 
 Samples = dict[str, dict[Labels, float]]
 
@@ -348,10 +350,10 @@ def pgqueuer(dsn: str, step: Callable[[Any], Any]) -> Any:
     from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
     from pgqueuer.queries import Queries  # noqa: PLC0415
 
-    from bench.competitors import _asyncpg_connect  # noqa: PLC0415
+    from tests.support.libraries import asyncpg_connect  # noqa: PLC0415
 
     async def main() -> Any:
-        conn = await _asyncpg_connect(dsn)
+        conn = await asyncpg_connect(dsn)
         try:
             return await step(Queries(AsyncpgDriver(conn)))
         finally:
@@ -709,7 +711,7 @@ def test_oban_preset_reads_every_state(empty_db: Database) -> None:
 def test_postgres_exporter_serves_a_preset_queries_file(empty_db: Database) -> None:
     """The real postgres_exporter loads contrib/postgres_exporter/queries-procrastinate.yaml
     and serves the exporter's queue counts under the same names."""
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     binary = require_tool("prometheus-postgres-exporter")
     INSTALL["procrastinate"](empty_db.dsn)
@@ -1280,7 +1282,7 @@ def test_good_job_preset_reads_every_state(empty_db: Database) -> None:
     assert_mix(samples, GOOD_JOB_EXPECTED)
 
 
-# Each library's finished jobs as bench/preset_fill.sql writes them, by the job's
+# Each library's finished jobs as tests/support/library_fill.sql writes them, by the job's
 # n % 100: the canonical status of each range it writes.
 FINISHED_BY_K: dict[str, tuple[tuple[range, str], ...]] = {
     "seed": ((range(0, 85), "done"), (range(85, 88), "failed")),
@@ -1328,7 +1330,7 @@ def test_preset_auto_finds_each_library_and_counts_a_skewed_200k(
     an empty database, filled with 200,000 jobs skewed over three queues (70%, 25%, 5%,
     the states of each queue differing): detect names it, preset: auto collects it, and
     every finished count is exact up to 10,000 and within 5%, marked approximate, above."""
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     INSTALL[preset](empty_db.dsn)
     fill(empty_db.dsn, preset, SKEWED_JOBS, skewed=True)

@@ -9,10 +9,13 @@ from __future__ import annotations
 import time
 
 import psycopg
+import pytest
 
-from bench.competitors import _procrastinate_install_and_fill
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, Labels, value
+from tests.support.exporter import ExporterProcess, Labels, value
+from tests.support.libraries import install_procrastinate
+
+pytestmark = pytest.mark.library
 
 MAIN: Labels = frozenset({("database", "default")})
 
@@ -36,7 +39,7 @@ def test_auto_follows_the_library_installed_after_the_start(empty_db: Database) 
             lambda s: all(v == 0 for k, v in s["pgq_collector_success"].items()
                           if dict(k)["collector"] == "queue_depth")
             and exporter.logs().count("collector failed") >= 5, timeout=30)  # fmt: skip
-        _procrastinate_install_and_fill(empty_db.dsn, 3)
+        install_procrastinate(empty_db.dsn, 3)
         samples = exporter.wait_until(
             lambda s: (
                 s["pgq_layout_info"].get(
@@ -59,7 +62,7 @@ def test_auto_follows_the_library_installed_after_the_start(empty_db: Database) 
 
 
 def test_a_status_the_type_gains_while_running_is_counted_as_unknown(empty_db: Database) -> None:
-    _procrastinate_install_and_fill(empty_db.dsn, 5)
+    install_procrastinate(empty_db.dsn, 5)
     config = (
         f"databases:\n  - name: default\n    dsn: {empty_db.dsn!r}\n    preset: procrastinate\n"
         "collectors:\n  defaults: {interval: 1s, timeout: 1s}\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 import psycopg
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, Labels, parse_samples
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, Labels, parse_samples
 
 LARAVEL = Path(__file__).parents[1] / "libraries/laravel_schema.sql"
 NAMES = 10

@@ -9,7 +9,7 @@ import threading
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 from tests.conftest import Database
-from tests.counts_support import assert_counts_exact
+from tests.support.counts import assert_counts_exact
 
 FINISHED = 200_000
 ANCIENT = 50

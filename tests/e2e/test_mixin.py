@@ -8,12 +8,15 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from pgq_exporter.bundle import INHIBIT_FILE, ROUTE_FILE, RULES_FILE, render_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from tests.support import require_tool
+
+pytestmark = pytest.mark.prometheus
 
 ROOT = Path(__file__).parents[2]
 MIXIN = ROOT / "mixin"

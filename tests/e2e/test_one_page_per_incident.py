@@ -14,6 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -22,12 +23,15 @@ from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.pg.embedded import EmbeddedPostgres
-from tests.alert_support import BUNDLE
-from tests.alertmanager_support import Webhook, running_alertmanager
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
-from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import admin_execute, require_tool, unique_name, wait_for, with_dbname
+from tests.support.alertmanager import Webhook, running_alertmanager
+from tests.support.alerts import BUNDLE
+from tests.support.exporter import ExporterProcess, basic_config
+from tests.support.outages import pause, resume
+from tests.support.prometheus import Prometheus, running_prometheus
+
+pytestmark = pytest.mark.prometheus
 
 # Both outage alerts at once (the shipped ones are a minute apart, which the route's
 # wait for their group covers).
@@ -179,9 +183,9 @@ def test_a_server_down_is_one_notification_however_many_watch_it(
     with _stack(config, [own_server.dsn, other]) as (api, webhook, manager):
         api.wait('count(pg_up{job="postgres_exporter"} == 1) == 2')
         api.wait_next_evaluation()
-        own_server.pause()
+        pause(own_server)
         try:
             _one_notification(manager, webhook, {"PgqDatabaseDown": 2,
                                                  "PgqPostgresExporterDown": 2})  # fmt: skip
         finally:
-            own_server.resume()
+            resume(own_server)

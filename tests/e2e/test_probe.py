@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.request
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, parse_samples, value
+from tests.support.exporter import ExporterProcess, parse_samples, value
 
 CONFIG = """\
 databases:

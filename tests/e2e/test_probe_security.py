@@ -1,7 +1,7 @@
 """/probe with an auth module, tried as an attacker would: the module's password goes to
 no host and no port the operator did not name, and the answer names no user or address.
 
-Two fake servers that ask for a cleartext password (tests/fake_postgres.py) listen on
+Two fake servers that ask for a cleartext password (tests/support/fake_postgres.py) listen on
 127.0.0.1 and 127.0.0.2; every smuggling form must leave both untouched.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.exporter_support import ExporterProcess, parse_samples, value
-from tests.fake_postgres import PasswordTrap
+from tests.support.exporter import ExporterProcess, parse_samples, value
+from tests.support.fake_postgres import PasswordTrap
 
 PASSWORD = "Tr4pped-PW"
 USER = "fleet_monitor"

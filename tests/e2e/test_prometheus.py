@@ -33,11 +33,13 @@ from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
-from tests.alertmanager_support import running_alertmanager, wait_states
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
-from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import require_tool, wait_for
+from tests.support.alertmanager import running_alertmanager, wait_states
+from tests.support.exporter import ExporterProcess, basic_config
+from tests.support.prometheus import Prometheus, running_prometheus
+
+pytestmark = pytest.mark.prometheus
 
 # Short `for` and a small backlog threshold, so the induced alerts fire within the test.
 BUNDLE = """

@@ -5,11 +5,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from pgq_exporter.bundle import RULE_TESTS_FILE, RULES_FILE
 from pgq_exporter.bundle.alerts import ALERTS
 from pgq_exporter.bundle.recording import recording_group
 from pgq_exporter.bundle.settings import BundleConfig
 from tests.support import require_tool
+
+pytestmark = pytest.mark.prometheus
 
 ROOT = Path(__file__).parents[2]
 

@@ -12,8 +12,8 @@ from contextlib import ExitStack
 from functools import partial
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, Labels, basic_config, value
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, Labels, basic_config, value
 
 Samples = dict[str, dict[Labels, float]]
 LIFECYCLE = ("--web.enable-lifecycle",)

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import psycopg
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, value
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, value
 
 PROBE_HEADERS = {"X-Prometheus-Scrape-Timeout-Seconds": "2"}
 

@@ -10,7 +10,9 @@ from psycopg import sql
 
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
-from tests.exporter_support import collect_once
+from tests.support.exporter import collect_once
+
+pytestmark = pytest.mark.library
 
 WITH_STATUS_TYPE = sorted(name for name, p in LIBRARY_PRESETS.items() if p.status_enum)
 # Where a library keeps the jobs of some of its status values, when not in its status
@@ -38,7 +40,7 @@ def _served(dsn: str, preset: str) -> dict[str, float]:
 
 @pytest.mark.parametrize("preset", WITH_STATUS_TYPE)
 def test_every_value_of_the_status_type_is_counted(empty_db: Database, preset: str) -> None:
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     declared = LIBRARY_PRESETS[preset]
     INSTALL[preset](empty_db.dsn)

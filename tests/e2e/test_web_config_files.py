@@ -12,8 +12,8 @@ from pathlib import Path
 import bcrypt
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
 from tests.support import assert_clean_failure, run_cli, wait_for
+from tests.support.exporter import ExporterProcess, basic_config
 
 
 def _users(path: Path) -> Path:

@@ -10,8 +10,8 @@ import threading
 
 from pgq_exporter.queue.reaper import reap_once
 from tests.conftest import Database
-from tests.counts_support import assert_counts_exact
 from tests.support import run_cli, wait_for
+from tests.support.counts import assert_counts_exact
 
 JOBS = 30_000
 WORKERS = 6

@@ -14,7 +14,7 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.config.addresses import ip_literal
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import probe, probe_status, value
+from tests.support.exporter import probe, probe_status, value
 
 
 def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: Database) -> None:
@@ -47,6 +47,6 @@ def test_a_database_named_by_the_probe_is_read_with_the_module_credentials(db: D
         other = f"other.example:5432/{params['dbname']}"
         assert probe_status(exporter, other, "tenants") == HTTPStatus.FORBIDDEN
         assert probe_status(exporter, target, "nobody") == HTTPStatus.NOT_FOUND
-        assert [t.name for t in exporter.registry.probed()] == [target]
+        assert [t.name for t in exporter.targets.probed()] == [target]
     finally:
         exporter.stop()

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from psycopg.conninfo import make_conninfo
 
-from bench.competitors import _pgqueuer_install_and_fill, _procrastinate_install_and_fill
 from pgq_exporter.config import parse_config
 from pgq_exporter.presets.detect import Found, detect
 from pgq_exporter.queue.schema import latest_version
 from pgq_exporter.sources import describe
 from tests.conftest import Database
-from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
+from tests.support.libraries import install_pgqueuer, install_procrastinate
+from tests.support.seed import SEED_TABLE
+
+pytestmark = pytest.mark.library
 
 LATEST = str(latest_version())
 
@@ -35,8 +38,8 @@ def test_detect_names_each_library_by_its_own_tables(db: Database) -> None:
         conn.execute(SEED_TABLE)
         conn.execute(LARAVEL_TABLE)
     # The libraries install their schemas themselves, as their users do.
-    _procrastinate_install_and_fill(db.dsn, 0)
-    _pgqueuer_install_and_fill(db.dsn, 0)
+    install_procrastinate(db.dsn, 0)
+    install_pgqueuer(db.dsn, 0)
     with db.connect(autocommit=True) as conn:
         conn.execute(RIVER_SCHEMA.read_bytes())
         found = detect(conn)
@@ -75,8 +78,8 @@ def test_detect_on_an_empty_database_and_a_bad_dsn(empty_db: Database) -> None:
 def test_check_config_names_the_preset_schema_and_collectors_and_the_libraries_passed_over(
     empty_db: Database, tmp_path: Path
 ) -> None:
-    _procrastinate_install_and_fill(empty_db.dsn, 0)
-    _pgqueuer_install_and_fill(empty_db.dsn, 0)
+    install_procrastinate(empty_db.dsn, 0)
+    install_pgqueuer(empty_db.dsn, 0)
     config = tmp_path / "config.yaml"
     config.write_text(
         f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: auto\n"
@@ -100,7 +103,7 @@ def test_check_config_names_the_preset_schema_and_collectors_and_the_libraries_p
 def test_check_config_under_auto_says_permission_denied_at_the_preset_line(
     empty_db: Database, tmp_path: Path
 ) -> None:
-    _procrastinate_install_and_fill(empty_db.dsn, 0)
+    install_procrastinate(empty_db.dsn, 0)
     role = "no_select_" + empty_db.name[-8:]
     with empty_db.connect(autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')

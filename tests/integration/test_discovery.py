@@ -13,9 +13,9 @@ from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.http.pages import http_sd_targets
 from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.runtime.preflight import check_discovery
-from tests.exporter_support import parse_samples, probe, value
-from tests.seed_support import SEED_TABLE
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
+from tests.support.exporter import parse_samples, probe, value
+from tests.support.seed import SEED_TABLE
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_discovery_keeps_the_databases_holding_a_queue(
     exporter = Exporter(config)
     exporter.start()
     try:
-        wait_for(lambda: len(exporter.registry.known()) == 3, "the first listing")
+        wait_for(lambda: len(exporter.targets.known()) == 3, "the first listing")
         assert http_sd_targets(exporter) == [
             {"targets": sorted(found), "labels": {"__meta_pgq_source": "fleet"}}
         ]
@@ -72,9 +72,9 @@ def test_discovery_keeps_the_databases_holding_a_queue(
         wait_for(lambda: f"fleet/{prefix}_new" in _names(exporter), "the new database")
         admin_execute(server_dsn, f'DROP DATABASE "{prefix}_a" WITH (FORCE)')
         wait_for(lambda: f"fleet/{prefix}_a" not in _names(exporter), "the dropped database")
-        wait_for(lambda: exporter.registry.running(f"fleet/{prefix}_a") is None, "its probe stop")
+        wait_for(lambda: exporter.targets.running(f"fleet/{prefix}_a") is None, "its probe stop")
         exporter.refresh()
-        served = parse_samples(exporter.metrics_text.decode())
+        served = parse_samples(exporter.metrics_body.decode())
         assert value(served, "pgq_discovery_targets", source="fleet") == 3
         assert value(served, "pgq_discovery_success", source="fleet") == 1
     finally:
@@ -82,7 +82,7 @@ def test_discovery_keeps_the_databases_holding_a_queue(
 
 
 def _names(exporter: Exporter) -> set[str]:
-    return {spec.name for spec in exporter.registry.known()}
+    return {spec.name for spec in exporter.targets.known()}
 
 
 def test_a_source_that_cannot_list_names_its_entry() -> None:

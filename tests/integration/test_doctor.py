@@ -3,9 +3,13 @@ scans flagged where the collector is slow."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import Database
-from tests.seed_support import SEED_TABLE
 from tests.support import assert_clean_failure, run_cli
+from tests.support.seed import SEED_TABLE
+
+pytestmark = pytest.mark.library
 
 SEED_ROWS = 400_000  # enough that a scan of them is slow (SLOW is 50 ms)
 
@@ -71,7 +75,7 @@ def test_doctor_suggests_a_library_index_it_lacks_until_it_has_it(empty_db: Data
     flagged with the indexes the preset knows for its reads that the library does not
     create, on a table large enough to matter; once made, they are not suggested again,
     and a slow collector with no remedy says so."""
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     INSTALL["procrastinate"](empty_db.dsn)
     fill(empty_db.dsn, "procrastinate", 12_000)
@@ -100,7 +104,7 @@ def test_doctor_suggests_a_library_index_it_lacks_until_it_has_it(empty_db: Data
 
 
 def test_doctor_suggests_no_index_for_a_table_too_small_to_matter(empty_db: Database) -> None:
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     INSTALL["procrastinate"](empty_db.dsn)
     fill(empty_db.dsn, "procrastinate", 300)

@@ -13,14 +13,14 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.counts_support import (
+from tests.support import wait_for
+from tests.support.counts import (
     TRUE_DELAYED,
     assert_counts_exact,
     assert_delayed_exact,
     kept_counts,
 )
-from tests.exporter_support import basic_config, collect_once, parse_samples, value
-from tests.support import wait_for
+from tests.support.exporter import basic_config, collect_once, parse_samples, value
 
 Conn = psycopg.Connection[Any]
 MAIN = {"database": "main"}

@@ -14,8 +14,8 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.queue.admin import add_queue
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import basic_config, collect_once, parse_samples, value
-from tests.seed_support import SEED_TABLE
+from tests.support.exporter import basic_config, collect_once, parse_samples, value
+from tests.support.seed import SEED_TABLE
 
 Conn = psycopg.Connection[Any]
 WINDOW = 300
@@ -192,7 +192,7 @@ def test_histograms_count_an_out_of_order_commit_exactly_once(db: Database) -> N
             assert histogram_count() == 3
             finished = conn.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()
         assert finished == (3,)
-        samples = parse_samples(exporter.metrics_text.decode())
+        samples = parse_samples(exporter.metrics_body.decode())
         assert value(samples, "pgq_jobs_completed_total", database="main", queue="q") == 3
         buckets = samples["pgq_job_processing_seconds_bucket"]
         assert buckets[frozenset({("database", "main"), ("queue", "q"), ("le", "+Inf")})] == 3
@@ -526,7 +526,7 @@ def test_a_collector_on_a_database_without_the_reference_queue_says_to_set_prese
     exporter = Exporter(parse_config(basic_config(empty_db.dsn), "test.yaml", os.environ))
     try:
         exporter.collect_once()
-        target = exporter.registry.running("main")
+        target = exporter.targets.running("main")
         assert target is not None
         errors = {slot.state.error for slot in target.slots.values() if not slot.state.success}
     finally:

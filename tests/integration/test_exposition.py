@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import basic_config, collect_once, value
 from tests.support import require_tool
+from tests.support.exporter import basic_config, collect_once, value
 
 
+@pytest.mark.prometheus
 def test_duplicate_label_sets_are_served_once_and_promtool_accepts_them(db: Database) -> None:
     config = basic_config(db.dsn) + (
         "custom_collectors:\n  - name: twice\n"

@@ -14,8 +14,8 @@ import pytest
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import Samples, parse_samples, value
 from tests.support import admin_execute, unique_name, with_dbname
+from tests.support.exporter import Samples, parse_samples, value
 
 
 @pytest.fixture

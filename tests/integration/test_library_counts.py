@@ -21,8 +21,10 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.http.pages import landing_page
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, value
 from tests.support import admin_execute, run_cli, unique_name, with_dbname
+from tests.support.exporter import parse_samples, value
+
+pytestmark = pytest.mark.library
 
 QUE_SCHEMA = Path(__file__).parents[1] / "libraries/que_schema.sql"
 ADD = (
@@ -120,10 +122,10 @@ def test_totals_above_the_cap_follow_a_burst_of_finished_jobs(
 def test_a_status_value_an_upgrade_added_is_counted_as_unknown_and_said(
     empty_db: Database, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from bench.competitors import _pgqueuer_install_and_fill  # noqa: PLC0415
+    from tests.support.libraries import install_pgqueuer  # noqa: PLC0415
 
     dsn = empty_db.dsn
-    _pgqueuer_install_and_fill(dsn, 5)  # five queued jobs in queue bench
+    install_pgqueuer(dsn, 5)  # five queued jobs in queue bench
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("ALTER TYPE pgqueuer_status ADD VALUE 'expired'")
         conn.execute("UPDATE pgqueuer SET status = 'expired' WHERE id IN "
@@ -153,10 +155,10 @@ def test_a_status_value_an_upgrade_added_is_counted_as_unknown_and_said(
 def test_a_table_the_role_may_not_read_fails_only_the_collectors_that_read_it(
     empty_db: Database,
 ) -> None:
-    from bench.competitors import _pgqueuer_install_and_fill  # noqa: PLC0415
+    from tests.support.libraries import install_pgqueuer  # noqa: PLC0415
 
     dsn = empty_db.dsn
-    _pgqueuer_install_and_fill(dsn, 5)
+    install_pgqueuer(dsn, 5)
     role = "no_log_" + empty_db.name[-8:]
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE ROLE "{role}" LOGIN')

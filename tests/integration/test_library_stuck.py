@@ -8,11 +8,14 @@ import os
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, value
+from tests.support.exporter import parse_samples, value
+
+pytestmark = pytest.mark.library
 
 GOOD_JOB_SCHEMA = Path(__file__).parents[1] / "libraries/good_job_schema.sql"
 # Performed and not finished, with no lock held: its worker stopped mid-run.

@@ -15,8 +15,8 @@ from pgq_exporter.config import parse_config
 from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, value
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
+from tests.support.exporter import parse_samples, value
 
 DATABASES = 6
 CAP = 3
@@ -41,7 +41,7 @@ def six_databases(server_dsn: str, template_db: str) -> Iterator[list[str]]:
 
 
 def _all_ran(exporter: Exporter) -> bool:
-    states = [slot.state for t in exporter.registry.static() for slot in t.slots.values()]
+    states = [slot.state for t in exporter.targets.static() for slot in t.slots.values()]
     return bool(states) and all(state.ran and state.success for state in states)
 
 
@@ -77,7 +77,7 @@ def test_connections_to_one_server_stay_under_the_cap(
         wait_for(lambda: _all_ran(exporter), "every collector of every database to succeed")
         wait_for(lambda: len(seen) > 400, "the watcher to sample the connections", timeout=60)
         exporter.refresh()
-        samples = parse_samples(exporter.metrics_text.decode())
+        samples = parse_samples(exporter.metrics_body.decode())
     finally:
         stop.set()
         watcher.join()
@@ -122,13 +122,13 @@ def test_a_full_collections_cap_drops_runs_and_keeps_their_samples(
 
             def dropped() -> float:
                 exporter.refresh()
-                samples = parse_samples(exporter.metrics_text.decode())
+                samples = parse_samples(exporter.metrics_body.decode())
                 return value(
                     samples, "pgq_limit_dropped_total", database="main", limit="collections"
                 )
 
             wait_for(lambda: dropped() >= 1, "a run dropped by the collections cap")
-            target = exporter.registry.running("main")
+            target = exporter.targets.running("main")
             assert target is not None
             xmin = target.slots["xmin_horizon"].state
             # A catalog collector never waits on the lock: held back, it keeps its samples.

@@ -17,8 +17,8 @@ from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings, WorkerStats
 from tests.conftest import Database
-from tests.exporter_support import value
 from tests.support import wait_for
+from tests.support.exporter import value
 
 
 def _statuses(db: Database) -> dict[str, int]:
@@ -258,7 +258,7 @@ def test_processing_time_is_the_handlers_when_the_worker_claims_ahead(db: Databa
     """At batch 10 against concurrency 4, a job waits in the worker's hands before its
     handler starts; that wait is not processing. Both the database's finished_at -
     started_at and the exporter's histogram read the handler's own time, within 10%."""
-    from tests.exporter_support import basic_config, collect_once_with  # noqa: PLC0415
+    from tests.support.exporter import basic_config, collect_once_with  # noqa: PLC0415
 
     with Producer(db.dsn) as producer:
         producer.enqueue_many("slow", [{"n": n} for n in range(12)])

@@ -9,8 +9,10 @@ import yaml
 
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
-from tests.exporter_support import collect_once
 from tests.support import IN_CI
+from tests.support.exporter import collect_once
+
+pytestmark = pytest.mark.library
 
 QUERIES = Path(__file__).parents[2] / "contrib/postgres_exporter/queries.yaml"
 
@@ -42,7 +44,7 @@ def test_a_preset_queries_file_serves_what_the_exporter_serves(
 ) -> None:
     """On the library's own tables (its installer, then rows as it writes them), every
     query runs and returns its declared columns, and its counts are the exporter's."""
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     if preset == "oban" and not Path(".venv-oban/bin/python").exists():
         message = "Oban for Python needs .venv-oban (scripts/oban-venv, run by make test)"

@@ -16,8 +16,8 @@ from psycopg.conninfo import make_conninfo
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, value
 from tests.support import run_cli, unique_name
+from tests.support.exporter import parse_samples, value
 
 CALLS = {
     "large_object": "SELECT lo_from_bytea(0, '\\x00ff'::bytea)::bigint AS v",

@@ -11,7 +11,7 @@ from pgq_exporter.bundle.alerts import ALERTS, Alert
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import basic_config, parse_samples, value
+from tests.support.exporter import basic_config, parse_samples, value
 
 
 @pytest.mark.parametrize("alert", ALERTS, ids=[a.name for a in ALERTS])

@@ -1,6 +1,6 @@
 """A database's owner plants functions and operators that shadow the catalog's, in
 public and in the queue's schema, for every catalog function and operator the
-product's SQL calls (tests/shadow_support.py reads them from the SQL itself). Every
+product's SQL calls (tests/support/shadows.py reads them from the SQL itself). Every
 command and every preset's collectors then run beside them, as a superuser and as the
 monitoring role: no shadow is ever called."""
 
@@ -24,9 +24,11 @@ from pgq_exporter.presets.library import LIBRARY_PRESETS
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.exporter_support import parse_samples
-from tests.shadow_support import Calls, Planted, plant, product_calls
 from tests.support import assert_clean_failure, run_cli, unique_name, wait_for
+from tests.support.exporter import parse_samples
+from tests.support.shadows import Calls, Planted, plant, product_calls
+
+pytestmark = pytest.mark.library
 
 PINNED = "-c search_path=pg_catalog,pg_temp"
 
@@ -144,7 +146,7 @@ def _admin_commands(db: Database, monitor: str, preset: str, schema: str, tmp_pa
 def test_no_shadow_is_called_by_a_library_presets_commands_and_collectors(
     empty_db: Database, owner: str, monitor: str, calls: Calls, preset: str, tmp_path: Path
 ) -> None:
-    from bench.presets import INSTALL, fill  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, fill  # noqa: PLC0415
 
     INSTALL[preset](empty_db.dsn)
     fill(empty_db.dsn, preset, 60)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
 from tests.support import assert_clean_failure, run_cli, wait_for
+from tests.support.exporter import ExporterProcess, basic_config
 
 SECRET = "Qq7pw%Z@x/y"
 # (connection string, the secret it holds); libpq quotes what it cannot read.

@@ -24,9 +24,10 @@ from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.runtime.spec import Origin, TargetSpec
 from pgq_exporter.samples import Sample
 from tests.conftest import Database
-from tests.exporter_support import parse_samples, probe, probe_status, value
-from tests.fake_postgres import Tarpit
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
+from tests.support.exporter import parse_samples, probe, probe_status, value
+from tests.support.fake_postgres import Tarpit
+from tests.support.outages import pause, resume
 
 FAST = "collectors:\n  defaults: {interval: 500ms, timeout: 500ms}\n"
 
@@ -56,11 +57,11 @@ def test_a_target_not_probed_is_stopped_by_the_clock_and_its_connections_closed(
         probe(exporter, "t")
         assert _backends(db.dsn, db.name) >= 1
         # No other probe comes: the clock alone stops it.
-        wait_for(lambda: exporter.registry.running("t") is None, "the idle target to stop",
+        wait_for(lambda: exporter.targets.running("t") is None, "the idle target to stop",
                  timeout=15)  # fmt: skip
         wait_for(lambda: _backends(db.dsn, db.name) == 0, "its connections to close")
         exporter.refresh()
-        served = parse_samples(exporter.metrics_text.decode())
+        served = parse_samples(exporter.metrics_body.decode())
         # Its server's series went with it, and a config of targets alone still serves
         # the exporter's own metrics.
         assert "pgq_server_connections" not in served
@@ -81,7 +82,7 @@ def _finish(db: Database, queue: str, jobs: int) -> None:
 
 
 def _completed(exporter: Exporter, database: str) -> float:
-    target = exporter.registry.running(database)
+    target = exporter.targets.running(database)
     slot = target.slots.get("job_histograms") if target else None
     if slot is None:
         return -1.0  # not set up yet
@@ -112,16 +113,16 @@ def test_a_reload_that_changes_nothing_keeps_every_target_and_its_counters(
         _finish(db, "email", 5)
         for name in ("main", "t"):
             wait_for(partial(_completed, exporter, name), f"{name} to count 5 jobs", until=_five)
-        before = {name: exporter.registry.running(name) for name in ("main", "t")}
+        before = {name: exporter.targets.running(name) for name in ("main", "t")}
         assert exporter.reload() == (True, "reloaded")
         for name, target in before.items():
-            assert exporter.registry.running(name) is target, f"{name} was restarted"
+            assert exporter.targets.running(name) is target, f"{name} was restarted"
             assert _completed(exporter, name) == 5
         # A changed interval restarts the targets, their counters carried over.
         path.write_text(path.read_text().replace("interval: 500ms", "interval: 600ms"))
         assert exporter.reload() == (True, "reloaded")
         for name, target in before.items():
-            now = exporter.registry.running(name)
+            now = exporter.targets.running(name)
             assert now is not None and now is not target
             wait_for(partial(_completed, exporter, name), f"{name}'s counters", until=_five)
         _finish(db, "email", 2)
@@ -162,7 +163,7 @@ def test_the_server_cap_counts_one_server_however_its_port_is_spelt(db: Database
             wait_for(lambda: _waited_for_the_cap(exporter) or _peak(seen) > 2,
                      "a run to wait for the cap")  # fmt: skip
         exporter.refresh()
-        served = parse_samples(exporter.metrics_text.decode())
+        served = parse_samples(exporter.metrics_body.decode())
     finally:
         stop.set()
         watcher.join()
@@ -181,13 +182,13 @@ def _peak(seen: list[dict[str, int]]) -> int:
 def _waited_for_the_cap(exporter: Exporter) -> bool:
     return any(
         count and limit == "server_connections"
-        for target in exporter.registry.static()
+        for target in exporter.targets.static()
         for (limit, _), count in target.counts.items()
     )
 
 
 def _all_succeeded(exporter: Exporter, name: str) -> bool:
-    target = exporter.registry.running(name)
+    target = exporter.targets.running(name)
     return (
         target is not None
         and bool(target.slots)
@@ -227,12 +228,12 @@ def test_a_discovered_database_that_refuses_connections_answers_down_with_a_reas
     )
     exporter.start()
     try:
-        wait_for(lambda: len(exporter.registry.known()) == 2, "both databases listed")
+        wait_for(lambda: len(exporter.targets.known()) == 2, "both databases listed")
         healthy = probe(exporter, f"fleet/{opened}")
         assert value(healthy, "pgq_up", database=f"fleet/{opened}") == 1
-        reply = answer(exporter.registry, exporter.config, {"target": [f"fleet/{closed}"]}, None)
+        reply = answer(exporter.targets, exporter.config, {"target": [f"fleet/{closed}"]}, None)
         assert reply.status == HTTPStatus.OK and reply.snapshot is not None
-        down = parse_samples(reply.snapshot.text.decode())
+        down = parse_samples(reply.snapshot.body().decode())
         assert value(down, "pgq_up", database=f"fleet/{closed}") == 0
         assert reply.reason and "permission denied" in reply.reason
         assert "Rf7-pw" not in reply.reason
@@ -251,7 +252,7 @@ def test_past_max_targets_a_new_target_is_refused_and_counted(db: Database) -> N
         assert probe_status(exporter, "b") == HTTPStatus.SERVICE_UNAVAILABLE
         assert probe_status(exporter, "a") == HTTPStatus.OK  # a running one still answers
         exporter.refresh()
-        served = parse_samples(exporter.metrics_text.decode())
+        served = parse_samples(exporter.metrics_body.decode())
         assert value(served, "pgq_probe_refused_total") == 1
         assert value(served, "pgq_probe_targets") == 1
     finally:
@@ -269,11 +270,11 @@ def test_debug_shows_the_layout_each_collectors_last_run_and_no_secret(db: Datab
     try:
         probe(exporter, "t")
         params = {"target": ["t"], "debug": ["true"]}
-        text = answer(exporter.registry, exporter.config, params, None).text
+        text = answer(exporter.targets, exporter.config, params, None).text
         assert "layout: preset pgq, table pgq.jobs" in text
         assert "queue_depth: ok; last run" in text and "every 0.5s" in text
         params = {"target": ["down"], "debug": ["true"]}
-        down = answer(exporter.registry, exporter.config, params, None).text
+        down = answer(exporter.targets, exporter.config, params, None).text
         assert "database: down" in down and "Dbg-s3cret" not in down
     finally:
         exporter.stop()
@@ -288,7 +289,7 @@ def test_a_first_probe_waits_no_longer_than_the_scrape_allows() -> None:
         exporter.start()
         try:
             began = time.monotonic()
-            reply = answer(exporter.registry, exporter.config, {"target": ["slow"]}, "1.5")
+            reply = answer(exporter.targets, exporter.config, {"target": ["slow"]}, "1.5")
             took = time.monotonic() - began
         finally:
             exporter.stop()
@@ -308,17 +309,17 @@ def test_once_the_database_answers_again_no_group_waits_out_its_backoff() -> Non
         try:
             wait_for(partial(_all_succeeded, exporter, "main"), "every collector to succeed",
                      until=bool)  # fmt: skip
-            target = exporter.registry.running("main")
+            target = exporter.targets.running("main")
             assert target is not None and len(target.slots) > 1
 
             def furthest() -> float:
                 assert target is not None
                 return max(slot.due for slot in target.slots.values()) - time.monotonic()
 
-            server.pause()
+            pause(server)
             wait_for(furthest, "failures to put a retry off by more than 4 s", timeout=60,
                      until=lambda ahead: ahead > 4)  # fmt: skip
-            server.resume()
+            resume(server)
             wait_for(lambda: target.up, "the database to answer again", timeout=60, until=bool,
                      interval=0.01)  # fmt: skip
             ahead = furthest()
@@ -342,11 +343,11 @@ def test_a_group_that_ends_while_another_waits_on_a_lock_is_served_at_once(db: D
         )
         exporter.start()
         try:
-            target = exporter.registry.probe(exporter.registry.spec("t"))
+            target = exporter.targets.probe(exporter.targets.spec("t"))
 
             def waiting_queue_group_seen() -> bool:
                 # The queue group's own wait, seen by activity's runs while it waits.
-                served = parse_samples(target.snapshot.text.decode())
+                served = parse_samples(target.snapshot.body().decode())
                 waits = served.get("pgq_lock_waits", {}).values()  # a partition's, here
                 return any(v >= 1 for v in waits) and "queue_depth" in target.running()
 
@@ -374,14 +375,44 @@ def test_one_address_probed_through_two_modules_runs_two_steady_targets(db: Data
     }
     exporter.start()
     try:
-        first = {module: exporter.registry.probe(spec) for module, spec in specs.items()}
+        first = {module: exporter.targets.probe(spec) for module, spec in specs.items()}
         for _ in range(4):
             for module, spec in specs.items():
-                assert exporter.registry.probe(spec) is first[module], module
+                assert exporter.targets.probe(spec) is first[module], module
         for target in first.values():
             assert target.first_collection.wait(10)
             assert target.up is True and not target.stopped
         assert first["a"] is not first["b"]
-        assert exporter.registry.running(name, "a") is first["a"]
+        assert exporter.targets.running(name, "a") is first["a"]
+    finally:
+        exporter.stop()
+
+
+def test_a_first_probe_is_rendered_in_the_scrapers_form_before_it_is_answered(
+    db: Database,
+) -> None:
+    """The first probe's snapshot comes made, gzipped, by the target's render: the request
+    thread only writes it out."""
+    gzipped = (False, True)
+    exporter = _exporter(f"targets:\n  - name: t\n    dsn: {db.dsn!r}\nprobe: {{wait: 10s}}\n")
+    exporter.start()
+    try:
+        reply = answer(exporter.targets, exporter.config, {"target": ["t"]}, None, form=gzipped)
+        assert reply.status == HTTPStatus.OK and reply.snapshot is not None
+        assert gzipped in reply.snapshot.rendered()
+    finally:
+        exporter.stop()
+
+
+def test_a_listed_database_is_merged_into_metrics_without_a_snapshot_of_its_own(
+    db: Database,
+) -> None:
+    exporter = _exporter(f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n{FAST}")
+    try:
+        served = parse_samples(exporter.collect_once().decode())
+        target = exporter.targets.running("main")
+        assert target is not None and target.first_collection.is_set()
+        assert parse_samples(target.snapshot.body().decode()) == {}
+        assert value(served, "pgq_up", database="main") == 1
     finally:
         exporter.stop()

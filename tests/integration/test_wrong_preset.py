@@ -7,7 +7,7 @@ import pytest
 
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from tests.conftest import Database
-from tests.exporter_support import collect_once, value
+from tests.support.exporter import collect_once, value
 
 CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")
 

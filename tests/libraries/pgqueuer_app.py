@@ -17,7 +17,7 @@ from pgqueuer import PgQueuer
 from pgqueuer.db import AsyncpgDriver
 from pgqueuer.types import QueueExecutionMode
 
-from bench.competitors import _asyncpg_connect
+from tests.support.libraries import asyncpg_connect
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=0.5)  # heartbeats go at half of it
 HELD = frozenset({"held"})
@@ -31,7 +31,7 @@ async def handle(job: Any) -> None:
 
 
 async def consume(dsn: str, entrypoints: list[str], *, drain: bool) -> None:
-    conn = await _asyncpg_connect(dsn)
+    conn = await asyncpg_connect(dsn)
     pgq = PgQueuer(AsyncpgDriver(conn))
     for name in entrypoints:
         on_failure: Literal["delete", "hold"] = "hold" if name in HELD else "delete"

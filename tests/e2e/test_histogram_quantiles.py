@@ -11,13 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 from tests.conftest import Database
-from tests.exporter_support import ExporterProcess, basic_config
-from tests.prometheus_support import running_prometheus
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, basic_config
+from tests.support.prometheus import running_prometheus
+
+pytestmark = pytest.mark.prometheus
 
 # A handler that always takes half a second (the one that read p99 0.995 s on
 # buckets 0.5 and 1), and one whose times spread over a decade.

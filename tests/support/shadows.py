@@ -75,7 +75,7 @@ def product_sql() -> Iterator[tuple[str, str]]:
             yield f"{path.name}:{key}", entry["query"]
 
 
-QUERIES_FILES = Path(__file__).parents[1] / "contrib/postgres_exporter"
+QUERIES_FILES = Path(__file__).parents[2] / "contrib/postgres_exporter"
 # Templates whose placeholders stand for other blocks: read as rendered, above.
 _RENDERED_ELSEWHERE = {"postgres_exporter.sql"}
 

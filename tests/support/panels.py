@@ -2,7 +2,7 @@
 from a real library's database are served to a real Prometheus, and each panel must
 show data (one of its queries returns some), or read a metric the database's
 pgq_metric_served says it does not serve (then the panel says so:
-grafana.NOT_SERVED_TEXT)."""
+grafana/panels.py NOT_SERVED_TEXT)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from pgq_exporter.bundle import RULES_FILE, write_bundle
 from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json, health, overview
 from pgq_exporter.bundle.recording import rule_sources
 from pgq_exporter.bundle.settings import BundleConfig
-from tests.exporter_support import Labels
-from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import wait_for
+from tests.support.exporter import Labels
+from tests.support.prometheus import Prometheus, running_prometheus
 
 Samples = dict[str, dict[Labels, float]]
 # The dashboards whose panels depend on the database's queue layout.

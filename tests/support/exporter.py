@@ -20,12 +20,12 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.serving import ProcessTree
 from pgq_exporter.config import parse_config
 from pgq_exporter.http.ports import free_port
 from pgq_exporter.http.probe import answer
 from pgq_exporter.runtime.exporter import Exporter
 from tests.support import wait_for
+from tests.support.processes import ProcessTree
 
 Labels = frozenset[tuple[str, str]]
 Samples = dict[str, dict[Labels, float]]
@@ -71,14 +71,14 @@ def collect_once_with(config_text: str) -> Iterator[Callable[[], Samples]]:
 def probe(exporter: Exporter, target: str, auth_module: str | None = None) -> Samples:
     """An in-process /probe of ``target`` that must answer with a whole collection."""
     params = {"target": [target], **({"auth_module": [auth_module]} if auth_module else {})}
-    reply = answer(exporter.registry, exporter.config, params, None)
+    reply = answer(exporter.targets, exporter.config, params, None)
     assert reply.snapshot is not None and reply.reason is None, (reply.status, reply.reason)
-    return parse_samples(reply.snapshot.text.decode())
+    return parse_samples(reply.snapshot.body().decode())
 
 
 def probe_status(exporter: Exporter, target: str, auth_module: str | None = None) -> int:
     params = {"target": [target], **({"auth_module": [auth_module]} if auth_module else {})}
-    return int(answer(exporter.registry, exporter.config, params, None).status)
+    return int(answer(exporter.targets, exporter.config, params, None).status)
 
 
 def basic_config(dsn: str, *, interval: str = "1s", timeout: str = "1s", extra: str = "") -> str:

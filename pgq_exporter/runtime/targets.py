@@ -53,7 +53,7 @@ class _Sources:
         return [*self.listed.values(), *(t for t in found if t.name not in self.listed)]
 
 
-class Registry:
+class Targets:
     """Every target of the process, static and probed, and when each is stopped."""
 
     def __init__(
@@ -232,13 +232,13 @@ def _listed(config: Config) -> dict[str, TargetSpec]:
 class SweepJob:
     """Stops idle probe targets and closes long-idle connections, on the clock."""
 
-    def __init__(self, registry: Registry, connections: Connections, every: float) -> None:
-        self._registry = registry
+    def __init__(self, targets: Targets, connections: Connections, every: float) -> None:
+        self._targets = targets
         self._connections = connections
         self._every = every
         self.cancelled = False
 
     def run(self, now: float, late: float) -> float | None:
-        self._registry.sweep(now)
+        self._targets.sweep(now)
         self._connections.close_idle()
         return now + self._every

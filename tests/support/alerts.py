@@ -12,9 +12,9 @@ from typing import Any
 from pgq_exporter.bundle import RULES_FILE, write_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
-from tests.exporter_support import ExporterProcess, basic_config
-from tests.prometheus_support import Prometheus, running_prometheus
 from tests.support import wait_for
+from tests.support.exporter import ExporterProcess, basic_config
+from tests.support.prometheus import Prometheus, running_prometheus
 
 BUNDLE = """
 keep_firing_for: 2s
