@@ -42,11 +42,14 @@ from tests.support.prometheus import Prometheus, running_prometheus
 pytestmark = pytest.mark.prometheus
 
 # Short `for` and a small backlog threshold, so the induced alerts fire within the test.
+# for: a few seconds, not 0s: when Prometheus starts, postgres_exporter may be scraped
+# a second before the exporter, and a copy with for: 0s would fire in that second and
+# be kept firing (keep_firing_for) into the test.
 BUNDLE = """
 alerts:
-  PgqBacklogTooLarge: {threshold: 50, for: 0s}
-  PgqStuckJobs: {for: 0s}
-  PgqExhaustedJobsPiling: {for: 0s}
+  PgqBacklogTooLarge: {threshold: 50, for: 5s}
+  PgqStuckJobs: {for: 5s}
+  PgqExhaustedJobsPiling: {for: 5s}
 """
 RATE_INTERVAL = "30s"
 

@@ -146,7 +146,7 @@ def test_alerts_carry_severity_annotations_and_a_runbook_section() -> None:
     assert alerts[0]["expr"].startswith('(\n  pgq_queue_jobs{status="pending"} > 1000\n  or\n')
     # Not the copy another backend makes for a database the exporter watches too.
     assert (
-        '\n)\nunless on (job, instance, database)\n  (\n    group by (job, instance, database) (pgq_longest_transaction_seconds{job!="pgq-exporter"})'
+        '\n)\nunless on (job, instance, database)\n  (\n    group by (job, instance, database) (last_over_time(pgq_longest_transaction_seconds{job!="pgq-exporter"}[5m]))'
         in alerts[0]["expr"]
     )
     assert alerts[0]["for"] == "5m"

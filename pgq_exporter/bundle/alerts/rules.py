@@ -55,11 +55,19 @@ def rule_expr(alert: Alert, config: BundleConfig, threshold: str) -> str:
     return f"(\n{_indent(expr)}\n)\nunless on (job, instance, database)\n{_indent(copies(config))}"
 
 
+# How long a database counts as watched, by either backend, after its last series: a
+# scrape that fails or times out (every series of it goes stale at once) or a query of
+# queries.yaml that fails once must not let a copy through.
+WATCHED_MEMORY = "5m"
+
+
 def copies(config: BundleConfig) -> str:
     """Every other job's target of a database the exporter watches: by a series each
-    target of queries.yaml serves once per database, whatever its queues."""
+    target of queries.yaml serves once per database, whatever its queues, each side as
+    last seen within WATCHED_MEMORY."""
     other = select("pgq_longest_transaction_seconds", config, f'job!="{config.job}"')
     ours = select("pgq_up", config, f'job="{config.job}"')
+    other, ours = (f"last_over_time({s}[{WATCHED_MEMORY}])" for s in (other, ours))
     return (f"(\n  group by (job, instance, database) ({other})\n  and on (database)\n"
             f"    group by (database) ({ours})\n)")  # fmt: skip
 
