@@ -25,7 +25,6 @@ class MetricSpec:
     labels: tuple[str, ...]
     collector: str
     unit: str = ""
-    buckets: tuple[float, ...] = ()  # a histogram's upper bounds, in seconds, "+Inf" aside
 
 
 # Built-in collectors, in the order they run.
@@ -102,22 +101,6 @@ DBQ = ("database", "queue")
 DBT = ("database", "table")
 
 
-def doubling_buckets(per_doubling: int, lowest: int, highest: int) -> tuple[float, ...]:
-    """Upper bounds from 2**lowest to 2**highest seconds, ``per_doubling`` to each
-    doubling, at four significant digits. histogram_quantile interpolates within a
-    bucket, so a quantile reads within one bucket's ratio of the truth, whatever
-    the distribution: 2**(1/8) is 9.1%."""
-    return tuple(
-        float(f"{2 ** (k / per_doubling):.4g}")
-        for k in range(lowest * per_doubling, highest * per_doubling + 1)
-    )
-
-
-# 7.8 ms to 68 min. The handler's time within 9.1% (153 bounds); the wait, which
-# the queue's gauges also show, within 19% at half the series (77 bounds).
-PROCESSING_BUCKETS = doubling_buckets(8, -7, 12)
-WAIT_BUCKETS = doubling_buckets(4, -7, 12)
-
 _COLLECTED_NOTE = (
     "Collected in the background on an interval; see pgq_collector_last_success_timestamp_seconds."
 )
@@ -186,11 +169,11 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "the handler's time, the reference worker stamping started_at when the handler "
                "starts (a worker that does not, at the claim). Each finished job is observed "
                "once per exporter process.",
-               DBQ, JOB_HISTOGRAMS, "seconds", PROCESSING_BUCKETS),
+               DBQ, JOB_HISTOGRAMS, "seconds"),
     MetricSpec("pgq_job_wait_seconds", H,
                "Wait time of finished jobs, scheduled_at to started_at of the last attempt: in "
                "the queue, and in the hands of a worker that claimed it ahead.",
-               DBQ, JOB_HISTOGRAMS, "seconds", WAIT_BUCKETS),
+               DBQ, JOB_HISTOGRAMS, "seconds"),
     MetricSpec("pgq_jobs_completed_total", C,
                "Jobs that finished with status done. On the reference schema the database "
                "keeps the total (queue_counts, version 7 on), so jobs that finish while "
@@ -280,8 +263,17 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "(each seen within the last hour).", DB, EXPORTER),
     MetricSpec("pgq_series_dropped", G,
                "Series of the database's last collection not served because it had more than "
-               "limits.series (default 50,000); the collectors' own series are always "
-               "served.", DB, EXPORTER),
+               "limits.series (default 50,000), after merging histogram buckets and folding "
+               "queues' histograms; the collectors' own series are always served.",
+               DB, EXPORTER),
+    MetricSpec("pgq_series_buckets_merged", G,
+               "Classic histogram buckets served as one to keep the database within "
+               "limits.series, by format (text: the text formats; protobuf): 1 when served "
+               "as collected.", (*DB, "format"), EXPORTER),
+    MetricSpec("pgq_series_queues_folded", G,
+               "Queues whose job histograms are served folded into queue=\"other\" to keep "
+               "the database within limits.series (those that finished the fewest jobs), by "
+               "format; their counters are still served per queue.", (*DB, "format"), EXPORTER),
     MetricSpec("pgq_label_values_cut", G,
                "Label values of the last collection (queue, task or status names, read from "
                "the database) longer than 128 bytes, each served as its first bytes, a tilde "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pgq_exporter.histograms import EMPTY_NATIVE, NativeBuckets
+
 
 # Samples are NamedTuples: a tuple of strings and numbers is untracked by the garbage
 # collector, and a fleet of targets holds a great many of them; as objects,
@@ -18,10 +20,13 @@ class Sample(NamedTuple):
 
 
 class HistogramSample(NamedTuple):
+    """One histogram: its classic buckets, and the same observations in native buckets."""
+
     metric: str
     labels: tuple[str, ...]
     buckets: tuple[tuple[str, float], ...]  # cumulative, ending with "+Inf"
     sum: float
+    native: NativeBuckets = EMPTY_NATIVE
 
 
 AnySample = Sample | HistogramSample

@@ -17,6 +17,7 @@ from pgq_exporter.catalogue import (
     columns_left_out,
 )
 from pgq_exporter.config import AUTO_PRESET, PRESET_LAYOUTS, human
+from pgq_exporter.histograms import CLASSIC_LAYOUTS, NATIVE_SCHEMA, worst_error
 from pgq_exporter.presets.detect import TABLE_PRESETS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 from pgq_exporter.sources import preset_sources
@@ -57,18 +58,38 @@ def metrics_markdown() -> str:
 
 
 def _buckets_text() -> list[str]:
-    lines = []
-    for spec in CATALOGUE:
-        if spec.buckets:
-            low, high = spec.buckets[0], spec.buckets[-1]
-            step = spec.buckets[1] / spec.buckets[0]
-            lines += [
-                f"`{spec.name}` has {len(spec.buckets)} buckets (and `+Inf`) from {low:g} s to "
-                f"{high:g} s, each {step:.3f} times the one below: `histogram_quantile` reads "
-                f"within {step - 1:.0%} of the true quantile there, {len(spec.buckets) + 3} "
-                "series per queue with `_sum` and `_count`.",
-                "",
-            ]
+    """The job histograms: native in protobuf, and each classic layout's cost and error."""
+    lines = [
+        "**Histograms.** `pgq_job_processing_seconds` and `pgq_job_wait_seconds` count "
+        "every finished job twice over. A scraper that asks for protobuf (Prometheus with "
+        "`--enable-feature=native-histograms`) gets native histograms: schema "
+        f"{NATIVE_SCHEMA}, each bucket {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%} wider than the "
+        f"one below, so `histogram_quantile` reads within {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%}"
+        " of the true quantile; one series per histogram and queue. With "
+        "`histograms.classic_in_protobuf: true` the classic buckets come beside them. "
+        "The text format and OpenMetrics carry the classic buckets of the layout "
+        "`histograms.classic` names (`default` unless set; or a list of bounds in seconds). "
+        "The recording rules and dashboards read either.",
+        "",
+        "| layout | buckets per histogram | from | to | series per queue, both histograms "
+        "| quantile error, processing | quantile error, wait |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for layout in CLASSIC_LAYOUTS.values():
+        series = len(layout.processing) + len(layout.wait) + 6  # +Inf, _sum, _count each
+        lines.append(
+            f"| `{layout.name}` | {len(layout.processing)}, {len(layout.wait)} | "
+            f"{layout.processing[0]:g} s | {layout.processing[-1]:g} s | {series} | "
+            f"{worst_error(layout.processing):.0%} | {worst_error(layout.wait):.0%} |"
+        )
+    lines += [
+        "| native (protobuf) | as populated | any | any | 2 "
+        f"| {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%} | {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%} |",
+        "",
+        "The error is the worst case: a quantile is read inside its bucket, so within the "
+        "widest ratio between two neighbouring bounds.",
+        "",
+    ]
     return lines
 
 

@@ -10,11 +10,13 @@ or histogram's name, the operations what was applied (``rate5m``, ``ratio_rate5m
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 from pgq_exporter.bundle.promql import QUEUE_KEY, by, selector
 from pgq_exporter.bundle.settings import BundleConfig
-from pgq_exporter.catalogue import CATALOGUE, PROCESSING_BUCKETS, MetricType
+from pgq_exporter.catalogue import CATALOGUE, MetricType
+from pgq_exporter.histograms import DEFAULT_CLASSIC
 
 RATE = "5m"
 LEVEL = "database_queue"
@@ -47,12 +49,10 @@ def recording_group(config: BundleConfig) -> dict[str, Any]:
         expr = f"sum {by(*QUEUE_KEY)} (rate({selector(counter, config.selector)}[{RATE}]))"
         rules.append({"record": rate_name(counter), "expr": expr})
     for histogram in _queue_metrics(MetricType.HISTOGRAM):
-        buckets = selector(f"{histogram}_bucket", config.selector)
         for quantile in QUANTILES:
             rules.append({
                 "record": quantile_name(histogram),
-                "expr": f"histogram_quantile({quantile:g}, sum {by(*QUEUE_KEY, 'le')} "
-                        f"(rate({buckets}[{RATE}])))",
+                "expr": quantile_expr(histogram, quantile, config.selector),
                 "labels": {"quantile": f"{quantile:g}"},
             })  # fmt: skip
     return {"name": GROUP, "rules": rules}
@@ -62,12 +62,23 @@ def recording_group(config: BundleConfig) -> dict[str, Any]:
 _Q = 'job="pgq-exporter", instance="exporter:9188", database="main", queue="email"'
 
 
+def quantile_expr(histogram: str, quantile: float, matchers: str) -> str:
+    """A quantile per queue from the classic buckets, or else from the native histogram:
+    a Prometheus that scrapes protobuf with native histograms on keeps only the latter."""
+    buckets = selector(f"{histogram}_bucket", matchers)
+    native = selector(histogram, matchers)
+    return (f"histogram_quantile({quantile:g}, sum {by(*QUEUE_KEY, 'le')} "
+            f"(rate({buckets}[{RATE}]))) or histogram_quantile({quantile:g}, "
+            f"sum {by(*QUEUE_KEY)} (rate({native}[{RATE}])))")  # fmt: skip
+
+
 def recording_tests() -> list[dict[str, Any]]:
     """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, each taking
-    0.505 s (the shipped buckets' own bounds around it): rates of 2 and 0.5 a second,
-    and quantiles within the bucket (0.5 to 0.5453 s), under 10% from the truth."""
-    low = PROCESSING_BUCKETS.index(0.5)
-    below, above = PROCESSING_BUCKETS[low], PROCESSING_BUCKETS[low + 1]
+    0.505 s (in the default layout's bucket around it): rates of 2 and 0.5 a second,
+    and quantiles interpolated within that bucket."""
+    bounds = DEFAULT_CLASSIC.processing
+    low = bisect_left(bounds, 0.505) - 1
+    below, above = bounds[low], bounds[low + 1]
     buckets = [(f"{below:g}", "0+0x10"), (f"{above:g}", "0+150x10"), ("+Inf", "0+150x10")]
     series = [
         {"series": f"pgq_jobs_completed_total{{{_Q}}}", "values": "0+120x10"},

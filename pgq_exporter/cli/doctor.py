@@ -66,7 +66,9 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
         if plan.name not in QUEUE_COLLECTORS:
             continue
         collector = plan.make()
-        ctx = Context(config, database, source, KnownQueues(), source.make_feed())
+        ctx = Context(
+            config, database, source, KnownQueues(), source.make_feed(config.histograms.classic)
+        )
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)
         try:

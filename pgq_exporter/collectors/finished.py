@@ -6,62 +6,28 @@ preset's (library_feed.py) fill it; job_histograms and queue_window read it.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import threading
-from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
-from pgq_exporter.catalogue import PROCESSING_BUCKETS, WAIT_BUCKETS
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 
 @dataclass
-class Histogram:
-    bounds: tuple[float, ...]
-    counts: list[int] = field(init=False)
-    total: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.bounds) + 1)
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
-
-    def cumulative(self) -> tuple[tuple[str, float], ...]:
-        """The (le, cumulative count) pairs. A fleet of targets holds one per queue
-        and histogram, each of one pair per bucket: the labels, the empty buckets' pairs
-        and each repeated count are shared objects, not copies."""
-        zeros = _zero_pairs(self.bounds)
-        first = next((i for i, count in enumerate(self.counts) if count), len(self.counts))
-        result = list(zeros[:first])
-        running, value = 0, 0.0
-        for (bound, _), count in zip(zeros[first:], self.counts[first:], strict=True):
-            if count:
-                running += count
-                value = float(running)
-            result.append((bound, value))
-        return tuple(result)
-
-
-@functools.cache
-def _zero_pairs(bounds: tuple[float, ...]) -> tuple[tuple[str, float], ...]:
-    """Each bucket's (le, 0.0): the pairs of empty buckets, shared by every histogram."""
-    zero = 0.0
-    return tuple((bound, zero) for bound in (*map(_le, bounds), "+Inf"))
-
-
-@dataclass
 class QueueStats:
-    processing: Histogram = field(default_factory=lambda: Histogram(PROCESSING_BUCKETS))
-    wait: Histogram = field(default_factory=lambda: Histogram(WAIT_BUCKETS))
+    processing: Histogram
+    wait: Histogram
     completed: int = 0
     failed: int = 0
+
+    @classmethod
+    def empty(cls, layout: ClassicLayout) -> QueueStats:
+        return cls(Histogram(layout.processing), Histogram(layout.wait))
 
     def count(self, done: bool, processing: float | None, wait: float | None) -> None:
         if done:
@@ -91,7 +57,8 @@ def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[Any
         ("pgq_job_wait_seconds", stats.wait, outcomes.wait),
     ):
         if known:
-            samples.append(HistogramSample(name, (queue,), histogram.cumulative(), histogram.total))
+            buckets, native = histogram.cumulative(), histogram.native_buckets()
+            samples.append(HistogramSample(name, (queue,), buckets, histogram.total, native))
     if "done" in outcomes.finishes:
         samples.append(Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)))
     if "failed" in outcomes.finishes:
@@ -165,7 +132,8 @@ class FinishedJobs:
     it came with the window's first fill), and kept in its queue's window until it
     leaves it. Shared by the collectors of one database; each change is serialised."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: ClassicLayout = DEFAULT_CLASSIC) -> None:
+        self.layout = layout  # the classic buckets of its histograms
         self.stats: dict[str, QueueStats] = {}
         self.now = 0.0  # the database's now() at the last read
         self._windows: dict[str, _Window] = {}
@@ -183,12 +151,17 @@ class FinishedJobs:
         when it finished, each None where unknown; ``count``: into the histograms and
         totals too, else only into the window."""
         processing, wait, finished = times
-        stats = self.stats.setdefault(queue, QueueStats())
+        stats = self.stats.get(queue)
+        if stats is None:
+            stats = self.stats[queue] = self.empty_stats()
         if count:
             stats.count(done, processing, wait)
         if finished is not None:
             window = self._windows.setdefault(queue, _Window())
             window.add(Finished(finished, done, processing))
+
+    def empty_stats(self) -> QueueStats:
+        return QueueStats.empty(self.layout)
 
     def advance(self, now: float, window: float) -> None:
         """The database's clock at a read (lock held): the jobs that finished more than
@@ -215,7 +188,3 @@ def _percentile(ordered: Sequence[float], fraction: float) -> float:
     below = int(position)
     above = min(below + 1, len(ordered) - 1)
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-
-def _le(bound: float) -> str:
-    return f"{bound:g}" if bound != int(bound) else f"{bound:.1f}"

@@ -32,6 +32,7 @@ from pgq_exporter.collectors.finished import FinishedJobs
 from pgq_exporter.collectors.queues import KnownQueues, trackable
 from pgq_exporter.collectors.rendering import Conn, Row, render
 from pgq_exporter.config import SchemaMapping
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout
 
 
 class FinishedFeed:
@@ -40,9 +41,9 @@ class FinishedFeed:
     # Its horizon is the read's own snapshot's: there is nothing to read before it.
     reads_before_snapshot = False
 
-    def __init__(self, mapping: SchemaMapping) -> None:
+    def __init__(self, mapping: SchemaMapping, classic: ClassicLayout = DEFAULT_CLASSIC) -> None:
         self.mapping = mapping
-        self.jobs = FinishedJobs()
+        self.jobs = FinishedJobs(classic)
         self.horizon: int | None = None
         self.observed: dict[tuple[int, int], None] = {}
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.finished import QueueStats, stats_samples
+from pgq_exporter.collectors.finished import stats_samples
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample
 
@@ -34,7 +34,7 @@ class JobHistograms(Collector):
         kept = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else None
         samples: list[AnySample] = []
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
-            queue_stats = stats.get(queue, QueueStats())
+            queue_stats = stats.get(queue) or ctx.feed.jobs.empty_stats()
             if kept is not None:
                 completed, failed = kept.get(queue, (0, 0))
                 queue_stats = replace(queue_stats, completed=completed, failed=failed)

@@ -28,6 +28,7 @@ from pgq_exporter.collectors.finished import FinishedJobs
 from pgq_exporter.collectors.library_sql import run_block
 from pgq_exporter.collectors.queues import KnownQueues, trackable
 from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout
 from pgq_exporter.presets.library import LibraryLayout
 
 STAMP_SLACK = 0.001
@@ -39,9 +40,9 @@ class LibraryFeed:
 
     reads_before_snapshot = True
 
-    def __init__(self, layout: LibraryLayout) -> None:
+    def __init__(self, layout: LibraryLayout, classic: ClassicLayout = DEFAULT_CLASSIC) -> None:
         self.layout = layout
-        self.jobs = FinishedJobs()
+        self.jobs = FinishedJobs(classic)
         self._since: float | None = None
         self._seen: dict[tuple[str, str], float] = {}  # (queue, id) -> its stamp
         # The bound each thread read in prepare, before the snapshot of the transaction

@@ -18,6 +18,7 @@ from pgq_exporter.catalogue import (
     columns_left_out,
 )
 from pgq_exporter.config.addresses import DEFAULT_PORT, IPNetwork
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout
 from pgq_exporter.presets.library import LibraryLayout
 
 DEFAULT_INTERVAL = 15.0
@@ -238,6 +239,15 @@ class LimitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class HistogramSettings:
+    """The job histograms' classic buckets (a named layout, or explicit bounds), and
+    whether a protobuf scrape gets them beside the native buckets."""
+
+    classic: ClassicLayout = DEFAULT_CLASSIC
+    classic_in_protobuf: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     databases: tuple[DatabaseConfig, ...]
     mapping: SchemaMapping = field(default_factory=SchemaMapping)
@@ -254,6 +264,7 @@ class Config:
     targets: tuple[DatabaseConfig, ...] = ()
     probe: ProbeSettings = field(default_factory=ProbeSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
+    histograms: HistogramSettings = field(default_factory=HistogramSettings)
     discover: tuple[DiscoverySource, ...] = ()
     auth_modules: dict[str, AuthModule] = field(default_factory=dict)
 

@@ -23,6 +23,7 @@ from pgq_exporter.config.checks import (
 )
 from pgq_exporter.config.collector_sections import Builtins, CollectorSections
 from pgq_exporter.config.dsns import DsnSections, holds_password
+from pgq_exporter.config.histogram_section import HistogramSection
 from pgq_exporter.config.layouts import LayoutSections
 from pgq_exporter.config.model import (
     AUTO_PRESET,
@@ -37,6 +38,7 @@ from pgq_exporter.config.model import (
     CustomCollector,
     DatabaseConfig,
     DiscoverySource,
+    HistogramSettings,
     LimitSettings,
     LogSettings,
     ProbeSettings,
@@ -98,7 +100,7 @@ def parse_config(text: str, source: str, environ: Any) -> Config:
     return _Reader(load_located(text, source), environ).config()
 
 
-class _Reader(LayoutSections, CollectorSections, DsnSections):
+class _Reader(LayoutSections, CollectorSections, DsnSections, HistogramSection):
     """Walks the located YAML tree, validating as it goes."""
 
     ranges = RANGES
@@ -111,7 +113,7 @@ class _Reader(LayoutSections, CollectorSections, DsnSections):
     def config(self) -> Config:
         keys = ("databases", "mapping", "collectors", "custom_collectors", "window",
                 "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
-                "probe", "limits", "discover", "auth_modules")  # fmt: skip
+                "probe", "limits", "discover", "auth_modules", "histograms")  # fmt: skip
         whole = self.get(())
         if isinstance(whole, dict) and whole and not set(whole) & set(keys):
             # Not one key of a config: it is some other file, and none of it is repeated.
@@ -155,6 +157,7 @@ class _Reader(LayoutSections, CollectorSections, DsnSections):
             targets=targets,
             probe=self.probe() if "probe" in top else ProbeSettings(),
             limits=self.limits() if "limits" in top else LimitSettings(),
+            histograms=self.histograms() if "histograms" in top else HistogramSettings(),
             discover=self.discover() if "discover" in top else (),
             auth_modules=self.auth_modules() if "auth_modules" in top else {},
         )

@@ -20,7 +20,7 @@ from http import HTTPStatus
 from pgq_exporter.catalogue import metric
 from pgq_exporter.config import Config
 from pgq_exporter.config.addresses import TargetSyntaxError, parse_target
-from pgq_exporter.exposition import Form, Snapshot, families
+from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
 from pgq_exporter.runtime.probe_targets import ForbiddenTargetError, module_target
 from pgq_exporter.runtime.spec import Origin, TargetSpec
 from pgq_exporter.runtime.target import Target
@@ -130,7 +130,7 @@ def _spec(targets: Targets, config: Config, name: str, module: str | None) -> Ta
 
 
 def _down(name: str) -> Snapshot:
-    return Snapshot(families(_SPECS, [(name, Sample("pgq_up", (), 0.0))]))
+    return Snapshot(_SPECS, Parts.same([sample_part(_SPECS, name, [Sample("pgq_up", (), 0.0)])]))
 
 
 _SPECS = {"pgq_up": metric("pgq_up")}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Form, content_type
+from pgq_exporter.exposition import Form, Format, content_type
 from pgq_exporter.http.pages import http_sd_targets, landing_page
 from pgq_exporter.http.probe import REASON_HEADER, SCRAPE_TIMEOUT_HEADER, answer, failure_class
 from pgq_exporter.http.webconfig import WebConfigFile
@@ -150,9 +150,24 @@ class Routes:
 
 
 def scrape_form(request: Request) -> Form:
-    """The form of a snapshot the scraper asks for: (OpenMetrics, gzipped)."""
-    return (accepts(request.header("accept"), "application/openmetrics-text"),
-            accepts(request.header("accept-encoding"), "gzip"))  # fmt: skip
+    """The form of a snapshot the scraper asks for: its format, and gzipped or not."""
+    return Form(scrape_format(request.header("accept")),
+                accepts(request.header("accept-encoding"), "gzip"))  # fmt: skip
+
+
+# Protobuf is served only to a scraper that names the delimited MetricFamily stream.
+_PROTOBUF = ("application/vnd.google.protobuf",
+             {"proto": "io.prometheus.client.MetricFamily", "encoding": "delimited"})  # fmt: skip
+
+
+def scrape_format(accept: str) -> Format:
+    """Protobuf when asked for at least as much as OpenMetrics; else OpenMetrics when
+    asked for at all; else the text format."""
+    protobuf = quality(accept, *_PROTOBUF)
+    openmetrics = quality(accept, "application/openmetrics-text")
+    if protobuf > 0 and protobuf >= openmetrics:
+        return Format.PROTOBUF
+    return Format.OPENMETRICS if openmetrics > 0 else Format.TEXT
 
 
 def snapshot_response(
@@ -161,7 +176,7 @@ def snapshot_response(
     """A snapshot's body, in ``form``."""
     # Either form may be served from the same URL: caches must key on both headers.
     headers = {**(extra or {}), "Vary": "Accept-Encoding, Accept"}
-    if form[1]:
+    if form.gzipped:
         headers["Content-Encoding"] = "gzip"
     return Response(status, body, content_type(form), headers, snapshot=True)
 
@@ -170,13 +185,26 @@ def accepts(header: str, wanted: str) -> bool:
     """Whether an Accept or Accept-Encoding header asks for ``wanted`` with a quality
     above zero (``gzip;q=0`` refuses gzip). A wildcard does not choose a form that
     only some scrapers read."""
+    return quality(header, wanted) > 0
+
+
+def quality(header: str, wanted: str, required: dict[str, str] | None = None) -> float:
+    """The quality an Accept or Accept-Encoding header gives ``wanted`` (0 when it names
+    it not, or not with each of the ``required`` parameters)."""
     for item in header.split(","):
         name, *params = (part.strip() for part in item.split(";"))
         if name.lower() != wanted:
             continue
-        quality = next((p.split("=", 1)[1] for p in params if p.lower().startswith("q=")), "1")
+        given = dict(_param(p) for p in params)
+        if any(given.get(key) != value for key, value in (required or {}).items()):
+            continue
         try:
-            return float(quality) > 0
+            return max(float(given.get("q", "1")), 0.0)
         except ValueError:
-            return False
-    return False
+            return 0.0
+    return 0.0
+
+
+def _param(text: str) -> tuple[str, str]:
+    key, _, value = text.partition("=")
+    return key.strip().lower(), value.strip().strip('"')

@@ -24,7 +24,8 @@ from pgq_exporter.catalogue import MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import MetricLines
+from pgq_exporter.exposition import Part
+from pgq_exporter.histograms import EMPTY_NATIVE
 from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.connections import (
@@ -98,7 +99,7 @@ class Slot:
     state: CollectorState
     due: float = 0.0  # time.monotonic()
     first: bool = True  # its first run is still to come
-    lines: MetricLines | None = None  # its samples as exposition lines, made after each run
+    lines: Part | None = None  # its samples ready to serve, made after each run
 
     @property
     def name(self) -> str:
@@ -339,7 +340,8 @@ _CUMULATIVE = frozenset({MetricType.COUNTER, MetricType.HISTOGRAM})
 
 def _zero(sample: AnySample) -> AnySample:
     if isinstance(sample, HistogramSample):
-        return sample._replace(buckets=tuple((le, 0.0) for le, _ in sample.buckets), sum=0.0)
+        zeros = tuple((le, 0.0) for le, _ in sample.buckets)
+        return sample._replace(buckets=zeros, sum=0.0, native=EMPTY_NATIVE)
     return sample._replace(value=0.0)
 
 

@@ -27,7 +27,7 @@ from pgq_exporter.config import (
 )
 from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Form, Snapshot, merge, sample_lines
+from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
 from pgq_exporter.runtime.budgets import PROBES, budget_caps
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
@@ -79,7 +79,7 @@ class Exporter:
                                  self._renderer.changed)  # fmt: skip
         self.discovery = Discovery(config.discover, self._discovered)
         self._discovery_jobs: list[DiscoveryJob] = []
-        self._snapshot = Snapshot([])
+        self._snapshot = Snapshot({}, Parts.same([]))
         self._forms: frozenset[Form] = frozenset()  # asked for: see Target.want
         self._ready = False
         self.targets.start_static()
@@ -217,10 +217,14 @@ class Exporter:
         Readiness is read with it, so that /readyz never runs ahead of /metrics."""
         static = self.targets.static()
         ready = all(_ready(target) for target in static)
-        parts = [part for target in static for part in target.lines()]
-        parts.append(sample_lines(self._specs, "", self._samples()))
-        parts.append(sample_lines(self._specs, "", _once_per_server(static)))
-        self._snapshot = Snapshot(merge(self._specs, parts), self._forms)
+        parts = Parts.same([])
+        for target in static:
+            parts += target.parts()
+        parts += Parts.same([sample_part(self._specs, "", self._samples()),
+                             sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
+        self._snapshot = Snapshot(
+            self._specs, parts, self._forms, classic=self.config.histograms.classic_in_protobuf
+        )
         self._ready = ready
 
     def want(self, form: Form) -> None:

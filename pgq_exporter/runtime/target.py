@@ -26,7 +26,7 @@ from pgq_exporter.collectors.base import Context, Feed
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import Config
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Form, MetricLines, Snapshot, merge, sample_lines
+from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
 from pgq_exporter.runtime.budgets import COLLECTIONS, DELAYED, DROPPED, FIRST, LATE, CapLog, lane_of
 from pgq_exporter.runtime.collection import (
     CollectorState,
@@ -109,7 +109,7 @@ class Target:
         self.last_probe = time.monotonic()
         self.stopped = False
         self.first_collection = threading.Event()  # whole, or failed to connect
-        self.snapshot = Snapshot([])
+        self.snapshot = Snapshot({}, Parts.same([]))
         # The forms scrapers asked for: every snapshot is rendered in them up front.
         self.forms: frozenset[Form] = kept.forms if kept else frozenset()
         self._lock = threading.Lock()
@@ -218,8 +218,8 @@ class Target:
         return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
 
     def _plan(self, source: QueueSource) -> None:
-        feed = source.make_feed()
-        if self.feed is None or type(self.feed) is not type(feed):
+        feed = source.make_feed(self.config.histograms.classic)
+        if self.feed is None or type(self.feed) is not type(feed) or _relaid(self.feed, feed):
             self.feed = feed
         previous = self._carried.slots if self._carried else {}
         busy = self._carried.running() if self._carried else set()
@@ -419,6 +419,9 @@ class Target:
         yield Sample("pgq_queues_dropped", (), float(self.queues.dropped))
         yield Sample("pgq_queue_names_too_long", (), float(self.queues.too_long))
         yield Sample("pgq_series_dropped", (), float(self.series.dropped))
+        for form, fitted in self.series.fitted.items():
+            yield Sample("pgq_series_buckets_merged", (form,), float(fitted.merged))
+            yield Sample("pgq_series_queues_folded", (form,), float(fitted.folded))
         cut = self.series.labels_cut(list(self.slots.values()))
         yield Sample("pgq_label_values_cut", (), float(len(cut)))
         with self._lock:
@@ -429,16 +432,18 @@ class Target:
             dropped = float(counts.get((limit, DROPPED), 0))
             yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
-    def lines(self) -> list[MetricLines]:
+    def parts(self) -> Parts:
         """Every sample of the target as exposition lines: its own, then each collector's,
         each made once after the collector's run rather than at every render; at most
         limits.series of them, the collectors' own series always among them."""
         specs = self._specs()
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
-        parts = self.series.collectors_lines(specs, list(self.slots.values()),
-                                             server_wide=not self.spec.always)  # fmt: skip
-        return [sample_lines(specs, self.name, self.own_samples()), *parts]
+        collectors = self.series.collectors_parts(
+            specs, list(self.slots.values()), server_wide=not self.spec.always,
+            classic_in_protobuf=self.config.histograms.classic_in_protobuf,
+        )  # fmt: skip
+        return Parts.same([sample_part(specs, self.name, self.own_samples())]) + collectors
 
     def server_samples(self) -> list[AnySample]:
         """Its collectors' last samples of its server, not of its database."""
@@ -458,8 +463,18 @@ class Target:
             # A listed database's series are served on /metrics, merged there once with
             # the others' (Exporter.refresh): it needs no snapshot of its own.
             if not self.spec.always:
-                self.snapshot = Snapshot(merge(self._specs(), self.lines()), self.forms)
+                self.snapshot = Snapshot(
+                    self._specs(),
+                    self.parts(),
+                    self.forms,
+                    classic=self.config.histograms.classic_in_protobuf,
+                )
             if all(slot.state.ran for slot in self.slots.values()) or self.up is False:
                 self.first_collection.set()
         if self._on_render is not None:
             self._on_render(self)
+
+
+def _relaid(kept: Feed, made: Feed) -> bool:
+    """The config's classic buckets changed: the kept feed's histograms count on the old."""
+    return kept.jobs.layout != made.jobs.layout

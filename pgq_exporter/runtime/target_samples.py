@@ -7,14 +7,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
-from pgq_exporter.catalogue import EXPORTER, SERVER_WIDE, MetricSpec
+from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.exposition import MetricLines, sample_lines
+from pgq_exporter.exposition import Part, Parts, sample_part
+from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
 from pgq_exporter.labels import MAX_LABEL_BYTES
 from pgq_exporter.runtime.collection import (
     CollectorState,
     Slot,
 )
+from pgq_exporter.runtime.series_budget import Fitted, fit
 from pgq_exporter.samples import AnySample, Sample
 from pgq_exporter.sources import QueueSource
 
@@ -51,31 +53,6 @@ def slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
     yield from run_samples(slot.name, slot.state)
 
 
-class SeriesBudget:
-    """What is left of a target's series for the lines of its collectors, taken metric by
-    metric; the exporter's own metrics of a collector (how its runs went) are always
-    taken."""
-
-    def __init__(self, series: int, specs: dict[str, MetricSpec]) -> None:
-        self.left = series
-        self.dropped = 0
-        self._specs = specs
-
-    def take(self, lines: MetricLines) -> MetricLines:
-        taken: MetricLines = {}
-        for name, text in lines.items():
-            if self._specs[name].collector == EXPORTER:
-                taken[name] = text
-                continue
-            series = text.count("\n")
-            if series <= self.left:
-                taken[name] = text
-                self.left -= series
-            else:
-                self.dropped += series
-        return taken
-
-
 def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
     """How the collector's runs went; nothing before its first run has ended, so that
     a starting target reads as not yet known rather than as failing."""
@@ -90,33 +67,67 @@ def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
 
 
 class TargetSeries:
-    """The series of a target's collectors, as lines within limits.series, and the label
-    values they hold cut: each said in the log as it starts."""
+    """The series of a target's collectors within limits.series, for the text formats
+    and for protobuf, and the label values they hold cut: each said in the log as it
+    starts."""
 
     def __init__(self, database: str, limit: int) -> None:
         self.database = database
         self.limit = limit
-        self.dropped = 0  # by limits.series, at the last render
+        # How each format's series were fitted at the last render.
+        self.fitted: dict[str, Fitted] = {}
+        self._last: dict[Counting, tuple[list[Part], Fitted]] = {}
         self._said_labels_cut = False
 
-    def collectors_lines(
-        self, specs: dict[str, MetricSpec], slots: list[Slot], *, server_wide: bool
-    ) -> list[MetricLines]:
-        """Each slot's lines (made once after its run), as many as the budget takes."""
-        budget = SeriesBudget(self.limit, specs)
+    @property
+    def dropped(self) -> int:
+        return max((fitted.dropped for fitted in self.fitted.values()), default=0)
+
+    def collectors_parts(
+        self,
+        specs: dict[str, MetricSpec],
+        slots: list[Slot],
+        *,
+        server_wide: bool,
+        classic_in_protobuf: bool,
+    ) -> Parts:
+        """Each slot's part (made once after its run), fitted to the budget as the text
+        formats and as protobuf count series."""  # fmt: skip
         parts = []
         for slot in slots:
             if slot.lines is None:
-                slot.lines = sample_lines(specs, self.database, slot_samples(slot, server_wide))
-            parts.append(budget.take(slot.lines))
-        if budget.dropped and not self.dropped:
+                slot.lines = sample_part(specs, self.database, slot_samples(slot, server_wide))
+            parts.append(slot.lines)
+        text = self._fit(specs, parts, TEXT_COUNTING)
+        protobuf = self._fit(specs, parts, Counting(classic=classic_in_protobuf, native=True))
+        self._say(text)
+        self.fitted = {"text": text, "protobuf": protobuf}
+        return Parts(text.parts, protobuf.parts)
+
+    def _fit(self, specs: dict[str, MetricSpec], parts: list[Part], counting: Counting) -> Fitted:
+        """``parts`` fitted; the last fit again while no part changed."""
+        last = self._last.get(counting)
+        if last is not None and _same(last[0], parts):
+            return last[1]
+        fitted = fit(specs, parts, self.limit, counting)
+        self._last[counting] = (parts, fitted)
+        return fitted
+
+    def _say(self, text: Fitted) -> None:
+        """One line as fitting starts, and one as it ends."""
+        before = self.fitted.get("text")
+        was = before is not None and (before.merged > 1 or before.folded or before.dropped)
+        now = text.merged > 1 or text.folded or text.dropped
+        if now and not was:
             log.warning(
-                "more series than limits.series; the rest are not served",
+                "more series than limits.series: histogram buckets merged, the smallest "
+                "queues' histograms folded into queue=\"other\", then metrics left out",
                 extra={"database": self.database, "series": self.limit,
-                       "dropped": budget.dropped},
+                       "buckets_merged": text.merged, "queues_folded": text.folded,
+                       "dropped": text.dropped},
             )  # fmt: skip
-        self.dropped = budget.dropped
-        return parts
+        elif was and not now:
+            log.info("series within limits.series again", extra={"database": self.database})
 
     def labels_cut(self, slots: list[Slot]) -> set[str]:
         """The label values the collectors' last samples hold cut."""
@@ -129,3 +140,7 @@ class TargetSeries:
                        "first": min(cut)},
             )  # fmt: skip
         return cut
+
+
+def _same(before: list[Part], now: list[Part]) -> bool:
+    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))

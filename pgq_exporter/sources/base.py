@@ -37,6 +37,7 @@ from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.table_health import TableHealth
 from pgq_exporter.collectors.xmin_horizon import XminHorizon
 from pgq_exporter.config import CollectorSettings, Config, Layout
+from pgq_exporter.histograms import ClassicLayout
 from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.collectors")
@@ -103,7 +104,7 @@ class QueueSource(ABC):
 
     # -- what the runtime asks --------------------------------------------------------
     @abstractmethod
-    def make_feed(self) -> Feed:
+    def make_feed(self, layout: ClassicLayout) -> Feed:
         """A new feed of its finished jobs."""
 
     @abstractmethod

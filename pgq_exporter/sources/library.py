@@ -35,6 +35,7 @@ from pgq_exporter.collectors.unknown_statuses import unknown_values
 from pgq_exporter.config import Config
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import first_line
+from pgq_exporter.histograms import ClassicLayout
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sources.base import NO_REMEDY, Factory, QueueSource, Scan, large_table, one_line
 from pgq_exporter.sql import query
@@ -83,8 +84,8 @@ class LibrarySource(QueueSource):
     def table_labels(self, conn: Conn) -> dict[str, str]:
         return table_labels(conn, self.library)
 
-    def make_feed(self) -> Feed:
-        return LibraryFeed(self.library)
+    def make_feed(self, layout: ClassicLayout) -> Feed:
+        return LibraryFeed(self.library, layout)
 
     def queue_collectors(self) -> dict[str, Factory]:
         """Its blocks' collectors; with a finished block, the window and histograms of

@@ -38,6 +38,7 @@ from pgq_exporter.collectors.rendering import (
 )
 from pgq_exporter.config import PRESET_LAYOUTS, Config, SchemaMapping
 from pgq_exporter.config.yamlpos import ConfigError
+from pgq_exporter.histograms import ClassicLayout
 from pgq_exporter.sources.base import NO_REMEDY, Factory, QueueSource, Scan, one_line
 from pgq_exporter.sql import query
 
@@ -99,8 +100,8 @@ class MappedSource(QueueSource):
         missing = isinstance(error, psycopg.errors.UndefinedTable)
         return NO_REFERENCE_QUEUE if missing and self.mapping.is_reference else ""
 
-    def make_feed(self) -> Feed:
-        return FinishedFeed(self.mapping)
+    def make_feed(self, layout: ClassicLayout) -> Feed:
+        return FinishedFeed(self.mapping, layout)
 
     def queue_collectors(self) -> dict[str, Factory]:
         mapping = self.mapping

@@ -1,6 +1,8 @@
 """The handler's time as Prometheus reads it: jobs of known duration through the real
-worker, histogram_quantile over the exporter's buckets against each job's own
-processing time in the database."""
+worker, histogram_quantile over the exporter's classic and native buckets against each
+job's own processing time in the database. Two Prometheus servers scrape one exporter:
+one as Prometheus does by default (OpenMetrics, classic buckets), one with native
+histograms on (protobuf; 2.42 then keeps the native histogram only)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from pgq_exporter.bundle.recording import quantile_expr
 from pgq_exporter.queue.contract import Job
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.worker import Worker, WorkerSettings
 from tests.conftest import Database
 from tests.support import wait_for
 from tests.support.exporter import ExporterProcess, basic_config
-from tests.support.prometheus import running_prometheus
+from tests.support.prometheus import Prometheus, running_prometheus
 
 pytestmark = pytest.mark.prometheus
 
@@ -64,23 +67,48 @@ def _nearest_rank(q: float, values: list[float]) -> float:
     return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
 
 
-def test_histogram_quantiles_read_the_handlers_time_within_ten_percent(db: Database) -> None:
-    with tempfile.TemporaryDirectory() as tmp, ExporterProcess(basic_config(db.dsn)) as exporter:
-        config = {
+def test_classic_quantiles_within_ten_percent_and_native_within_five(db: Database) -> None:
+    config = basic_config(db.dsn) + "histograms:\n  classic: fine\n"
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ExporterProcess(config) as exporter,
+    ):
+        scrape = {
             "global": {"scrape_interval": "1s"},
             "scrape_configs": [{"job_name": "pgq-exporter", "static_configs": [
                 {"targets": [f"127.0.0.1:{exporter.port}"]}]}],
         }  # fmt: skip
-        with running_prometheus(Path(tmp), config) as api:
+        (Path(tmp) / "classic").mkdir()
+        (Path(tmp) / "native").mkdir()
+        with (
+            running_prometheus(Path(tmp) / "classic", scrape) as classic,
+            running_prometheus(Path(tmp) / "native", scrape, ("native-histograms",)) as native,
+        ):
             # The histograms count the jobs that finish after the exporter's first read.
-            api.wait('pgq_collector_success{collector="job_histograms"} == 1')
+            for api in (classic, native):
+                api.wait('pgq_collector_success{collector="job_histograms"} == 1')
             truth = {"fixed": _run(db, "fixed", FIXED), "spread": _run(db, "spread", SPREAD)}
             for queue, values in truth.items():
-                api.wait(f'pgq_job_processing_seconds_count{{queue="{queue}"}} == {len(values)}')
+                buckets = f'pgq_job_processing_seconds_bucket{{queue="{queue}"}}'
+                histogram = f'pgq_job_processing_seconds{{queue="{queue}"}}'
+                classic.wait(
+                    f'pgq_job_processing_seconds_count{{queue="{queue}"}} == {len(values)}'
+                )
+                native.wait(f"histogram_count({histogram}) == {len(values)}")
+                assert not native.query(buckets)  # native only
                 for q in (0.5, 0.95, 0.99):
-                    [result] = api.query(
-                        f"histogram_quantile({q}, sum by (le) "
-                        f'(pgq_job_processing_seconds_bucket{{queue="{queue}"}}))'
-                    )
-                    read, true = float(result["value"][1]), _nearest_rank(q, values)
-                    assert abs(read - true) / true <= 0.10, (queue, q, read, true)
+                    true = _nearest_rank(q, values)
+                    read = _value(classic, f"histogram_quantile({q}, sum by (le) ({buckets}))")
+                    assert abs(read - true) / true <= 0.10, ("classic", queue, q, read, true)
+                    read = _value(native, f"histogram_quantile({q}, {histogram})")
+                    assert abs(read - true) / true <= 0.05, ("native", queue, q, read, true)
+                    # The recording rules' expression reads either.
+                    rule = quantile_expr("pgq_job_processing_seconds", q, f'queue="{queue}"')
+                    for api, bound in ((classic, 0.10), (native, 0.05)):
+                        read = _value(api, rule)
+                        assert abs(read - true) / true <= bound, ("rule", queue, q, read, true)
+
+
+def _value(api: Prometheus, expr: str) -> float:
+    [result] = api.query(expr)
+    return float(result["value"][1])

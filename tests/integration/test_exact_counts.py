@@ -457,7 +457,9 @@ def _depth_runs(
         source = resolve(database.layout, conn, database.name).source
         [plan] = [p for p in source.plan(config, database.name) if p.name == QUEUE_DEPTH]
         collector = plan.make()
-        ctx = Context(config, database, source, KnownQueues(), source.make_feed())
+        ctx = Context(
+            config, database, source, KnownQueues(), source.make_feed(config.histograms.classic)
+        )
         for run in range(runs):
             recorded = _Recorded(conn)
             with conn.transaction():

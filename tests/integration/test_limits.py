@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from pgq_exporter.config import parse_config
+from pgq_exporter.exposition import Form, Format
 from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
@@ -148,7 +149,7 @@ def test_a_database_serves_at_most_limits_series_and_says_how_many_it_left_out(
             conn.execute("SELECT pgq.enqueue(%s)", (f"q{n:02}",))
     text = (
         f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n"
-        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\nlimits: {series: 300}\n"
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\nlimits: {series: 100}\n"
     )
     exporter = Exporter(parse_config(text, "test.yaml", os.environ))
     try:
@@ -164,10 +165,52 @@ def test_a_database_serves_at_most_limits_series_and_says_how_many_it_left_out(
     )  # fmt: skip
     own = {"pgq_up", "pgq_layout_info", "pgq_metric_served", "pgq_queues_dropped",
            "pgq_queue_names_too_long", "pgq_series_dropped", "pgq_label_values_cut",
+           "pgq_series_buckets_merged", "pgq_series_queues_folded",
            "pgq_limit_delayed_total", "pgq_limit_dropped_total"}  # fmt: skip
     served = of_collectors - sum(len(samples.get(name, {})) for name in own)
     assert dropped > 0
-    assert served <= 300, served
+    assert served <= 100, served
     # The collectors' own series are all there.
     collectors = {dict(k)["collector"] for k in samples["pgq_collector_success"]}
     assert {"queue_depth", "job_histograms", "table_health"} <= collectors
+
+
+def test_past_limits_series_buckets_merge_then_small_queues_fold_and_no_job_is_lost(
+    db: Database,
+) -> None:
+    text = (
+        f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n"
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\nlimits: {series: 1200}\n"
+    )
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        exporter.collect_once()  # the histograms count jobs that finish after a first read
+        with db.connect(autocommit=True) as conn:
+            for n in range(40):  # queue qNN finishes NN + 1 jobs
+                queue = f"q{n:02}"
+                conn.execute("SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]))",
+                             (queue, n + 1))  # fmt: skip
+                claimed = conn.execute(
+                    "SELECT id, lease_token FROM pgq.claim(%s, %s, '5 minutes')", (queue, n + 1)
+                ).fetchall()
+                for job_id, token in claimed:
+                    conn.execute("SELECT pgq.complete(%s, %s)", (job_id, token))
+        exporter.collect_once()  # a new queue's series are served at zero once
+        body = exporter.collect_once().decode()
+        protobuf = exporter.snapshot.body(Form(Format.PROTOBUF, False))
+    finally:
+        exporter.stop()
+    samples = parse_samples(body)
+    merged = value(samples, "pgq_series_buckets_merged", database="main", format="text")
+    folded = value(samples, "pgq_series_queues_folded", database="main", format="text")
+    assert merged > 1 and folded > 0
+    assert value(samples, "pgq_series_dropped", database="main") == 0
+    assert sum(len(series) for series in samples.values()) <= 1200 + 100  # + the process's own
+    counts = {dict(k)["queue"]: v for k, v in samples["pgq_job_processing_seconds_count"].items()}
+    assert "other" in counts and len(counts) == 40 - folded + 1
+    assert sum(counts.values()) == sum(n + 1 for n in range(40))  # every job, once
+    # The queues that keep their own histograms are those that finished the most jobs.
+    assert min(int(q[1:]) for q in counts if q != "other") == folded
+    # Counted as protobuf (one series per native histogram), the same database fits.
+    assert value(samples, "pgq_series_queues_folded", database="main", format="protobuf") == 0
+    assert b"q00" in protobuf

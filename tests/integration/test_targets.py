@@ -17,6 +17,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pgq_exporter.config import parse_config
+from pgq_exporter.exposition import Form, Format
 from pgq_exporter.http.probe import answer
 from pgq_exporter.pg.embedded import EmbeddedPostgres
 from pgq_exporter.queue.schema import apply_schema
@@ -393,7 +394,7 @@ def test_a_first_probe_is_rendered_in_the_scrapers_form_before_it_is_answered(
 ) -> None:
     """The first probe's snapshot comes made, gzipped, by the target's render: the request
     thread only writes it out."""
-    gzipped = (False, True)
+    gzipped = Form(Format.TEXT, True)
     exporter = _exporter(f"targets:\n  - name: t\n    dsn: {db.dsn!r}\nprobe: {{wait: 10s}}\n")
     exporter.start()
     try:

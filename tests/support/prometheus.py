@@ -70,15 +70,19 @@ def _stamp(rfc3339: str) -> float:
 
 
 @contextmanager
-def running_prometheus(root: Path, config: dict[str, Any]) -> Iterator[Prometheus]:
-    """Prometheus on ``config`` (a prometheus.yml as data), its files under ``root``."""
+def running_prometheus(
+    root: Path, config: dict[str, Any], features: tuple[str, ...] = ()
+) -> Iterator[Prometheus]:
+    """Prometheus on ``config`` (a prometheus.yml as data), its files under ``root``,
+    with the feature flags ``features`` on."""
     binary = require_tool("prometheus")
     port = free_port()
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))
     with (root / "prometheus.log").open("w") as log:
         process = subprocess.Popen(
             [binary, f"--config.file={root / 'prometheus.yml'}",
-             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+             f"--storage.tsdb.path={root / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+             *(f"--enable-feature={feature}" for feature in features)],
             stdout=subprocess.DEVNULL, stderr=log,
         )  # fmt: skip
         try:

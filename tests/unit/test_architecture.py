@@ -30,6 +30,7 @@ RANKS = {
     "samples": 1,
     "errors": 0,
     "redaction": 0,
+    "histograms": 0,
 }
 
 

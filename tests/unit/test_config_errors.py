@@ -101,6 +101,41 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
     ("limits-zero", DB + "limits: {collections: 0}\n", 4, "limits.collections", "at least 1"),
     ("limits-key", DB + "limits: {connections: 5}\n", 4, "limits.connections", "unknown key"),
     (
+        "histograms-layout",
+        DB + "histograms:\n  classic: medium\n",
+        5,
+        "histograms.classic",
+        "unknown layout 'medium'",
+    ),
+    (
+        "histograms-order",
+        DB + "histograms:\n  classic:\n    - 1\n    - 0.5\n",
+        7,
+        "histograms.classic[1]",
+        "bounds must increase",
+    ),
+    (
+        "histograms-bound",
+        DB + "histograms:\n  classic: [0.1, fast]\n",
+        5,
+        "histograms.classic[1]",
+        "expected a number",
+    ),
+    (
+        "histograms-kind",
+        DB + "histograms:\n  classic: 5\n",
+        5,
+        "histograms.classic",
+        "a layout name or a list of bounds",
+    ),
+    (
+        "histograms-flag",
+        DB + "histograms: {classic_in_protobuf: maybe}\n",
+        4,
+        "histograms.classic_in_protobuf",
+        "expected",
+    ),
+    (
         "discover-interval",
         "discover:\n  - name: fleet\n    dsn: postgresql:///a\n    interval: soon\n",
         4,
@@ -644,6 +679,15 @@ def test_environment_references_take_a_default() -> None:
     assert parse_config(text, "c.yaml", {}).databases[0].dsn == "postgresql://db.internal/app"
     given = parse_config(text, "c.yaml", {"PGQ_HOST": "other"}).databases[0].dsn
     assert given == "postgresql://other/app"
+
+
+def test_histograms_take_a_layout_by_name_or_bounds() -> None:
+    named = parse_config(DB + "histograms: {classic: coarse, classic_in_protobuf: true}\n",
+                         "t.yaml", {})  # fmt: skip
+    assert named.histograms.classic.name == "coarse" and named.histograms.classic_in_protobuf
+    explicit = parse_config(DB + "histograms: {classic: [0.1, 1, 10]}\n", "t.yaml", {})
+    assert explicit.histograms.classic.processing == (0.1, 1.0, 10.0)
+    assert parse_config(DB, "t.yaml", {}).histograms.classic.name == "default"
 
 
 def test_a_config_of_discovered_targets_only() -> None:

@@ -18,7 +18,16 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
 from pgq_exporter.catalogue import CATALOGUE, MetricSpec, MetricType
-from pgq_exporter.exposition import Snapshot, content_type, families, render
+from pgq_exporter.exposition import (
+    Form,
+    Format,
+    Parts,
+    Snapshot,
+    content_type,
+    merge,
+    render,
+    sample_parts,
+)
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 ODD_TEXT = ["plain", 'with "quotes"', "back\\slash", "new\nline", "日本", "", "a=b,c}"]
@@ -81,7 +90,7 @@ def test_both_formats_match_prometheus_client(seed: int) -> None:
                                          "custom")  # fmt: skip
     samples = _random_samples(random.Random(seed))
     samples.append(("main", Sample("pgq_custom_odd", (), 2.0)))
-    ours = families(specs, samples)
+    ours = merge(specs, sample_parts(specs, samples))
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Fixed(_reference(specs, samples)))
     assert render(ours) == generate_latest(registry)
@@ -90,12 +99,13 @@ def test_both_formats_match_prometheus_client(seed: int) -> None:
 
 def test_a_snapshot_serves_each_form_and_makes_up_front_those_asked_for() -> None:
     specs = {spec.name: spec for spec in CATALOGUE}
-    metrics = families(specs, [("main", Sample("pgq_up", (), 1.0))])
-    first = Snapshot(metrics)
+    parts = Parts.same(sample_parts(specs, [("main", Sample("pgq_up", (), 1.0))]))
+    first = Snapshot(specs, parts)
     assert first.rendered() == {}
-    body, kind = first.body((True, True)), content_type((True, True))
+    gzipped = Form(Format.OPENMETRICS, True)
+    body, kind = first.body(gzipped), content_type(gzipped)
     assert kind.startswith("application/openmetrics-text") and body[:2] == b"\x1f\x8b"
-    assert set(first.rendered()) == {(True, True)}
-    second = Snapshot(metrics, {(True, True)})
-    assert second.rendered()[(True, True)] == body  # made before any request
+    assert set(first.rendered()) == {gzipped}
+    second = Snapshot(specs, parts, {gzipped})
+    assert second.rendered()[gzipped] == body  # made before any request
     assert b'pgq_up{database="main"} 1.0' in second.body()

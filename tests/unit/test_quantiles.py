@@ -1,4 +1,4 @@
-"""histogram_quantile over the shipped buckets, against the true quantiles of known
+"""histogram_quantile over the fine layout's buckets and the native ones, against the true quantiles of known
 distributions of handler times from 10 ms to 10 min."""
 
 from __future__ import annotations
@@ -10,8 +10,17 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from pgq_exporter.catalogue import PROCESSING_BUCKETS, WAIT_BUCKETS, doubling_buckets
-from pgq_exporter.collectors.finished import Histogram
+from pgq_exporter.histograms import (
+    CLASSIC_LAYOUTS,
+    MAX_NATIVE_BUCKETS,
+    NATIVE_SCHEMA,
+    Histogram,
+    doubling_bounds,
+    reduced,
+)
+
+FINE = CLASSIC_LAYOUTS["fine"]
+PROCESSING_BUCKETS, WAIT_BUCKETS = FINE.processing, FINE.wait
 
 QUANTILES = (0.5, 0.95, 0.99)
 # Evenly spaced probabilities: a distribution's sample without randomness.
@@ -109,7 +118,7 @@ def test_processing_quantiles_read_within_ten_percent_from_10ms_to_10min(name: s
 def test_the_check_finds_the_old_buckets_and_a_coarser_layout_wrong() -> None:
     old = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
     assert worst_error(old, _fixed(0.5005)) > 0.4  # the 0.5 s handler that read 0.75 s
-    assert worst_error(doubling_buckets(4, -7, 12), _fixed(0.505)) > 0.10
+    assert worst_error(doubling_bounds(4, -7, 12), _fixed(0.505)) > 0.10
     assert worst_error(WAIT_BUCKETS, _fixed(0.505)) <= 0.19
 
 
@@ -136,3 +145,69 @@ def test_cumulative_pairs_count_every_bucket_and_share_the_empty_ones() -> None:
     later = Histogram(PROCESSING_BUCKETS)
     later.observe(0.5)
     assert later.cumulative()[0] is empty[0]  # below its first observation: shared
+
+
+def native_quantile(q: float, histogram: Histogram) -> float:
+    """Prometheus's histogram_quantile over one native histogram: linear interpolation
+    within the bucket that holds rank q * count (bucket i at schema s holds
+    (2**((i-1)/2**s), 2**(i/2**s)])."""
+    native = reduced(histogram.native_buckets())
+    base = 2.0 ** (2.0**-native.schema)
+    total = native.zero_count + sum(count for _, count in native.buckets)
+    rank, seen = q * total, float(native.zero_count)
+    if rank <= seen:
+        return 0.0
+    for index, count in native.buckets:
+        if seen + count >= rank:
+            lower, upper = float(base ** (index - 1)), float(base**index)
+            return lower + (upper - lower) * (rank - seen) / count
+        seen += count
+    raise AssertionError("rank past the last bucket")
+
+
+def native_worst_error(values: Sequence[float]) -> float:
+    histogram = Histogram(())
+    for v in values:
+        histogram.observe(v)
+    return max(
+        abs(native_quantile(q, histogram) - true_quantile(q, values)) / true_quantile(q, values)
+        for q in QUANTILES
+    )
+
+
+@pytest.mark.parametrize("name", sorted(DISTRIBUTIONS))
+def test_native_quantiles_read_within_five_percent_from_10ms_to_10min(name: str) -> None:
+    worst = max((native_worst_error(DISTRIBUTIONS[name](scale)), scale) for scale in SCALES)
+    assert worst[0] <= 0.05, f"{name} at {worst[1]:.3f} s reads {worst[0]:.1%} off"
+
+
+def test_each_native_bucket_holds_its_bounds() -> None:
+    for index in range(-200, 200, 7):
+        upper = 2 ** (index / 2**NATIVE_SCHEMA)
+        for value in (upper * 0.999999, upper):  # inside, and on its upper bound
+            assert histogram_index(value) == index, (index, value)
+        assert histogram_index(upper * 1.000001) == index + 1
+
+
+def histogram_index(value: float) -> int:
+    histogram = Histogram(())
+    histogram.observe(value)
+    [(index, count)] = histogram.native_buckets().buckets
+    assert count == 1
+    return index
+
+
+def test_a_histogram_of_too_many_buckets_is_served_at_a_lower_schema() -> None:
+    histogram = Histogram(())
+    for k in range(4000):  # 1 ms to 36 min: more than MAX_NATIVE_BUCKETS at schema 4
+        histogram.observe(0.001 * 1.0045**k)
+    native = reduced(histogram.native_buckets())
+    assert native.schema < NATIVE_SCHEMA and len(native.buckets) <= MAX_NATIVE_BUCKETS
+    assert sum(count for _, count in native.buckets) == 4000
+    # A bucket of the lower schema holds exactly the two it merged.
+    fine = dict(histogram.native_buckets().buckets)
+    step = 2 ** (NATIVE_SCHEMA - native.schema)
+    for index, count in native.buckets:
+        assert count == sum(
+            fine.get(i, 0) for i in range(index * step - step + 1, index * step + 1)
+        )

@@ -30,6 +30,7 @@ UP = 'up{job=~"$job", instance=~"$instance"}'  # the scrape's own series: not ca
 
 
 BUCKETS = "pgq_job_processing_seconds_bucket"
+NATIVE = "pgq_job_processing_seconds"  # its native histogram, where Prometheus keeps one
 
 
 # The heatmap's smallest step: increase() over $__interval, never shorter than a few

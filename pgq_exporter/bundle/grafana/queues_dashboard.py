@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pgq_exporter.bundle.grafana.panels import (
     BUCKETS,
+    NATIVE,
     TARGET_SEL,
     Dashboard,
     Panel,
@@ -173,6 +174,7 @@ def overview(config: BundleConfig) -> Dashboard:
                         f"sum by (le) (increase({series(BUCKETS, config)}[$__interval]))",
                         "{{le}}",
                     ),
+                    Target(f"sum(increase({series(NATIVE, config)}[$__interval]))", "native"),
                 ),
                 kind="heatmap",
             ),

@@ -1,6 +1,4 @@
-"""Turning the last samples into the bytes served on /metrics and /probe.
-
-The text format (0.0.4) and OpenMetrics are written here directly from the samples,
+"""The text format (0.0.4) and OpenMetrics, written directly from the samples,
 byte for byte as prometheus_client's ``generate_latest`` writes them (a unit test holds
 them equal): building its metric families and validating every name again made up
 most of the CPU a fleet of targets spent. The names here come from the catalogue and
@@ -10,23 +8,21 @@ the config, which are checked when they are read.
 from __future__ import annotations
 
 import functools
-import gzip
+import itertools
 import logging
-import threading
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 from prometheus_client.utils import floatToGoString
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.exposition.fitting import Counting, series_of
+from pgq_exporter.exposition.protobuf import delimited, family_header, metric_entries
 from pgq_exporter.samples import AnySample, HistogramSample
 
 log = logging.getLogger("pgq_exporter.exposition")
 # Metrics already warned about: a render runs after every collection.
 _warned: set[str] = set()
-
-TEXT = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Family(NamedTuple):
@@ -50,31 +46,69 @@ def _headers(spec: MetricSpec) -> tuple[str, str]:
     return text, f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n"
 
 
-# One source's samples (a collector's, a target's own) as exposition lines, by metric.
-MetricLines = dict[str, str]
+class Part:
+    """One source's samples (a collector's, a target's own) of one database, ready to
+    serve: their text lines by metric, made at once, and their protobuf entries by
+    metric, made when a scraper first asks for protobuf and kept."""
+
+    __slots__ = ("_messages", "_specs", "database", "lines", "samples")
+
+    def __init__(
+        self,
+        specs: dict[str, MetricSpec],
+        database: str,
+        lines: dict[str, str],
+        samples: dict[str, list[AnySample]],
+    ) -> None:
+        self._specs = specs
+        self.database = database
+        self.lines = lines
+        self.samples = samples  # by metric, as served
+        self._messages: dict[bool, dict[str, bytes]] = {}
+
+    def series(self, name: str, counting: Counting) -> int:
+        """The series of ``name`` as a scraper that counts them so gets them."""
+        return sum(series_of(sample, counting) for sample in self.samples[name])
+
+    def only(self, names: Iterable[str]) -> Part:
+        """The part with only the metrics ``names``."""
+        kept = [name for name in names if name in self.lines]
+        if len(kept) == len(self.lines):
+            return self
+        return Part(self._specs, self.database, {n: self.lines[n] for n in kept},
+                    {n: self.samples[n] for n in kept})  # fmt: skip
+
+    def messages(self, classic: bool) -> dict[str, bytes]:
+        """The protobuf ``metric`` entries by metric; ``classic``: histograms with their
+        classic buckets beside the native ones."""
+        made = self._messages.get(classic)
+        if made is None:
+            made = {
+                name: metric_entries(self._specs[name], self.database, samples, classic=classic)
+                for name, samples in self.samples.items()
+            }
+            self._messages[classic] = made
+        return made
 
 
-def families(
+def sample_parts(
     specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]
-) -> list[Family]:
-    """One family per metric name, in name order; ``samples`` pairs each sample with its
-    database."""
-    return merge(specs, [_lines(specs, samples)])
+) -> list[Part]:
+    """Samples of several databases as parts, one per run of samples of one database,
+    so that each metric's series keep the samples' order; ``samples`` pairs each sample
+    with its database."""
+    runs = itertools.groupby(samples, key=lambda pair: pair[0])
+    return [sample_part(specs, database, (s for _, s in run)) for database, run in runs]
 
 
-def sample_lines(
-    specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]
-) -> MetricLines:
-    """The exposition lines of ``samples`` of ``database``, by metric."""
-    return _lines(specs, ((database, sample) for sample in samples))
-
-
-def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]) -> MetricLines:
-    """MetricLines by metric, in the order the samples come. A second sample of one label set
-    is left out (Prometheus would keep one of them, silently), with a warning."""
+def sample_part(specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]) -> Part:
+    """``samples`` of ``database`` as a part, by metric in the order the samples come. A
+    second sample of one label set is left out (Prometheus would keep one of them,
+    silently), with a warning."""
     built: dict[str, list[str]] = {}
+    kept: dict[str, list[AnySample]] = {}
     seen: set[tuple[str, tuple[str, ...]]] = set()
-    for database, sample in samples:
+    for sample in samples:
         spec = specs[sample.metric]
         values = (database, *sample.labels) if spec.labels[:1] == ("database",) else sample.labels
         key = (spec.name, values)
@@ -82,23 +116,37 @@ def _lines(specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]
             _warn_duplicate(spec.name)
             continue
         seen.add(key)
+        kept.setdefault(spec.name, []).append(sample)
         lines = built.setdefault(spec.name, [])
         pairs = list(zip(spec.labels, values, strict=True))
         if isinstance(sample, HistogramSample):
             lines += _histogram_lines(spec.name, pairs, sample)
         else:
             lines.append(f"{spec.name}{_labels(pairs)} {_number(sample.value)}\n")
-    return {name: "".join(lines) for name, lines in built.items()}
+    text = {name: "".join(lines) for name, lines in built.items()}
+    return Part(specs, database, text, kept)
 
 
-def merge(specs: dict[str, MetricSpec], parts: Iterable[MetricLines]) -> list[Family]:
+def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
     """The families of several sources' lines, in name order, each source's lines of a
     metric after the previous one's."""
     chunks: dict[str, list[str]] = {}
     for part in parts:
-        for name, text in part.items():
+        for name, text in part.lines.items():
             chunks.setdefault(name, []).append(text)
     return [Family(*_headers(specs[name]), "".join(chunks[name])) for name in sorted(chunks)]
+
+
+def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic: bool) -> bytes:
+    """The protobuf body of several sources: one length-delimited family per metric, in
+    name order, each source's entries after the previous one's."""
+    chunks: dict[str, list[bytes]] = {}
+    for part in parts:
+        for name, entries in part.messages(classic).items():
+            chunks.setdefault(name, []).append(entries)
+    return b"".join(
+        delimited(family_header(specs[name]) + b"".join(chunks[name])) for name in sorted(chunks)
+    )
 
 
 def _histogram_lines(name: str, pairs: list[tuple[str, str]], sample: HistogramSample) -> list[str]:
@@ -144,48 +192,3 @@ def render(metrics: list[Family], *, openmetrics: bool = False) -> bytes:
     if openmetrics:
         parts.append("# EOF\n")
     return "".join(parts).encode()
-
-
-# A snapshot is gzipped after every run of its target: level 1 costs much less than
-# the default, for a body a little larger.
-GZIP_LEVEL = 1
-Form = tuple[bool, bool]  # (OpenMetrics, gzipped)
-TEXT_FORM: Form = (False, False)
-
-
-def content_type(form: Form) -> str:
-    return OPENMETRICS if form[0] else TEXT
-
-
-class Snapshot:
-    """One rendering of the samples, in each form a scraper may ask for: the text
-    format or OpenMetrics, plain or gzipped. The forms scrapers asked for so far
-    (``forms``) are made here, by the job that renders after a collection, so that a
-    scrape only writes bytes out; another form is made when first asked for, once."""
-
-    def __init__(self, metrics: list[Family], forms: Iterable[Form] = ()) -> None:
-        self._metrics = metrics
-        self._forms: dict[Form, bytes] = {}
-        self._lock = threading.Lock()
-        for form in sorted(set(forms)):  # plain before gzipped: gzip reuses it
-            self._forms[form] = self._render(form)
-
-    def rendered(self) -> dict[Form, bytes]:
-        """The forms made so far, each as it is served."""
-        return dict(self._forms)
-
-    def body(self, form: Form = TEXT_FORM) -> bytes:
-        """The body in ``form``: made now if no scraper had asked for it yet."""
-        body = self._forms.get(form)
-        if body is None:
-            with self._lock:
-                body = self._forms.get(form) or self._render(form)
-                self._forms[form] = body
-        return body
-
-    def _render(self, form: Form) -> bytes:
-        openmetrics, gzipped = form
-        if gzipped:
-            plain = self._forms.get((openmetrics, False)) or self._render((openmetrics, False))
-            return gzip.compress(plain, compresslevel=GZIP_LEVEL)
-        return render(self._metrics, openmetrics=openmetrics)

@@ -1,0 +1,194 @@
+"""The protobuf exposition: every sample as the public io.prometheus.client messages
+(MetricFamily, Metric, Histogram and the rest), declared here field by field and built
+by the protobuf package in a pool of their own, each family length-delimited. A
+histogram is served as a native histogram (its sparse exponential buckets), with its
+classic buckets beside it only when the config asks.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.histograms import NATIVE_ZERO_THRESHOLD, NativeBuckets, reduced
+from pgq_exporter.samples import AnySample, HistogramSample
+
+CONTENT_TYPE = (
+    "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
+)
+
+_F = descriptor_pb2.FieldDescriptorProto
+OPTIONAL, REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+PACKAGE = "io.prometheus.client"
+
+# (message, [(field, number, type, label, message type or enum)])
+_MESSAGES: list[tuple[str, list[tuple[str, int, int, int, str]]]] = [
+    (
+        "LabelPair",
+        [("name", 1, _F.TYPE_STRING, OPTIONAL, ""), ("value", 2, _F.TYPE_STRING, OPTIONAL, "")],
+    ),
+    ("Gauge", [("value", 1, _F.TYPE_DOUBLE, OPTIONAL, "")]),
+    ("Counter", [("value", 1, _F.TYPE_DOUBLE, OPTIONAL, "")]),
+    ("Untyped", [("value", 1, _F.TYPE_DOUBLE, OPTIONAL, "")]),
+    (
+        "Bucket",
+        [
+            ("cumulative_count", 1, _F.TYPE_UINT64, OPTIONAL, ""),
+            ("upper_bound", 2, _F.TYPE_DOUBLE, OPTIONAL, ""),
+        ],
+    ),
+    (
+        "BucketSpan",
+        [("offset", 1, _F.TYPE_SINT32, OPTIONAL, ""), ("length", 2, _F.TYPE_UINT32, OPTIONAL, "")],
+    ),
+    (
+        "Histogram",
+        [
+            ("sample_count", 1, _F.TYPE_UINT64, OPTIONAL, ""),
+            ("sample_sum", 2, _F.TYPE_DOUBLE, OPTIONAL, ""),
+            ("bucket", 3, _F.TYPE_MESSAGE, REPEATED, "Bucket"),
+            ("schema", 5, _F.TYPE_SINT32, OPTIONAL, ""),
+            ("zero_threshold", 6, _F.TYPE_DOUBLE, OPTIONAL, ""),
+            ("zero_count", 7, _F.TYPE_UINT64, OPTIONAL, ""),
+            ("positive_span", 12, _F.TYPE_MESSAGE, REPEATED, "BucketSpan"),
+            ("positive_delta", 13, _F.TYPE_SINT64, REPEATED, ""),
+        ],
+    ),
+    (
+        "Metric",
+        [
+            ("label", 1, _F.TYPE_MESSAGE, REPEATED, "LabelPair"),
+            ("gauge", 2, _F.TYPE_MESSAGE, OPTIONAL, "Gauge"),
+            ("counter", 3, _F.TYPE_MESSAGE, OPTIONAL, "Counter"),
+            ("untyped", 5, _F.TYPE_MESSAGE, OPTIONAL, "Untyped"),
+            ("histogram", 7, _F.TYPE_MESSAGE, OPTIONAL, "Histogram"),
+        ],
+    ),
+    (
+        "MetricFamily",
+        [
+            ("name", 1, _F.TYPE_STRING, OPTIONAL, ""),
+            ("help", 2, _F.TYPE_STRING, OPTIONAL, ""),
+            ("type", 3, _F.TYPE_ENUM, OPTIONAL, "MetricType"),
+            ("metric", 4, _F.TYPE_MESSAGE, REPEATED, "Metric"),
+        ],
+    ),
+]
+METRIC_TYPES = {"COUNTER": 0, "GAUGE": 1, "SUMMARY": 2, "UNTYPED": 3, "HISTOGRAM": 4}
+
+
+def _file() -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto(
+        name="pgq_exporter/metrics.proto", package=PACKAGE, syntax="proto2"
+    )
+    enum = file.enum_type.add(name="MetricType")
+    for name, number in METRIC_TYPES.items():
+        enum.value.add(name=name, number=number)
+    for message, fields in _MESSAGES:
+        declared = file.message_type.add(name=message)
+        for name, number, kind, label, type_name in fields:
+            field = declared.field.add(name=name, number=number, type=kind, label=label)
+            if type_name:
+                field.type_name = f".{PACKAGE}.{type_name}"
+    return file
+
+
+_POOL = descriptor_pool.DescriptorPool()
+_POOL.Add(_file())
+
+
+def _message(name: str) -> Any:
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{PACKAGE}.{name}"))
+
+
+MetricFamily = _message("MetricFamily")
+_TYPES = {MetricType.COUNTER: METRIC_TYPES["COUNTER"], MetricType.GAUGE: METRIC_TYPES["GAUGE"],
+          MetricType.HISTOGRAM: METRIC_TYPES["HISTOGRAM"]}  # fmt: skip
+# Empty buckets between two populated ones are sent as zero counts, not a new span,
+# when there are at most this many: a span costs more bytes than two zero deltas.
+_GAP_FILLED = 2
+
+
+@functools.lru_cache(maxsize=4096)
+def family_header(spec: MetricSpec) -> bytes:
+    """A family's name, help and type, as the start of its message."""
+    family = MetricFamily(name=spec.name, help=spec.help, type=_TYPES[spec.type])
+    serialized: bytes = family.SerializeToString()
+    return serialized
+
+
+def metric_entries(
+    spec: MetricSpec, database: str, samples: Iterable[AnySample], *, classic: bool
+) -> bytes:
+    """The ``metric`` entries of ``spec``'s family for ``samples``, serialized: the
+    entries of several sources, one after another, are one family's."""
+    family = MetricFamily()
+    with_database = spec.labels[:1] == ("database",)
+    for sample in samples:
+        values = (database, *sample.labels) if with_database else sample.labels
+        metric = family.metric.add()
+        for name, value in zip(spec.labels, values, strict=True):
+            metric.label.add(name=name, value=value)
+        if isinstance(sample, HistogramSample):
+            _fill_histogram(metric.histogram, sample, classic)
+        elif spec.type is MetricType.COUNTER:
+            metric.counter.value = sample.value
+        else:
+            metric.gauge.value = sample.value
+    serialized: bytes = family.SerializeToString()
+    return serialized
+
+
+def _fill_histogram(histogram: Any, sample: HistogramSample, classic: bool) -> None:
+    histogram.sample_count = int(sample.buckets[-1][1]) if sample.buckets else 0
+    histogram.sample_sum = sample.sum
+    if classic:
+        for bound, count in sample.buckets[:-1]:  # +Inf is the count
+            histogram.bucket.add(cumulative_count=int(count), upper_bound=float(bound))
+    native = reduced(sample.native)
+    histogram.schema = native.schema
+    histogram.zero_threshold = NATIVE_ZERO_THRESHOLD
+    histogram.zero_count = native.zero_count
+    spans, deltas = spans_and_deltas(native)
+    for offset, length in spans:
+        histogram.positive_span.add(offset=offset, length=length)
+    histogram.positive_delta.extend(deltas)
+
+
+def spans_and_deltas(native: NativeBuckets) -> tuple[list[tuple[int, int]], list[int]]:
+    """The buckets as the format sends them: spans of consecutive buckets (the first's
+    offset from index 0, each next one's from the end of the one before), and each
+    bucket's count as its difference from the bucket before."""
+    spans: list[list[int]] = []
+    deltas: list[int] = []
+    previous_index, previous_count = 0, 0
+    for index, count in native.buckets:
+        gap = index - previous_index - 1
+        if spans and gap <= _GAP_FILLED:
+            for _ in range(gap):
+                deltas.append(-previous_count)
+                previous_count = 0
+            spans[-1][1] += gap + 1
+        else:
+            spans.append([index if not spans else gap, 1])
+        deltas.append(count - previous_count)
+        previous_index, previous_count = index, count
+    return [(offset, length) for offset, length in spans], deltas
+
+
+def delimited(message: bytes) -> bytes:
+    """``message`` after its length as a varint, as the delimited encoding frames it."""
+    return _varint(len(message)) + message
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

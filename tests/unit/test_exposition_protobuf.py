@@ -1,0 +1,158 @@
+"""The protobuf exposition, read back with the io.prometheus.client messages: every
+sample in its family, histograms as native histograms (classic buckets only when
+asked), and the Accept headers that choose it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pgq_exporter.catalogue import CATALOGUE
+from pgq_exporter.exposition import Form, Format, Parts, Snapshot, content_type, sample_parts
+from pgq_exporter.exposition.protobuf import MetricFamily, spans_and_deltas
+from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
+from pgq_exporter.http.routes import scrape_format
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
+
+SPECS = {spec.name: spec for spec in CATALOGUE}
+PROTOBUF = Form(Format.PROTOBUF, False)
+
+
+def read_delimited(body: bytes) -> list[Any]:
+    """The MetricFamily messages of a length-delimited stream."""
+    families, at = [], 0
+    while at < len(body):
+        length, shift = 0, 0
+        while True:
+            byte = body[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        family = MetricFamily()
+        family.ParseFromString(body[at : at + length])
+        families.append(family)
+        at += length
+    return families
+
+
+def _histogram(queue: str, values: list[float]) -> HistogramSample:
+    histogram = Histogram((0.1, 1.0))
+    for value in values:
+        histogram.observe(value)
+    return HistogramSample("pgq_job_processing_seconds", (queue,), histogram.cumulative(),
+                           histogram.total, histogram.native_buckets())  # fmt: skip
+
+
+SAMPLES: list[tuple[str, AnySample]] = [
+    ("main", Sample("pgq_up", (), 1.0)),
+    ("main", Sample("pgq_jobs_completed_total", ("email",), 12.0)),
+    ("main", _histogram("email", [0.0, 0.05, 0.5, 0.5, 0.52, 7.0])),
+    ("other", Sample("pgq_up", (), 0.0)),
+    ("other", _histogram("sms", [])),
+]
+
+
+def _families(classic: bool = False) -> dict[str, Any]:
+    parts = Parts.same(sample_parts(SPECS, SAMPLES))
+    body = Snapshot(SPECS, parts, classic=classic).body(PROTOBUF)
+    return {family.name: family for family in read_delimited(body)}
+
+
+def test_every_sample_is_in_its_family_with_its_type_help_and_labels() -> None:
+    families = _families()
+    assert list(families) == sorted(families)  # name order, one family per metric
+    up = families["pgq_up"]
+    assert up.type == 1 and up.help == SPECS["pgq_up"].help  # GAUGE
+    assert [(m.label[0].value, m.gauge.value) for m in up.metric] == [("main", 1.0),
+                                                                      ("other", 0.0)]  # fmt: skip
+    completed = families["pgq_jobs_completed_total"]
+    assert completed.type == 0  # COUNTER, named with _total as the family
+    [metric] = completed.metric
+    assert {p.name: p.value for p in metric.label} == {"database": "main", "queue": "email"}
+    assert metric.counter.value == 12.0
+
+
+def test_histograms_are_native_with_their_count_sum_and_zero_bucket() -> None:
+    family = _families()["pgq_job_processing_seconds"]
+    assert family.type == 4  # HISTOGRAM
+    email, sms = family.metric
+    h = email.histogram
+    assert (h.sample_count, h.sample_sum) == (6, pytest.approx(8.57))
+    assert h.schema == NATIVE_SCHEMA and h.zero_threshold > 0 and h.zero_count == 1
+    assert not h.bucket  # no classic buckets unless asked
+    assert sum(_counts(list(h.positive_delta))) == 5
+    empty = sms.histogram
+    assert (empty.sample_count, empty.zero_count, len(empty.positive_span)) == (0, 0, 0)
+    assert empty.zero_threshold > 0  # what marks it native to the scraper
+
+
+def test_classic_buckets_come_beside_the_native_ones_when_asked() -> None:
+    h = _families(classic=True)["pgq_job_processing_seconds"].metric[0].histogram
+    assert [(b.upper_bound, b.cumulative_count) for b in h.bucket] == [(0.1, 2), (1.0, 5)]
+    assert h.schema == NATIVE_SCHEMA and len(h.positive_delta) > 0
+
+
+def _counts(deltas: list[int]) -> list[int]:
+    counts, running = [], 0
+    for delta in deltas:
+        running += delta
+        counts.append(running)
+    return counts
+
+
+def test_spans_and_deltas_rebuild_the_buckets() -> None:
+    buckets = ((-3, 2), (-2, 1), (1, 4), (9, 1), (10, 3))
+    spans, deltas = spans_and_deltas(NativeBuckets(NATIVE_SCHEMA, 0, buckets))
+    rebuilt, index, counts = [], 0, iter(_counts(deltas))
+    for n, (offset, length) in enumerate(spans):
+        index = offset if n == 0 else index + offset
+        for _ in range(length):
+            count = next(counts)
+            if count:
+                rebuilt.append((index, count))
+            index += 1
+    assert tuple(rebuilt) == buckets
+    assert spans == [(-3, 5), (7, 2)]  # a gap of two is filled, of seven is a new span
+
+
+PROMETHEUS_NATIVE = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+    "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+PROMETHEUS_CLASSIC = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [
+        (PROMETHEUS_NATIVE, Format.PROTOBUF),
+        (PROMETHEUS_CLASSIC, Format.OPENMETRICS),
+        ("text/plain", Format.TEXT),
+        ("", Format.TEXT),
+        ("*/*", Format.TEXT),
+        # Not the delimited MetricFamily stream: not served as protobuf.
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+         "encoding=text", Format.TEXT),
+        ("application/vnd.google.protobuf", Format.TEXT),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+         "encoding=delimited;q=0", Format.TEXT),
+        ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+         "encoding=delimited;q=0.2,application/openmetrics-text;q=0.9", Format.OPENMETRICS),
+    ],
+)  # fmt: skip
+def test_the_accept_header_chooses_the_format(accept: str, expected: Format) -> None:
+    assert scrape_format(accept) is expected
+
+
+def test_protobuf_is_served_with_its_content_type() -> None:
+    assert content_type(PROTOBUF) == (
+        "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
+        "encoding=delimited"
+    )

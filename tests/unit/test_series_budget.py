@@ -1,0 +1,115 @@
+"""Fitting a target's series into limits.series: classic buckets merged first, then the
+smallest queues' histograms folded into queue="other", then whole metrics left out;
+every step exact for what it serves, and each format counted as it serves."""
+
+from __future__ import annotations
+
+from pgq_exporter.catalogue import CATALOGUE
+from pgq_exporter.exposition import Part, sample_part
+from pgq_exporter.exposition.fitting import OTHER_QUEUE, TEXT_COUNTING, Counting
+from pgq_exporter.histograms import DEFAULT_CLASSIC, Histogram
+from pgq_exporter.runtime.series_budget import fit
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
+
+SPECS = {spec.name: spec for spec in CATALOGUE}
+NATIVE = Counting(classic=False, native=True)
+
+
+def _queue(name: str, jobs: int) -> list[AnySample]:
+    samples: list[AnySample] = []
+    for metric, bounds in (("pgq_job_processing_seconds", DEFAULT_CLASSIC.processing),
+                           ("pgq_job_wait_seconds", DEFAULT_CLASSIC.wait)):  # fmt: skip
+        histogram = Histogram(bounds)
+        for k in range(jobs):
+            histogram.observe(0.01 * 1.3 ** (k % 30))
+        samples.append(HistogramSample(metric, (name,), histogram.cumulative(),
+                                       histogram.total, histogram.native_buckets()))  # fmt: skip
+    samples.append(Sample("pgq_jobs_completed_total", (name,), float(jobs)))
+    return samples
+
+
+def _parts(queues: dict[str, int]) -> list[Part]:
+    gauges = [Sample("pgq_queue_jobs", (q, "ready"), 1.0) for q in queues]
+    histograms = [s for queue, jobs in queues.items() for s in _queue(queue, jobs)]
+    return [sample_part(SPECS, "main", gauges), sample_part(SPECS, "main", histograms)]
+
+
+def _served(parts: list[Part], counting: Counting) -> int:
+    return sum(part.series(name, counting) for part in parts for name in part.lines)
+
+
+def _histograms(parts: list[Part], metric: str) -> dict[str, HistogramSample]:
+    found = [s for part in parts for s in part.samples.get(metric, [])]
+    return {s.labels[0]: s for s in found if isinstance(s, HistogramSample)}
+
+
+QUEUES = {f"q{n:03}": n + 1 for n in range(100)}  # q000 finished 1 job, q099 100
+
+
+def test_within_the_limit_nothing_changes() -> None:
+    parts = _parts(QUEUES)
+    fitted = fit(SPECS, parts, 100_000, TEXT_COUNTING)
+    assert fitted.parts is parts and (fitted.merged, fitted.folded, fitted.dropped) == (1, 0, 0)
+
+
+def test_buckets_are_merged_first_and_the_kept_bounds_count_exactly() -> None:
+    parts = _parts(QUEUES)
+    # Per queue, a gauge, a counter and two histograms of 30 bounds (+Inf, _sum, _count).
+    assert _served(parts, TEXT_COUNTING) == 100 * (2 + 2 * 33)
+    halved = 100 * (2 + 2 * (15 + 3))  # each two buckets served as one
+    fitted = fit(SPECS, parts, halved, TEXT_COUNTING)
+    assert fitted.merged == 2 and fitted.folded == 0 and fitted.dropped == 0
+    assert _served(fitted.parts, TEXT_COUNTING) == halved
+    original = _histograms(parts, "pgq_job_processing_seconds")["q050"]
+    merged = _histograms(fitted.parts, "pgq_job_processing_seconds")["q050"]
+    assert set(merged.buckets) <= set(original.buckets)  # the same (le, count) pairs
+    assert merged.buckets[-1] == original.buckets[-1] and merged.sum == original.sum
+
+
+def test_then_the_smallest_queues_histograms_are_folded_into_other() -> None:
+    parts = _parts(QUEUES)
+    fitted = fit(SPECS, parts, 1_000, TEXT_COUNTING)
+    assert fitted.merged > 1 and fitted.folded > 0 and fitted.dropped == 0
+    assert _served(fitted.parts, TEXT_COUNTING) <= 1_000
+    served = _histograms(fitted.parts, "pgq_job_processing_seconds")
+    kept = set(served) - {OTHER_QUEUE}
+    assert len(kept) == 100 - fitted.folded
+    # Those that finished the most jobs keep their own; no job is lost.
+    assert min(QUEUES[q] for q in kept) > max(QUEUES[q] for q in set(QUEUES) - kept)
+    assert sum(s.buckets[-1][1] for s in served.values()) == sum(QUEUES.values())
+    other = served[OTHER_QUEUE]
+    assert other.native.zero_count + sum(c for _, c in other.native.buckets) == int(
+        other.buckets[-1][1]
+    )
+    # Every queue's counter is still served.
+    completed = [
+        s for part in fitted.parts for s in part.samples.get("pgq_jobs_completed_total", [])
+    ]
+    assert len(completed) == 100
+
+
+def test_a_queue_named_other_is_folded_with_them() -> None:
+    queues = {**QUEUES, OTHER_QUEUE: 10_000}
+    fitted = fit(SPECS, _parts(queues), 1_000, TEXT_COUNTING)
+    served = _histograms(fitted.parts, "pgq_job_processing_seconds")
+    assert served[OTHER_QUEUE].buckets[-1][1] >= 10_000
+    labels = [
+        s.labels for part in fitted.parts for s in part.samples.get("pgq_job_wait_seconds", [])
+    ]
+    assert len(labels) == len(set(labels))
+
+
+def test_protobuf_counts_a_native_histogram_as_one_series() -> None:
+    parts = _parts(QUEUES)
+    text = _served(parts, TEXT_COUNTING)
+    native = _served(parts, NATIVE)
+    assert native == 100 * 4  # a gauge, two native histograms and a counter per queue
+    fitted = fit(SPECS, parts, native, NATIVE)
+    assert fitted.parts is parts  # fits as served: nothing merged or folded
+    assert fit(SPECS, parts, native, TEXT_COUNTING).folded > 0 and text > native
+
+
+def test_past_folding_whole_metrics_are_left_out_and_counted() -> None:
+    fitted = fit(SPECS, _parts(QUEUES), 150, TEXT_COUNTING)
+    assert fitted.folded == 100 and fitted.dropped > 0
+    assert _served(fitted.parts, TEXT_COUNTING) <= 150
