@@ -41,7 +41,16 @@ def _size(n: int) -> str:
     return f"{n / 1e6:g}M" if n >= 1_000_000 else f"{n / 1e3:g}k"
 
 
-PARTS = ("contract", "collection", "throughput", "postgres_exporter", "presets", "fleet", "serving")
+PARTS = (
+    "contract",
+    "collection",
+    "throughput",
+    "postgres_exporter",
+    "presets",
+    "fleet",
+    "serving",
+    "queues",
+)
 FLEET_DATABASES = 200
 # Probe targets in one process (distinct names on one database), collected this long.
 PROBE_TARGETS = (200, 1000)
@@ -115,6 +124,10 @@ def main() -> int:
             report["serving_while_collecting"] = serving_while_collecting(
                 dsn, jobs=20_000 if args.quick else 10_000_000, seconds=5 if args.quick else 20
             )
+        if "queues" in parts:
+            from bench.queues import queue_growth  # noqa: PLC0415
+
+            report["queues"] = queue_growth(fresh_database(dsn, "bench_queues"), args.quick)
         if "postgres_exporter" in parts:
             report["postgres_exporter_jit"] = jit_scrapes(
                 fresh_database(dsn, "bench_jit"), jobs=2_000 if args.quick else 22_000,
@@ -237,6 +250,10 @@ def print_report(report: dict[str, Any]) -> None:
         print_probe_targets(report["probe_targets"])
     if "serving_while_collecting" in report:
         print_serving(report["serving_while_collecting"])
+    if "queues" in report:
+        from bench.queues import print_queues  # noqa: PLC0415
+
+        print_queues(report["queues"])
 
 
 def print_fleet(fleet: dict[str, Any]) -> None:

@@ -29,11 +29,18 @@ PROMETHEUS_HEADERS = (
     "application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2\r\n"
     "Accept-Encoding: gzip\r\n"
 )
+# What a Prometheus server with native histograms on asks for: protobuf first, gzipped.
+PROTOBUF_HEADERS = (
+    "Accept: application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+    "encoding=delimited,application/openmetrics-text;version=1.0.0;q=0.8,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n"
+    "Accept-Encoding: gzip\r\n"
+)
 
 
 async def _scrape(
     host: str, port: int, paths: Iterator[str], *, every: float, until: float,
-    latencies: list[float], errors: list[str],
+    latencies: list[float], errors: list[str], headers: str = PROMETHEUS_HEADERS,
 ) -> None:  # fmt: skip
     reader, writer = await asyncio.open_connection(host, port)
     # Scrapers are not synchronised: each starts at a random point of the period.
@@ -41,7 +48,7 @@ async def _scrape(
     await asyncio.sleep(max(0.0, tick - time.monotonic()))
     try:
         while tick < until:
-            request = f"GET {next(paths)} HTTP/1.1\r\nHost: {host}\r\n{PROMETHEUS_HEADERS}\r\n"
+            request = f"GET {next(paths)} HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n"
             started = time.monotonic()
             try:
                 writer.write(request.encode())
@@ -64,8 +71,9 @@ async def _scrape(
 
 
 async def run(
-    url: str, scrapers: int, every: float, seconds: float, paths: list[str] | None = None
-) -> dict[str, object]:
+    url: str, scrapers: int, every: float, seconds: float, paths: list[str] | None = None,
+    *, headers: str = PROMETHEUS_HEADERS,
+) -> dict[str, object]:  # fmt: skip
     parts = urlsplit(url)
     latencies: list[float] = []
     errors: list[str] = []
@@ -73,7 +81,7 @@ async def run(
     shared = itertools.cycle(paths or [parts.path or "/"])  # one turn for all scrapers
     await asyncio.gather(*(
         _scrape(parts.hostname or "127.0.0.1", parts.port or 80, shared, every=every,
-                until=until, latencies=latencies, errors=errors)
+                until=until, latencies=latencies, errors=errors, headers=headers)
         for _ in range(scrapers)
     ))  # fmt: skip
     ordered = sorted(latencies)
@@ -96,9 +104,12 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=0.1)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--paths", help="a file of paths to take turns through")
+    parser.add_argument("--protobuf", action="store_true", help="ask as native histograms do")
     args = parser.parse_args()
     paths = Path(args.paths).read_text().split() if args.paths else None
-    print(json.dumps(asyncio.run(run(args.url, args.scrapers, args.every, args.seconds, paths))))
+    headers = PROTOBUF_HEADERS if args.protobuf else PROMETHEUS_HEADERS
+    figures = run(args.url, args.scrapers, args.every, args.seconds, paths, headers=headers)
+    print(json.dumps(asyncio.run(figures)))
 
 
 if __name__ == "__main__":

@@ -39,13 +39,15 @@ def wait_http(url: str, timeout: float = 30) -> None:
 
 @contextmanager
 def exporter_process(
-    dsn: str, interval: str = "15s"
+    dsn: str, interval: str = "15s", extra: str = ""
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """An exporter serving ``dsn``; ``extra``: more of its config's top-level keys."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
         config.write_text(f"databases:\n  - name: bench\n    dsn: {dsn!r}\n"
-                          f"collectors:\n  defaults: {{interval: {interval}}}\n")  # fmt: skip
+                          f"collectors:\n  defaults: {{interval: {interval}}}\n"
+                          f"{extra}")  # fmt: skip
         process = subprocess.Popen(
             [sys.executable, "-m", "pgq_exporter", "serve", "--config", str(config),
              "--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"],
@@ -120,7 +122,7 @@ def wrk(url: str, seconds: int = 20, connections: int = 50) -> dict[str, Any]:
 
 def paced(
     url: str, seconds: float = 20, scrapers: int = 50, every: float = 0.1,
-    paths: list[str] | None = None,
+    paths: list[str] | None = None, *, protobuf: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
     """``scrapers`` unsynchronised clients, each scraping every ``every`` seconds (0: as soon
     as the last answer is in), taking turns through ``paths`` when given."""
@@ -130,7 +132,8 @@ def paced(
         result = subprocess.run(
             [sys.executable, "-m", "bench.scrapers", url, "--scrapers", str(scrapers),
              "--every", str(every), "--seconds", str(seconds),
-             *(["--paths", listed.name] if paths else [])],
+             *(["--paths", listed.name] if paths else []),
+             *(["--protobuf"] if protobuf else [])],
             capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1],
         )  # fmt: skip
     figures: dict[str, Any] = json.loads(result.stdout)

@@ -307,6 +307,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_probe_refused_total", C,
                "Probes of a new target refused (HTTP 503) because probe.max_targets were "
                "running.", (), EXPORTER),
+    MetricSpec("pgq_metrics_render_seconds", G,
+               "Time the previous render of /metrics took: every listed database's last "
+               "samples fitted to limits.series, merged, and made in each form scrapers "
+               "asked for.", (), EXPORTER, "seconds"),
     MetricSpec("pgq_config_last_reload_successful", G,
                "1 when the last configuration (re)load succeeded, 0 when a bad one was rejected "
                "and the previous configuration kept running.", (), EXPORTER),

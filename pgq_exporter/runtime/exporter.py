@@ -80,6 +80,7 @@ class Exporter:
         self.discovery = Discovery(config.discover, self._discovered)
         self._discovery_jobs: list[DiscoveryJob] = []
         self._snapshot = Snapshot({}, Parts.same([]))
+        self._render_seconds = 0.0
         self._forms: frozenset[Form] = frozenset()  # asked for: see Target.want
         self._ready = False
         self.targets.start_static()
@@ -215,6 +216,7 @@ class Exporter:
     def refresh(self) -> None:
         """Render the snapshot served on /metrics: the static targets, and the exporter.
         Readiness is read with it, so that /readyz never runs ahead of /metrics."""
+        started = time.perf_counter()
         static = self.targets.static()
         ready = all(_ready(target) for target in static)
         parts = Parts.same([])
@@ -226,6 +228,7 @@ class Exporter:
             self._specs, parts, self._forms, classic=self.config.histograms.classic_in_protobuf
         )
         self._ready = ready
+        self._render_seconds = time.perf_counter() - started
 
     def want(self, form: Form) -> None:
         """A scraper asks for /metrics in ``form``: every later snapshot has it made
@@ -257,6 +260,7 @@ class Exporter:
         if self.config.targets or self.config.discover or self.config.auth_modules:
             yield Sample("pgq_probe_targets", (), float(len(self.targets.probed())))
             yield Sample("pgq_probe_refused_total", (), float(self.targets.refused))
+        yield Sample("pgq_metrics_render_seconds", (), self._render_seconds)
         yield Sample("pgq_config_last_reload_successful", (), float(self.reload_ok))
         yield Sample("pgq_config_last_reload_success_timestamp_seconds", (), self.reload_time)
         yield Sample("pgq_build_info", (__version__, platform.python_version()), 1.0)

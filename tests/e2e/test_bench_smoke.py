@@ -11,6 +11,7 @@ from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import build
 from bench.fleet import PREFIX, fleet, one_fleet_run, serving_while_collecting
 from bench.jit import jit_scrapes
+from bench.queues import build_queues, measure_queues
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from tests.conftest import Database
@@ -122,3 +123,11 @@ def test_serving_while_collecting_harness(db: Database) -> None:
     figures = serving_while_collecting(db.dsn, jobs=1000, seconds=1)
     for phase in ("collecting", "idle"):
         assert figures[phase]["requests"] > 0 and figures[phase]["errors"] == 0
+
+
+def test_queues_harness(db: Database) -> None:
+    build_queues(db.dsn, 3)
+    figures = measure_queues(db.dsn, 3, seconds=1, interval=1.0)
+    assert figures["series_protobuf"] < figures["series_text"]
+    assert figures["scrape_protobuf_gzip"]["errors"] == 0 and figures["finished_per_s"] > 0
+    assert figures["cycle_ms"] > 0 and figures["render_ms"] > 0

@@ -1,0 +1,201 @@
+"""Series and costs as the queues grow: 10 to 10,000 queues on the reference schema,
+jobs waiting in every queue and about 100 finishing each second, one exporter process
+serving them (max_queues raised, limits.series out of the way). For each size: the
+collection cycle, the render of /metrics, its bytes in text, gzip and protobuf, the
+series served, RSS, and the scrape p99 of 10 scrapers."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import re
+import statistics
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import psycopg
+
+from bench.serving import exporter_process, paced
+from pgq_exporter.exposition.protobuf import MetricFamily
+from pgq_exporter.queue.schema import apply_schema
+from tests.support.processes import ProcessTree
+
+QUEUE_COUNTS = (10, 100, 1_000, 10_000)
+QUICK_QUEUE_COUNTS = (10, 100)
+READY_PER_QUEUE = 10
+DONE_PER_QUEUE = 5
+FINISHING_PER_SECOND = 100
+INTERVAL = 5.0  # seconds between collections
+
+JOBS_SQL = """
+INSERT INTO pgq.jobs (queue, payload, status, attempts, max_attempts, scheduled_at, started_at,
+                      finished_at, created_at, updated_at)
+SELECT 'q' || lpad((n %% %(queues)s)::text, 5, '0'), '{}'::jsonb,
+       CASE WHEN n < %(done)s THEN 'done' ELSE 'pending' END,
+       CASE WHEN n < %(done)s THEN 1 ELSE 0 END, 3,
+       now() - (n %% 240) * interval '1 second' - interval '2 seconds',
+       CASE WHEN n < %(done)s THEN now() - (n %% 240) * interval '1 second'
+                                       - (n %% 97) * interval '10 ms' END,
+       CASE WHEN n < %(done)s THEN now() - (n %% 240) * interval '1 second' END,
+       now() - interval '1 hour', now()
+FROM generate_series(0, %(total)s - 1) AS n
+"""
+
+COLLECTOR_DURATION = r'pgq_collector_duration_seconds\{[^}]*database="bench"[^}]*\}'
+PROTOBUF_ACCEPT = (
+    "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+)
+
+
+def build_queues(dsn: str, queues: int) -> None:
+    done = queues * DONE_PER_QUEUE
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS pgq CASCADE")
+        apply_schema(conn, "pgq")
+        conn.execute("ALTER TABLE pgq.jobs DISABLE TRIGGER USER")
+        conn.execute(JOBS_SQL, {"queues": queues, "done": done,
+                                "total": done + queues * READY_PER_QUEUE})  # fmt: skip
+        conn.execute("ALTER TABLE pgq.jobs ENABLE TRIGGER USER")
+        conn.execute("SELECT pgq.recount()")
+        conn.execute("VACUUM (ANALYZE) pgq.jobs")
+
+
+class Finishing:
+    """About FINISHING_PER_SECOND jobs claimed and completed a second, in random queues."""
+
+    def __init__(self, dsn: str, queues: int) -> None:
+        self._dsn, self._queues = dsn, queues
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.finished = 0
+
+    def __enter__(self) -> Finishing:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        step = 1 / FINISHING_PER_SECOND
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            due = time.monotonic()
+            while not self._stop.is_set():
+                queue = f"q{random.randrange(self._queues):05d}"
+                for job_id, token in conn.execute(
+                    "SELECT id, lease_token FROM pgq.claim(%s, 1, '5 minutes')", (queue,)
+                ).fetchall():
+                    conn.execute("SELECT pgq.complete(%s, %s)", (job_id, token))
+                    conn.execute("SELECT pgq.enqueue(%s)", (queue,))  # the queue stays full
+                    self.finished += 1
+                due += step
+                self._stop.wait(max(0.0, due - time.monotonic()))
+
+
+def _get(url: str, accept: str = "text/plain", encoding: str = "identity") -> bytes:
+    request = urllib.request.Request(url, headers={"Accept": accept, "Accept-Encoding": encoding})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        body: bytes = response.read()
+    return body
+
+
+def _gauge(text: str, pattern: str) -> list[float]:
+    return [float(v) for v in re.findall(rf"^{pattern} (\S+)$", text, re.MULTILINE)]
+
+
+def protobuf_series(body: bytes) -> int:
+    """Series in a delimited protobuf body: a native histogram is one."""
+    series, at = 0, 0
+    while at < len(body):
+        length, shift = 0, 0
+        while True:
+            byte = body[at]
+            at += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        family = MetricFamily()
+        family.ParseFromString(body[at : at + length])
+        series += len(family.metric)
+        at += length
+    return series
+
+
+def queue_growth(dsn: str, quick: bool) -> list[dict[str, Any]]:
+    rows = []
+    for queues in QUICK_QUEUE_COUNTS if quick else QUEUE_COUNTS:
+        build_queues(dsn, queues)
+        rows.append(measure_queues(dsn, queues, seconds=5 if quick else 15))
+        print(f"{queues:,} queues: {rows[-1]}", flush=True)
+    return rows
+
+
+def measure_queues(
+    dsn: str, queues: int, seconds: float, interval: float = INTERVAL
+) -> dict[str, Any]:
+    extra = f"max_queues: {queues * 2}\nlimits: {{series: 100000000}}\n"
+    with (
+        exporter_process(dsn, interval=f"{interval:g}s", extra=extra) as (url, process),
+        Finishing(dsn, queues) as finishing,
+    ):
+        tree = ProcessTree(process.pid)
+        cycles, renders = [], []
+        for _ in range(4):  # the first cycles, then three reads an interval apart
+            time.sleep(interval * 1.1)
+            text = _get(url).decode()
+            cycles.append(1000 * sum(_gauge(text, COLLECTOR_DURATION)))
+            renders += [v * 1000 for v in _gauge(text, "pgq_metrics_render_seconds")]
+        plain = _get(url)
+        protobuf = _get(url, PROTOBUF_ACCEPT)
+        figures: dict[str, Any] = {
+            "queues": queues,
+            "cycle_ms": statistics.median(cycles[1:]),
+            "render_ms": statistics.median(renders[1:]),
+            "text_bytes": len(plain),
+            "text_gzip_bytes": len(_get(url, encoding="gzip")),
+            "protobuf_bytes": len(protobuf),
+            "protobuf_gzip_bytes": len(gzip.compress(protobuf, compresslevel=1)),
+            "series_text": sum(1 for line in plain.splitlines() if not line.startswith(b"#")),
+            "series_protobuf": protobuf_series(protobuf),
+            "scrape_openmetrics_gzip": paced(url, seconds=seconds, scrapers=10, every=1.0),
+            "scrape_protobuf_gzip": paced(
+                url, seconds=seconds, scrapers=10, every=1.0, protobuf=True
+            ),
+            "rss_mb": tree.rss_bytes() / 2**20,
+            "finished_per_s": finishing.finished / (4.4 * interval + 2 * seconds),
+        }
+    figures["series_per_queue_protobuf"] = figures["series_protobuf"] / queues
+    figures["series_per_queue_text"] = figures["series_text"] / queues
+    return figures
+
+
+def print_queues(rows: list[dict[str, Any]]) -> None:
+    print("\n== Queues: one exporter, the reference schema, ~100 jobs finishing a second ==")
+    print(f"{'queues':>7} {'cycle':>8} {'render':>8} {'text':>9} {'gzip':>8} {'protobuf':>9} "
+          f"{'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} {'p99 om':>8} "
+          f"{'p99 pb':>8}")  # fmt: skip
+    for row in rows:
+        print(
+            f"{row['queues']:>7,} {row['cycle_ms']:>6.1f}ms {row['render_ms']:>6.1f}ms "
+            f"{row['text_bytes'] / 1024:>7.0f}KB {row['text_gzip_bytes'] / 1024:>6.0f}KB "
+            f"{row['protobuf_bytes'] / 1024:>7.0f}KB {row['series_text']:>8,} "
+            f"{row['series_protobuf']:>7,} {row['series_per_queue_protobuf']:>9.1f} "
+            f"{row['rss_mb']:>5.0f}MB {_p99(row['scrape_openmetrics_gzip'])} "
+            f"{_p99(row['scrape_protobuf_gzip'])}"
+        )
+    first = rows[0]
+    print("per queue, against the smallest set (1.00: grows with the queues and nothing else):")
+    for row in rows[1:]:
+        scale = row["queues"] / first["queues"]
+        keys = ("cycle_ms", "render_ms", "protobuf_bytes", "series_protobuf")
+        ratios = {key: float(row[key]) / float(first[key]) / scale for key in keys}
+        print(f"{row['queues']:>7,} " + "  ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+
+
+def _p99(figures: dict[str, Any]) -> str:
+    value = figures.get("p99_ms")
+    return f"{value:>6.1f}ms" if value is not None else "   none "
