@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import random
-import re
 import statistics
 import threading
 import time
@@ -43,7 +42,6 @@ SELECT 'q' || lpad((n %% %(queues)s)::text, 5, '0'), '{}'::jsonb,
 FROM generate_series(0, %(total)s - 1) AS n
 """
 
-COLLECTOR_DURATION = r'pgq_collector_duration_seconds\{[^}]*database="bench"[^}]*\}'
 PROTOBUF_ACCEPT = (
     "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
 )
@@ -102,13 +100,9 @@ def _get(url: str, accept: str = "text/plain", encoding: str = "identity") -> by
     return body
 
 
-def _gauge(text: str, pattern: str) -> list[float]:
-    return [float(v) for v in re.findall(rf"^{pattern} (\S+)$", text, re.MULTILINE)]
-
-
-def protobuf_series(body: bytes) -> int:
-    """Series in a delimited protobuf body: a native histogram is one."""
-    series, at = 0, 0
+def read_families(body: bytes) -> list[Any]:
+    """The MetricFamily messages of a delimited protobuf body."""
+    families, at = [], 0
     while at < len(body):
         length, shift = 0, 0
         while True:
@@ -120,9 +114,19 @@ def protobuf_series(body: bytes) -> int:
                 break
         family = MetricFamily()
         family.ParseFromString(body[at : at + length])
-        series += len(family.metric)
+        families.append(family)
         at += length
-    return series
+    return families
+
+
+def _gauges(families: list[Any], name: str, database: str | None = None) -> list[float]:
+    return [
+        metric.gauge.value
+        for family in families if family.name == name
+        for metric in family.metric
+        if database is None or any(p.name == "database" and p.value == database
+                                   for p in metric.label)
+    ]  # fmt: skip
 
 
 def queue_growth(dsn: str, quick: bool) -> list[dict[str, Any]]:
@@ -143,29 +147,32 @@ def measure_queues(
         Finishing(dsn, queues) as finishing,
     ):
         tree = ProcessTree(process.pid)
+        # As a Prometheus with native histograms scrapes it: protobuf only, until the
+        # text forms are fetched last, for their sizes.
         cycles, renders = [], []
         for _ in range(4):  # the first cycles, then three reads an interval apart
             time.sleep(interval * 1.1)
-            text = _get(url).decode()
-            cycles.append(1000 * sum(_gauge(text, COLLECTOR_DURATION)))
-            renders += [v * 1000 for v in _gauge(text, "pgq_metrics_render_seconds")]
-        plain = _get(url)
+            families = read_families(_get(url, PROTOBUF_ACCEPT))
+            cycles.append(1000 * sum(_gauges(families, "pgq_collector_duration_seconds", "bench")))
+            renders += [1000 * v for v in _gauges(families, "pgq_metrics_render_seconds")]
         protobuf = _get(url, PROTOBUF_ACCEPT)
+        scrapes = paced(url, seconds=seconds, scrapers=10, every=1.0, protobuf=True)
+        rss = tree.rss_bytes() / 2**20
+        plain = _get(url)
         figures: dict[str, Any] = {
             "queues": queues,
             "cycle_ms": statistics.median(cycles[1:]),
             "render_ms": statistics.median(renders[1:]),
-            "text_bytes": len(plain),
-            "text_gzip_bytes": len(_get(url, encoding="gzip")),
             "protobuf_bytes": len(protobuf),
             "protobuf_gzip_bytes": len(gzip.compress(protobuf, compresslevel=1)),
+            "series_protobuf": sum(len(f.metric) for f in read_families(protobuf)),
+            "scrape_protobuf_gzip": scrapes,
+            "rss_mb": rss,
+            "text_bytes": len(plain),
+            "text_gzip_bytes": len(_get(url, encoding="gzip")),
             "series_text": sum(1 for line in plain.splitlines() if not line.startswith(b"#")),
-            "series_protobuf": protobuf_series(protobuf),
             "scrape_openmetrics_gzip": paced(url, seconds=seconds, scrapers=10, every=1.0),
-            "scrape_protobuf_gzip": paced(
-                url, seconds=seconds, scrapers=10, every=1.0, protobuf=True
-            ),
-            "rss_mb": tree.rss_bytes() / 2**20,
+            "rss_mb_text_too": tree.rss_bytes() / 2**20,
             "finished_per_s": finishing.finished / (4.4 * interval + 2 * seconds),
         }
     figures["series_per_queue_protobuf"] = figures["series_protobuf"] / queues
@@ -176,16 +183,16 @@ def measure_queues(
 def print_queues(rows: list[dict[str, Any]]) -> None:
     print("\n== Queues: one exporter, the reference schema, ~100 jobs finishing a second ==")
     print(f"{'queues':>7} {'cycle':>8} {'render':>8} {'text':>9} {'gzip':>8} {'protobuf':>9} "
-          f"{'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} {'p99 om':>8} "
-          f"{'p99 pb':>8}")  # fmt: skip
+          f"{'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} {'p99 pb':>8} "
+          f"{'+text RSS':>9} {'p99 om':>8}")  # fmt: skip
     for row in rows:
         print(
             f"{row['queues']:>7,} {row['cycle_ms']:>6.1f}ms {row['render_ms']:>6.1f}ms "
             f"{row['text_bytes'] / 1024:>7.0f}KB {row['text_gzip_bytes'] / 1024:>6.0f}KB "
             f"{row['protobuf_bytes'] / 1024:>7.0f}KB {row['series_text']:>8,} "
             f"{row['series_protobuf']:>7,} {row['series_per_queue_protobuf']:>9.1f} "
-            f"{row['rss_mb']:>5.0f}MB {_p99(row['scrape_openmetrics_gzip'])} "
-            f"{_p99(row['scrape_protobuf_gzip'])}"
+            f"{row['rss_mb']:>5.0f}MB {_p99(row['scrape_protobuf_gzip'])} "
+            f"{row['rss_mb_text_too']:>7.0f}MB {_p99(row['scrape_openmetrics_gzip'])}"
         )
     first = rows[0]
     print("per queue, against the smallest set (1.00: grows with the queues and nothing else):")

@@ -111,11 +111,23 @@ class Histogram:
     total: float = 0.0
     zero_count: int = 0
     native: dict[int, int] = field(default_factory=dict)
+    # Both forms as last made, until the next observation: most queues' histograms
+    # do not change between two runs, and making them is most of a run's work.
+    _made: tuple[tuple[tuple[str, float], ...], NativeBuckets] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         self.counts = [0] * (len(self.bounds) + 1)
 
+    def forms(self) -> tuple[tuple[tuple[str, float], ...], NativeBuckets]:
+        """The cumulative classic buckets and the native buckets."""
+        if self._made is None:
+            self._made = (self.cumulative(), self.native_buckets())
+        return self._made
+
     def observe(self, value: float) -> None:
+        self._made = None
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
         if value <= NATIVE_ZERO_THRESHOLD:

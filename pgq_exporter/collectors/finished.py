@@ -57,7 +57,7 @@ def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[Any
         ("pgq_job_wait_seconds", stats.wait, outcomes.wait),
     ):
         if known:
-            buckets, native = histogram.cumulative(), histogram.native_buckets()
+            buckets, native = histogram.forms()
             samples.append(HistogramSample(name, (queue,), buckets, histogram.total, native))
     if "done" in outcomes.finishes:
         samples.append(Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)))

@@ -37,6 +37,12 @@ class KnownQueues:
     _too_long: dict[bytes, float] = field(default_factory=dict)
     _discovered: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The known list in name order, made again only when a queue comes or goes (or the
+    # configured ones change); and the oldest look at the last forgetting: none is due
+    # before it is older than memory.
+    _ordered: list[str] | None = None
+    _ordered_from: tuple[str, ...] = ()
+    _oldest: float = float("-inf")
 
     def saw(self, queues: Iterable[str], now: float | None = None) -> None:
         """Remember ``queues`` as seen now; of a name too long to track, only a digest."""
@@ -44,6 +50,8 @@ class KnownQueues:
         with self._lock:
             for queue in queues:
                 if trackable(queue):
+                    if queue not in self._seen:
+                        self._ordered = None
                     self._seen[queue] = stamp
                     continue
                 digest = hashlib.blake2b(queue.encode("utf-8", "surrogatepass")).digest()
@@ -63,13 +71,12 @@ class KnownQueues:
     def known(self, now: float | None = None) -> list[str]:
         stamp = time.time() if now is None else now
         with self._lock:
-            for queue, seen in list(self._seen.items()):
-                if stamp - seen > self.memory:
-                    del self._seen[queue]
-            for digest, seen in list(self._too_long.items()):
-                if stamp - seen > self.memory:
-                    del self._too_long[digest]
-            known = sorted(set(self.configured) | set(self._seen))
+            if stamp - self._oldest > self.memory:
+                self._forget(stamp)
+            if self._ordered is None or self._ordered_from is not self.configured:
+                self._ordered = sorted(set(self.configured) | set(self._seen))
+                self._ordered_from = self.configured
+            known = self._ordered
             dropped = max(len(known) - self.limit, 0)
             if dropped and dropped != self.dropped:
                 log.warning(
@@ -78,6 +85,17 @@ class KnownQueues:
                 )
             self.dropped = dropped
             return known[: self.limit]
+
+    def _forget(self, stamp: float) -> None:
+        """The queues and long names not seen within memory are forgotten (lock held)."""
+        for queue, seen in list(self._seen.items()):
+            if stamp - seen > self.memory:
+                del self._seen[queue]
+                self._ordered = None
+        for digest, seen in list(self._too_long.items()):
+            if stamp - seen > self.memory:
+                del self._too_long[digest]
+        self._oldest = min([*self._seen.values(), *self._too_long.values()], default=stamp)
 
     def discover(self, conn: Conn, mapping: SchemaMapping) -> list[str]:
         """Refresh from the database (partitions, and queues with jobs), then the known list."""

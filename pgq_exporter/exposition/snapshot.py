@@ -13,7 +13,7 @@ from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPEN
 
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.exposition.protobuf import CONTENT_TYPE as PROTOBUF
-from pgq_exporter.exposition.text import Part, merge, merge_messages, render
+from pgq_exporter.exposition.text import Family, Part, merge, merge_messages, render
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 # A snapshot is gzipped after every run of its target: level 1 costs much less than
@@ -75,7 +75,7 @@ class Snapshot:
         self._specs = specs
         self._parts = parts
         self._classic = classic
-        self._metrics = merge(specs, parts.text)
+        self._metrics: list[Family] | None = None  # merged when a text form is first made
         self._forms: dict[Form, bytes] = {}
         self._lock = threading.Lock()
         for form in sorted(set(forms)):  # plain before gzipped: gzip reuses it
@@ -101,4 +101,6 @@ class Snapshot:
             return gzip.compress(plain, compresslevel=GZIP_LEVEL)
         if form.format is Format.PROTOBUF:
             return merge_messages(self._specs, self._parts.protobuf, self._classic)
+        if self._metrics is None:
+            self._metrics = merge(self._specs, self._parts.text)
         return render(self._metrics, openmetrics=form.format is Format.OPENMETRICS)

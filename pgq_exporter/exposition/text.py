@@ -48,22 +48,22 @@ def _headers(spec: MetricSpec) -> tuple[str, str]:
 
 class Part:
     """One source's samples (a collector's, a target's own) of one database, ready to
-    serve: their text lines by metric, made at once, and their protobuf entries by
-    metric, made when a scraper first asks for protobuf and kept."""
+    serve: by metric, their text lines and their protobuf entries, each made when a
+    scraper first asks for that format, and kept."""
 
-    __slots__ = ("_messages", "_specs", "database", "lines", "samples")
+    __slots__ = ("_lines", "_messages", "_specs", "database", "samples")
 
     def __init__(
         self,
         specs: dict[str, MetricSpec],
         database: str,
-        lines: dict[str, str],
         samples: dict[str, list[AnySample]],
+        lines: dict[str, str] | None = None,
     ) -> None:
         self._specs = specs
         self.database = database
-        self.lines = lines
         self.samples = samples  # by metric, as served
+        self._lines = lines
         self._messages: dict[bool, dict[str, bytes]] = {}
 
     def series(self, name: str, counting: Counting) -> int:
@@ -72,11 +72,20 @@ class Part:
 
     def only(self, names: Iterable[str]) -> Part:
         """The part with only the metrics ``names``."""
-        kept = [name for name in names if name in self.lines]
-        if len(kept) == len(self.lines):
+        kept = [name for name in names if name in self.samples]
+        if len(kept) == len(self.samples):
             return self
-        return Part(self._specs, self.database, {n: self.lines[n] for n in kept},
-                    {n: self.samples[n] for n in kept})  # fmt: skip
+        lines = {n: self._lines[n] for n in kept} if self._lines is not None else None
+        return Part(self._specs, self.database, {n: self.samples[n] for n in kept}, lines)
+
+    def lines(self) -> dict[str, str]:
+        """The text-format lines by metric (the same in OpenMetrics)."""
+        if self._lines is None:
+            self._lines = {
+                name: "".join(_metric_lines(self._specs[name], self.database, samples))
+                for name, samples in self.samples.items()
+            }
+        return self._lines
 
     def messages(self, classic: bool) -> dict[str, bytes]:
         """The protobuf ``metric`` entries by metric; ``classic``: histograms with their
@@ -105,26 +114,27 @@ def sample_part(specs: dict[str, MetricSpec], database: str, samples: Iterable[A
     """``samples`` of ``database`` as a part, by metric in the order the samples come. A
     second sample of one label set is left out (Prometheus would keep one of them,
     silently), with a warning."""
-    built: dict[str, list[str]] = {}
     kept: dict[str, list[AnySample]] = {}
     seen: set[tuple[str, tuple[str, ...]]] = set()
     for sample in samples:
-        spec = specs[sample.metric]
-        values = (database, *sample.labels) if spec.labels[:1] == ("database",) else sample.labels
-        key = (spec.name, values)
+        key = (sample.metric, sample.labels)
         if key in seen:
-            _warn_duplicate(spec.name)
+            _warn_duplicate(sample.metric)
             continue
         seen.add(key)
-        kept.setdefault(spec.name, []).append(sample)
-        lines = built.setdefault(spec.name, [])
+        kept.setdefault(sample.metric, []).append(sample)
+    return Part(specs, database, kept)
+
+
+def _metric_lines(spec: MetricSpec, database: str, samples: list[AnySample]) -> Iterable[str]:
+    with_database = spec.labels[:1] == ("database",)
+    for sample in samples:
+        values = (database, *sample.labels) if with_database else sample.labels
         pairs = list(zip(spec.labels, values, strict=True))
         if isinstance(sample, HistogramSample):
-            lines += _histogram_lines(spec.name, pairs, sample)
+            yield from _histogram_lines(spec.name, pairs, sample)
         else:
-            lines.append(f"{spec.name}{_labels(pairs)} {_number(sample.value)}\n")
-    text = {name: "".join(lines) for name, lines in built.items()}
-    return Part(specs, database, text, kept)
+            yield f"{spec.name}{_labels(pairs)} {_number(sample.value)}\n"
 
 
 def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
@@ -132,7 +142,7 @@ def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
     metric after the previous one's."""
     chunks: dict[str, list[str]] = {}
     for part in parts:
-        for name, text in part.lines.items():
+        for name, text in part.lines().items():
             chunks.setdefault(name, []).append(text)
     return [Family(*_headers(specs[name]), "".join(chunks[name])) for name in sorted(chunks)]
 

@@ -321,8 +321,12 @@ def zero_new_series(
     if len(served) > MAX_KEPT_SERIES:
         first = True
     out: list[AnySample] = []
+    cumulative: dict[str, bool] = {}
     for sample in samples:
-        if metric_type(sample.metric) not in _CUMULATIVE:
+        found = cumulative.get(sample.metric)
+        if found is None:
+            found = cumulative[sample.metric] = metric_type(sample.metric) in _CUMULATIVE
+        if not found:
             out.append(sample)
             continue
         key = (sample.metric, sample.labels)

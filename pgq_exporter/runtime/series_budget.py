@@ -49,7 +49,7 @@ class _Histogram:
 
 def fit(specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: Counting) -> Fitted:
     histograms = list(_queue_histograms(specs, parts))
-    total = sum(part.series(name, counting) for part in parts for name in part.lines)
+    total = sum(part.series(name, counting) for part in parts for name in part.samples)
     if total <= limit:
         return Fitted(parts)
     rest = total - sum(series_of(h.sample, counting) for h in histograms)
@@ -168,7 +168,7 @@ def _dropping(
     left, dropped, kept_parts = limit, 0, []
     for part in parts:
         taken = []
-        for name in part.lines:
+        for name in part.samples:
             series = part.series(name, counting)
             if specs[name].collector == EXPORTER:
                 taken.append(name)

@@ -35,7 +35,7 @@ def _parts(queues: dict[str, int]) -> list[Part]:
 
 
 def _served(parts: list[Part], counting: Counting) -> int:
-    return sum(part.series(name, counting) for part in parts for name in part.lines)
+    return sum(part.series(name, counting) for part in parts for name in part.samples)
 
 
 def _histograms(parts: list[Part], metric: str) -> dict[str, HistogramSample]:
