@@ -128,6 +128,9 @@ def main() -> int:
             from bench.queues import queue_growth  # noqa: PLC0415
 
             report["queues"] = queue_growth(fresh_database(dsn, "bench_queues"), args.quick)
+            report["queues_pgboss"] = queue_growth(
+                fresh_database(dsn, "bench_queues_pgboss"), args.quick, preset="pgboss"
+            )
         if "postgres_exporter" in parts:
             report["postgres_exporter_jit"] = jit_scrapes(
                 fresh_database(dsn, "bench_jit"), jobs=2_000 if args.quick else 22_000,
@@ -254,6 +257,10 @@ def print_report(report: dict[str, Any]) -> None:
         from bench.queues import print_queues  # noqa: PLC0415
 
         print_queues(report["queues"])
+    if "queues_pgboss" in report:
+        from bench.queues import print_queues  # noqa: PLC0415
+
+        print_queues(report["queues_pgboss"], "pg-boss 10")
 
 
 def print_fleet(fleet: dict[str, Any]) -> None:

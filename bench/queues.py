@@ -17,12 +17,14 @@ from typing import Any
 import psycopg
 
 from bench.serving import exporter_process, paced
-from pgq_exporter.exposition.protobuf import MetricFamily
 from pgq_exporter.queue.schema import apply_schema
 from tests.support.processes import ProcessTree
+from tests.support.protobuf import read_delimited
 
 QUEUE_COUNTS = (10, 100, 1_000, 10_000)
 QUICK_QUEUE_COUNTS = (10, 100)
+# pg-boss makes a partition of its job table per queue.
+PGBOSS_QUEUE_COUNTS = (10, 100, 1_000)
 READY_PER_QUEUE = 10
 DONE_PER_QUEUE = 5
 FINISHING_PER_SECOND = 100
@@ -60,11 +62,67 @@ def build_queues(dsn: str, queues: int) -> None:
         conn.execute("VACUUM (ANALYZE) pgq.jobs")
 
 
-class Finishing:
-    """About FINISHING_PER_SECOND jobs claimed and completed a second, in random queues."""
+# pg-boss 10's rows, as its own API writes them (tests/support/library_fill.sql has
+# the same for three queues): created jobs waiting, and completed ones.
+PGBOSS_JOBS_SQL = """
+INSERT INTO pgboss.job (name, state, start_after, started_on, completed_on, retry_limit)
+SELECT 'q' || lpad((n %% %(queues)s)::text, 5, '0'),
+       CASE WHEN n < %(done)s THEN 'completed' ELSE 'created' END::pgboss.job_state,
+       now() - (n %% 240) * interval '1 second' - interval '2 seconds',
+       CASE WHEN n < %(done)s THEN now() - (n %% 240) * interval '1 second'
+                                       - (n %% 97) * interval '10 ms' END,
+       CASE WHEN n < %(done)s THEN now() - (n %% 240) * interval '1 second' END, 2
+FROM generate_series(0, %(total)s - 1) AS n
+"""
+# One job of a queue done, as pg-boss's fetch and complete leave it, and one more sent.
+PGBOSS_FINISH = (
+    "UPDATE pgboss.job SET state = 'completed', started_on = now() - interval '50 ms',"
+    " completed_on = now() WHERE name = %(queue)s AND id = (SELECT id FROM pgboss.job"
+    " WHERE name = %(queue)s AND state = 'created' LIMIT 1)",
+    "INSERT INTO pgboss.job (name, state, start_after, retry_limit)"
+    " VALUES (%(queue)s, 'created', now(), 2)",
+)
+REFERENCE_FINISH = (
+    "SELECT pgq.complete(c.id, c.lease_token)"
+    " FROM (SELECT id, lease_token FROM pgq.claim(%(queue)s, 1, '5 minutes')) AS c",
+    "SELECT pgq.enqueue(%(queue)s)",
+)
 
-    def __init__(self, dsn: str, queues: int) -> None:
-        self._dsn, self._queues = dsn, queues
+
+def build_pgboss_queues(dsn: str, queues: int) -> None:
+    from tests.support.libraries import INSTALL  # noqa: PLC0415
+
+    names = [f"q{n:05d}" for n in range(queues)]
+    _create_pgboss_queues(dsn, names, INSTALL["pgboss"])
+    done = queues * DONE_PER_QUEUE
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(PGBOSS_JOBS_SQL, {"queues": queues, "done": done,
+                                       "total": done + queues * READY_PER_QUEUE})  # fmt: skip
+        conn.execute("VACUUM (ANALYZE) pgboss.job")
+
+
+def _create_pgboss_queues(dsn: str, names: list[str], install: Any) -> None:
+    """pg-boss's own createQueue for each name: its schema, and a partition per queue."""
+    import subprocess  # noqa: PLC0415
+
+    from tests.libraries import node_url  # noqa: PLC0415
+    from tests.support.libraries import ROOT  # noqa: PLC0415
+
+    install(dsn)  # the schema, and its three queues of the preset tests
+    driver = ROOT / "tests/libraries/node/pgboss.js"
+    for start in range(0, len(names), 1000):
+        subprocess.run(["node", str(driver), "install", node_url(dsn),
+                        *names[start : start + 1000]], check=True)  # fmt: skip
+
+
+class Finishing:
+    """About FINISHING_PER_SECOND jobs finished a second, in random queues, each
+    queue kept as full as it was."""
+
+    def __init__(
+        self, dsn: str, queues: int, statements: tuple[str, ...] = REFERENCE_FINISH
+    ) -> None:
+        self._dsn, self._queues, self._statements = dsn, queues, statements
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.finished = 0
@@ -82,13 +140,10 @@ class Finishing:
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             due = time.monotonic()
             while not self._stop.is_set():
-                queue = f"q{random.randrange(self._queues):05d}"
-                for job_id, token in conn.execute(
-                    "SELECT id, lease_token FROM pgq.claim(%s, 1, '5 minutes')", (queue,)
-                ).fetchall():
-                    conn.execute("SELECT pgq.complete(%s, %s)", (job_id, token))
-                    conn.execute("SELECT pgq.enqueue(%s)", (queue,))  # the queue stays full
-                    self.finished += 1
+                queue = {"queue": f"q{random.randrange(self._queues):05d}"}
+                for statement in self._statements:
+                    conn.execute(statement, queue)
+                self.finished += 1
                 due += step
                 self._stop.wait(max(0.0, due - time.monotonic()))
 
@@ -98,25 +153,6 @@ def _get(url: str, accept: str = "text/plain", encoding: str = "identity") -> by
     with urllib.request.urlopen(request, timeout=60) as response:
         body: bytes = response.read()
     return body
-
-
-def read_families(body: bytes) -> list[Any]:
-    """The MetricFamily messages of a delimited protobuf body."""
-    families, at = [], 0
-    while at < len(body):
-        length, shift = 0, 0
-        while True:
-            byte = body[at]
-            at += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        family = MetricFamily()
-        family.ParseFromString(body[at : at + length])
-        families.append(family)
-        at += length
-    return families
 
 
 def _gauges(families: list[Any], name: str, database: str | None = None) -> list[float]:
@@ -129,22 +165,29 @@ def _gauges(families: list[Any], name: str, database: str | None = None) -> list
     ]  # fmt: skip
 
 
-def queue_growth(dsn: str, quick: bool) -> list[dict[str, Any]]:
+def queue_growth(dsn: str, quick: bool, preset: str | None = None) -> list[dict[str, Any]]:
+    """The figures at each number of queues, on the reference schema or (``preset``
+    "pgboss") on pg-boss's tables."""
     rows = []
-    for queues in QUICK_QUEUE_COUNTS if quick else QUEUE_COUNTS:
-        build_queues(dsn, queues)
-        rows.append(measure_queues(dsn, queues, seconds=5 if quick else 15))
-        print(f"{queues:,} queues: {rows[-1]}", flush=True)
+    counts = QUICK_QUEUE_COUNTS if quick else PGBOSS_QUEUE_COUNTS if preset else QUEUE_COUNTS
+    for queues in counts:
+        if preset:
+            build_pgboss_queues(dsn, queues)
+        else:
+            build_queues(dsn, queues)
+        rows.append(measure_queues(dsn, queues, seconds=5 if quick else 15, preset=preset))
+        print(f"{preset or 'pgq'} {queues:,} queues: {rows[-1]}", flush=True)
     return rows
 
 
 def measure_queues(
-    dsn: str, queues: int, seconds: float, interval: float = INTERVAL
+    dsn: str, queues: int, seconds: float, interval: float = INTERVAL, preset: str | None = None
 ) -> dict[str, Any]:
     extra = f"max_queues: {queues * 2}\nlimits: {{series: 100000000}}\n"
+    finish = PGBOSS_FINISH if preset else REFERENCE_FINISH
     with (
-        exporter_process(dsn, interval=f"{interval:g}s", extra=extra) as (url, process),
-        Finishing(dsn, queues) as finishing,
+        exporter_process(dsn, f"{interval:g}s", extra, preset) as (url, process),
+        Finishing(dsn, queues, finish) as finishing,
     ):
         tree = ProcessTree(process.pid)
         # As a Prometheus with native histograms scrapes it: protobuf only, until the
@@ -152,7 +195,7 @@ def measure_queues(
         cycles, renders = [], []
         for _ in range(4):  # the first cycles, then three reads an interval apart
             time.sleep(interval * 1.1)
-            families = read_families(_get(url, PROTOBUF_ACCEPT))
+            families = read_delimited(_get(url, PROTOBUF_ACCEPT))
             cycles.append(1000 * sum(_gauges(families, "pgq_collector_duration_seconds", "bench")))
             renders += [1000 * v for v in _gauges(families, "pgq_metrics_render_seconds")]
         protobuf = _get(url, PROTOBUF_ACCEPT)
@@ -165,7 +208,7 @@ def measure_queues(
             "render_ms": statistics.median(renders[1:]),
             "protobuf_bytes": len(protobuf),
             "protobuf_gzip_bytes": len(gzip.compress(protobuf, compresslevel=1)),
-            "series_protobuf": sum(len(f.metric) for f in read_families(protobuf)),
+            "series_protobuf": sum(len(f.metric) for f in read_delimited(protobuf)),
             "scrape_protobuf_gzip": scrapes,
             "rss_mb": rss,
             "text_bytes": len(plain),
@@ -180,8 +223,8 @@ def measure_queues(
     return figures
 
 
-def print_queues(rows: list[dict[str, Any]]) -> None:
-    print("\n== Queues: one exporter, the reference schema, ~100 jobs finishing a second ==")
+def print_queues(rows: list[dict[str, Any]], layout: str = "the reference schema") -> None:
+    print(f"\n== Queues: one exporter, {layout}, ~100 jobs finishing a second ==")
     print(f"{'queues':>7} {'cycle':>8} {'render':>8} {'text':>9} {'gzip':>8} {'protobuf':>9} "
           f"{'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} {'p99 pb':>8} "
           f"{'+text RSS':>9} {'p99 om':>8}")  # fmt: skip

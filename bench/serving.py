@@ -39,13 +39,15 @@ def wait_http(url: str, timeout: float = 30) -> None:
 
 @contextmanager
 def exporter_process(
-    dsn: str, interval: str = "15s", extra: str = ""
+    dsn: str, interval: str = "15s", extra: str = "", preset: str | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """An exporter serving ``dsn``; ``extra``: more of its config's top-level keys."""
+    """An exporter serving ``dsn`` (of ``preset``'s layout when given); ``extra``: more
+    of its config's top-level keys."""
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.yaml"
-        config.write_text(f"databases:\n  - name: bench\n    dsn: {dsn!r}\n"
+        layout = f"    preset: {preset}\n" if preset else ""
+        config.write_text(f"databases:\n  - name: bench\n    dsn: {dsn!r}\n{layout}"
                           f"collectors:\n  defaults: {{interval: {interval}}}\n"
                           f"{extra}")  # fmt: skip
         process = subprocess.Popen(

@@ -10,32 +10,14 @@ import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Form, Format, Parts, Snapshot, content_type, sample_parts
-from pgq_exporter.exposition.protobuf import MetricFamily, spans_and_deltas
+from pgq_exporter.exposition.protobuf import spans_and_deltas
 from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
 from pgq_exporter.http.routes import scrape_format
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
+from tests.support.protobuf import read_delimited
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
 PROTOBUF = Form(Format.PROTOBUF, False)
-
-
-def read_delimited(body: bytes) -> list[Any]:
-    """The MetricFamily messages of a length-delimited stream."""
-    families, at = [], 0
-    while at < len(body):
-        length, shift = 0, 0
-        while True:
-            byte = body[at]
-            at += 1
-            length |= (byte & 0x7F) << shift
-            shift += 7
-            if byte < 0x80:
-                break
-        family = MetricFamily()
-        family.ParseFromString(body[at : at + length])
-        families.append(family)
-        at += length
-    return families
 
 
 def _histogram(queue: str, values: list[float]) -> HistogramSample:
