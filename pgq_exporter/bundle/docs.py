@@ -60,8 +60,9 @@ def metrics_markdown() -> str:
 def _buckets_text() -> list[str]:
     """The job histograms: native in protobuf, and each classic layout's cost and error."""
     lines = [
-        "**Histograms.** `pgq_job_processing_seconds` and `pgq_job_wait_seconds` count "
-        "every finished job twice over. A scraper that asks for protobuf (Prometheus with "
+        "**Histograms.** `pgq_job_processing_seconds` and `pgq_job_wait_seconds` keep "
+        "every finished job in two forms at once. A scraper that asks for protobuf (Prometheus "
+        "with "
         "`--enable-feature=native-histograms`) gets native histograms: schema "
         f"{NATIVE_SCHEMA}, each bucket {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%} wider than the "
         f"one below, so `histogram_quantile` reads within {2 ** (1 / 2**NATIVE_SCHEMA) - 1:.1%}"
