@@ -45,7 +45,7 @@ test: venv tools
 	scripts/test-all
 
 test-unit: venv
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -p no:cacheprovider tests/unit
 
 test-pg18: venv
 	$(BIN)/pytest
@@ -62,7 +62,7 @@ test-pg18-prometheus: venv
 		--ignore=tests/e2e/test_library_presets.py
 
 test-pg18-rest: venv
-	$(BIN)/pytest -p no:cacheprovider tests/unit tests/integration tests/e2e/test_library_presets.py
+	$(BIN)/pytest -p no:cacheprovider tests/integration tests/e2e/test_library_presets.py
 
 test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider tests/integration
