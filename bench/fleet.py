@@ -314,6 +314,8 @@ def probe_targets(
         # for 1,200 targets at a 15 s interval), then as fast as they are answered.
         cached = paced(url, PROBE_SECONDS, PROBERS, every=PROBE_EVERY, paths=paths)
         closed = paced(url, PROBE_SECONDS, PROBERS, every=0, paths=paths)
+        # As an outside check probes: one client, each target in turn.
+        in_turn = paced(url, PROBE_SECONDS, 1, every=0, paths=paths)
         dropped = _sum_from_probes(port, names, "pgq_limit_dropped_total")
         listed_dropped = (
             _sum_metric(_get(f"http://127.0.0.1:{port}/metrics")[0].decode(),
@@ -346,6 +348,7 @@ def probe_targets(
         "cached_probe_ms": _latencies(cached),
         "closed_loop_probe_ms": _latencies(closed),
         "closed_loop_probes_per_s": round(closed["requests"] / PROBE_SECONDS),
+        "one_client_in_turn_probe_ms": _latencies(in_turn),
         "sigterm_s": sigterm_s,
     }
 

@@ -18,7 +18,7 @@ from pgq_exporter.http.server import ExporterServer
 from pgq_exporter.http.webconfig import WebConfigFile
 from pgq_exporter.pg.environment import take_libpq_environment, with_environment
 from pgq_exporter.runtime.exporter import Exporter
-from pgq_exporter.runtime.memory import give_back_large_buffers
+from pgq_exporter.runtime.memory import collect_less_often, give_back_large_buffers
 from pgq_exporter.runtime.preflight import check_custom_sql
 
 log = logging.getLogger("pgq_exporter")
@@ -91,6 +91,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
     # Before any config is read: libpq's variables reach the listed databases only.
     take_libpq_environment()
     give_back_large_buffers()
+    collect_less_often()
     config = resolve_config(args, default_dsn)
     setup_logging(config.log.format, config.log.level)
     web = WebConfigFile(config.web.config_file)
