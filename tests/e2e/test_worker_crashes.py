@@ -13,7 +13,10 @@ from tests.conftest import Database
 from tests.support import run_cli, wait_for
 from tests.support.counts import assert_counts_exact
 
-JOBS = 30_000
+# The kills come within the first few hundred handler runs; the rest of the drain shows
+# the survivors finish every job exactly once. Its length follows the machine's load
+# (17 s to 77 s for 30,000 jobs in two fresh-clone runs), so it is kept short.
+JOBS = 15_000
 WORKERS = 6
 MAX_ATTEMPTS = 3
 
