@@ -265,13 +265,8 @@ def plant(conn: Conn, schemas: list[str], calls: Calls) -> Planted:
             for name, kind, setof, arguments, result in functions:
                 for variant in _variants(tuple(arguments), elements):
                     returns = _result(result, variant, tuple(arguments))
-                    if (
-                        returns in _UNUSABLE
-                        or returns.startswith("any")
-                        or (schema, name, variant) in made_already
-                    ):
+                    if not _first_usable(returns, (schema, name, variant), made_already):
                         continue
-                    made_already.add((schema, name, variant))
                     made = (_aggregate if kind == "a" else _function)(
                         conn, schema, name, variant, returns, setof=setof
                     )
@@ -279,13 +274,8 @@ def plant(conn: Conn, schemas: list[str], calls: Calls) -> Planted:
             for name, left, right, result in operators:
                 for variant in _variants((left, right), elements):
                     returns = _result(result, variant, (left, right))
-                    if (
-                        returns in _UNUSABLE
-                        or returns.startswith("any")
-                        or (schema, name, variant) in made_already
-                    ):
+                    if not _first_usable(returns, (schema, name, variant), made_already):
                         continue
-                    made_already.add((schema, name, variant))
                     made = _operator(conn, schema, name, variant, returns)
                     planted.oids[made] = f"{schema}.{name} ({', '.join(variant)})"
     return planted
@@ -354,3 +344,14 @@ def _oid(conn: Conn, schema: str, name: str, arguments: tuple[str, ...]) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def _first_usable(
+    returns: str, key: tuple[str, str, tuple[str, ...]], made: set[tuple[str, str, tuple[str, ...]]]
+) -> bool:
+    """Whether a shadow returning ``returns`` can be made and is not made yet; if so, it
+    counts as made from now."""
+    if returns in _UNUSABLE or returns.startswith("any") or key in made:
+        return False
+    made.add(key)
+    return True
