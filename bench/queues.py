@@ -18,8 +18,8 @@ import psycopg
 
 from bench.serving import exporter_process, paced
 from pgq_exporter.queue.schema import apply_schema
+from tests.support.exposition import read_delimited
 from tests.support.processes import ProcessTree
-from tests.support.protobuf import read_delimited
 
 QUEUE_COUNTS = (10, 100, 1_000, 10_000)
 QUICK_QUEUE_COUNTS = (10, 100)

@@ -11,7 +11,7 @@ from pgq_exporter.exposition.snapshot import (
     Snapshot,
     content_type,
 )
-from pgq_exporter.exposition.text import Family, Part, merge, render, sample_part, sample_parts
+from pgq_exporter.exposition.text import Family, Part, merge, render, sample_part
 
 __all__ = [
     "TEXT",
@@ -26,5 +26,4 @@ __all__ = [
     "merge",
     "render",
     "sample_part",
-    "sample_parts",
 ]

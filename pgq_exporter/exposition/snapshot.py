@@ -52,10 +52,15 @@ class Parts(NamedTuple):
     def same(cls, parts: list[Part]) -> Parts:
         return cls(parts, parts)
 
-    def __add__(self, other: object) -> Parts:
-        if not isinstance(other, Parts):
-            return NotImplemented
-        return Parts(self.text + other.text, self.protobuf + other.protobuf)
+    @classmethod
+    def joined(cls, parts: Iterable[Parts]) -> Parts:
+        """Several sources' parts, in order, as one."""
+        text: list[Part] = []
+        protobuf: list[Part] = []
+        for each in parts:
+            text += each.text
+            protobuf += each.protobuf
+        return cls(text, protobuf)
 
 
 class Snapshot:

@@ -8,7 +8,6 @@ the config, which are checked when they are read.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -98,16 +97,6 @@ class Part:
             }
             self._messages[classic] = made
         return made
-
-
-def sample_parts(
-    specs: dict[str, MetricSpec], samples: Iterable[tuple[str, AnySample]]
-) -> list[Part]:
-    """Samples of several databases as parts, one per run of samples of one database,
-    so that each metric's series keep the samples' order; ``samples`` pairs each sample
-    with its database."""
-    runs = itertools.groupby(samples, key=lambda pair: pair[0])
-    return [sample_part(specs, database, (s for _, s in run)) for database, run in runs]
 
 
 def sample_part(specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]) -> Part:

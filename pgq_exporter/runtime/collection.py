@@ -99,7 +99,7 @@ class Slot:
     state: CollectorState
     due: float = 0.0  # time.monotonic()
     first: bool = True  # its first run is still to come
-    lines: Part | None = None  # its samples ready to serve, made after each run
+    part: Part | None = None  # its samples ready to serve, made after each run
 
     @property
     def name(self) -> str:

@@ -219,11 +219,9 @@ class Exporter:
         started = time.perf_counter()
         static = self.targets.static()
         ready = all(_ready(target) for target in static)
-        parts = Parts.same([])
-        for target in static:
-            parts += target.parts()
-        parts += Parts.same([sample_part(self._specs, "", self._samples()),
-                             sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
+        own = Parts.same([sample_part(self._specs, "", self._samples()),
+                          sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
+        parts = Parts.joined([*(target.parts() for target in static), own])
         self._snapshot = Snapshot(
             self._specs, parts, self._forms, classic=self.config.histograms.classic_in_protobuf
         )

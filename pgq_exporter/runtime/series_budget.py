@@ -64,10 +64,9 @@ def fit(specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: C
 def _queue_histograms(specs: dict[str, MetricSpec], parts: list[Part]) -> Iterator[_Histogram]:
     for index, part in enumerate(parts):
         for name, samples in part.samples.items():
-            spec = specs[name]
-            if spec.type is not MetricType.HISTOGRAM or "queue" not in spec.labels:
+            queue_at = _queue_at(specs[name])
+            if queue_at is None:
                 continue
-            queue_at = spec.labels.index("queue") - (spec.labels[0] == "database")
             for sample in samples:
                 if isinstance(sample, HistogramSample):
                     yield _Histogram(index, name, queue_at, sample)
@@ -115,9 +114,21 @@ def _folding(
     return frozenset(gone)
 
 
+def _queue_at(spec: MetricSpec) -> int | None:
+    """Where a per-queue histogram's samples hold the queue (after the database, which
+    samples leave out); None for any other metric."""
+    if spec.type is not MetricType.HISTOGRAM or "queue" not in spec.labels:
+        return None
+    return spec.labels.index("queue") - (spec.labels[0] == "database")
+
+
 def _beside(histogram: _Histogram) -> tuple[str, ...]:
-    labels = histogram.sample.labels
-    return (*labels[: histogram.queue_at], *labels[histogram.queue_at + 1 :])
+    return _without(histogram.sample.labels, histogram.queue_at)
+
+
+def _without(labels: tuple[str, ...], at: int) -> tuple[str, ...]:
+    """The labels but the one at ``at``: a histogram's labels beside its queue."""
+    return (*labels[:at], *labels[at + 1 :])
 
 
 def _remade(
@@ -140,11 +151,10 @@ def _remade_part(
 ) -> Part:
     samples: list[AnySample] = []
     for name, found in part.samples.items():
-        spec = specs[name]
-        if spec.type is not MetricType.HISTOGRAM or "queue" not in spec.labels:
+        queue_at = _queue_at(specs[name])
+        if queue_at is None:
             samples += found
             continue
-        queue_at = spec.labels.index("queue") - (spec.labels[0] == "database")
         into_other: dict[tuple[str, ...], list[HistogramSample]] = {}
         for sample in found:
             if not isinstance(sample, HistogramSample):
@@ -152,8 +162,7 @@ def _remade_part(
                 continue
             merged = merged_buckets(sample, every)
             if merged.labels[queue_at] in gone:
-                beside = (*merged.labels[:queue_at], *merged.labels[queue_at + 1 :])
-                into_other.setdefault(beside, []).append(merged)
+                into_other.setdefault(_without(merged.labels, queue_at), []).append(merged)
             else:
                 samples.append(merged)
         samples += [folded(group, queue_at) for group in into_other.values()]

@@ -291,7 +291,7 @@ class Target:
             outcome = run.run()
         finally:
             for slot in due:
-                slot.lines = None  # made again from the new samples by the next render
+                slot.part = None  # made again from the new samples by the next render
             with self._lock:
                 self._running.difference_update(slot.name for slot in due)
                 last = not self._running
@@ -433,9 +433,9 @@ class Target:
             yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
     def parts(self) -> Parts:
-        """Every sample of the target as exposition lines: its own, then each collector's,
-        each made once after the collector's run rather than at every render; at most
-        limits.series of them, the collectors' own series always among them."""
+        """Every sample of the target as parts to serve: its own, then each collector's,
+        each made once after the collector's run rather than at every render; fitted to
+        limits.series, the collectors' own series always among them."""
         specs = self._specs()
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
@@ -443,7 +443,8 @@ class Target:
             specs, list(self.slots.values()), server_wide=not self.spec.always,
             classic_in_protobuf=self.config.histograms.classic_in_protobuf,
         )  # fmt: skip
-        return Parts.same([sample_part(specs, self.name, self.own_samples())]) + collectors
+        own = Parts.same([sample_part(specs, self.name, self.own_samples())])
+        return Parts.joined([own, collectors])
 
     def server_samples(self) -> list[AnySample]:
         """Its collectors' last samples of its server, not of its database."""
@@ -455,7 +456,7 @@ class Target:
         ]
 
     def _render(self) -> None:
-        """A new snapshot from every collector's last samples (the lines of those that ran
+        """A new snapshot from every collector's last samples (the parts of those that ran
         since are made again). Renders take turns, and the first collection is whole
         (every collector has run once) only in a snapshot that shows it."""
         with self._render_lock:

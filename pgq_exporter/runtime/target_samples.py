@@ -1,6 +1,6 @@
 """What a target serves of itself beside its collectors' samples: the layout it reads,
-how each collector's runs went, and the series budget its collectors' lines are
-taken from."""
+how each collector's runs went, and its collectors' parts fitted to the series
+budget."""
 
 from __future__ import annotations
 
@@ -95,9 +95,9 @@ class TargetSeries:
         formats and as protobuf count series."""  # fmt: skip
         parts = []
         for slot in slots:
-            if slot.lines is None:
-                slot.lines = sample_part(specs, self.database, slot_samples(slot, server_wide))
-            parts.append(slot.lines)
+            if slot.part is None:
+                slot.part = sample_part(specs, self.database, slot_samples(slot, server_wide))
+            parts.append(slot.part)
         text = self._fit(specs, parts, TEXT_COUNTING)
         protobuf = self._fit(specs, parts, Counting(classic=classic_in_protobuf, native=True))
         self._say(text)

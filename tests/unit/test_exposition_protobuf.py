@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
-from pgq_exporter.exposition import Form, Format, Parts, Snapshot, content_type, sample_parts
+from pgq_exporter.exposition import Form, Format, Parts, Snapshot, content_type
 from pgq_exporter.exposition.protobuf import spans_and_deltas
 from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
 from pgq_exporter.http.routes import scrape_format
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
-from tests.support.protobuf import read_delimited
+from tests.support.exposition import read_delimited, sample_parts
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
 PROTOBUF = Form(Format.PROTOBUF, False)

@@ -26,9 +26,9 @@ from pgq_exporter.exposition import (
     content_type,
     merge,
     render,
-    sample_parts,
 )
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
+from tests.support.exposition import sample_parts
 
 ODD_TEXT = ["plain", 'with "quotes"', "back\\slash", "new\nline", "日本", "", "a=b,c}"]
 
