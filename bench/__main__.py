@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.collection import backlog_growth, measure
 from bench.contract import claim_through_drain, measure_contract
-from bench.dataset import build, churned
+from bench.dataset import REAPER_DOWN, build, churned
 from bench.jit import jit_scrapes
 from bench.server import durable_postgres, fresh_database
 from bench.serving import footprint, scrape_latency
@@ -198,6 +198,21 @@ def _collection(dsn: str, quick: bool, report: dict[str, Any], before: Path | No
     dataset = build(dsn, jobs=jobs, unfinished_fraction=unfinished, finished_multiplier=10)
     report["finished_x10"] = {"jobs": dataset.jobs, "unfinished": dataset.unfinished,
                               **measure(dsn, before)}  # fmt: skip
+    report["reaper_down"] = _reaper_down(dsn, quick, before)
+
+
+def _reaper_down(dsn: str, quick: bool, before: Path | None) -> dict[str, Any]:
+    """A queue whose reaper has been down (REAPER_DOWN: 100,000 processing jobs at 10M
+    rows, nearly all past their lease) while about 100 jobs finish a second."""
+    from bench.queues import Finishing  # noqa: PLC0415
+
+    jobs = 20_000 if quick else 10_000_000
+    dataset = build(dsn, jobs=jobs, unfinished_fraction=0.0143, unfinished=REAPER_DOWN)
+    with Finishing(dsn, ["q000", "q001", "q002"]):
+        figures = measure(dsn, before)
+    print(f"{_size(jobs)} jobs, reaper down: exporter {figures['exporter_ms']:.1f} ms",
+          flush=True)  # fmt: skip
+    return {"jobs": dataset.jobs, "unfinished": dataset.unfinished, **figures}
 
 
 def _ms(value: float | None) -> str:
@@ -393,6 +408,8 @@ def print_collection(report: dict[str, Any]) -> None:
     print(f"{'jobs':>8} {'unfinished':>10} {'seed queries':>13} {'exporter':>9} {'ratio':>7}"
           f" {'index counting':>15}")  # fmt: skip
     rows = [*report["collection"], {**report["finished_x10"], "note": "(finished rows x10)"}]
+    if "reaper_down" in report:
+        rows.append({**report["reaper_down"], "note": "(reaper down, 100 jobs/s finishing)"})
     for row in rows:
         print(f"{_size(row['jobs']):>8} {row['unfinished']:>10,} {row['seed_ms']:>10.1f} ms "
               f"{row['exporter_ms']:>6.1f} ms {row['ratio']:>6.1f}x "

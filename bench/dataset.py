@@ -46,13 +46,15 @@ SELECT 'q' || lpad((n %% %(queues)s)::text, 3, '0'), '{}'::jsonb, s.status,
        CASE WHEN n %% 10 < 2 THEN now() + (n %% 600) * interval '1 second'   -- delayed
             ELSE now() - (n %% 900) * interval '1 second' END,
        CASE WHEN s.status = 'processing' THEN now() - interval '20 seconds' END,
-       CASE WHEN s.status = 'processing' AND n %% 50 = 7 THEN now() - interval '1 minute'
-            -- Live leases outlast even the longest build: only every 50th one is expired.
+       CASE WHEN s.status = 'processing' AND (n / 10) %% 50 < %(expired_of_50)s
+                THEN now() - interval '1 minute'
+            -- Live leases outlast even the longest build.
             WHEN s.status = 'processing' THEN now() + interval '1 day' END,
        CASE WHEN s.status = 'processing' THEN gen_random_uuid() END,
        now() - interval '1 hour', now()
 FROM generate_series(%(start)s, %(stop)s - 1) AS n,
-     LATERAL (SELECT CASE WHEN n %% 10 < 7 THEN 'pending' ELSE 'processing' END) AS s(status)
+     LATERAL (SELECT CASE WHEN n %% 10 < %(pending_of_10)s THEN 'pending' ELSE 'processing' END)
+         AS s(status)
 """
 
 
@@ -105,12 +107,28 @@ def _insert(conn: psycopg.Connection[Any], statement: str, total: int, **params:
         conn.execute(statement, {**params, "start": start, "stop": min(total, start + CHUNK)})
 
 
+@dataclass(frozen=True, slots=True)
+class Unfinished:
+    """How the unfinished jobs split: ``pending_of_10`` of every ten are pending (the
+    rest processing), and the leases of ``expired_of_50`` of every fifty processing
+    jobs have expired."""
+
+    pending_of_10: int = 7
+    expired_of_50: int = 1
+
+
+# A queue whose reaper has been down: most unfinished jobs processing, nearly all of
+# their leases expired.
+REAPER_DOWN = Unfinished(pending_of_10=3, expired_of_50=49)
+
+
 def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int = 3,
-          finished_multiplier: int = 1, partitions: int = 3) -> Dataset:  # fmt: skip
+          finished_multiplier: int = 1, partitions: int = 3,
+          unfinished: Unfinished = Unfinished()) -> Dataset:  # fmt: skip
     """A fresh schema holding the dataset; ``partitions`` queues get their own partition."""
     started = time.perf_counter()
-    unfinished = int(jobs * unfinished_fraction)
-    finished = (jobs - unfinished) * finished_multiplier
+    unfinished_jobs = int(jobs * unfinished_fraction)
+    finished = (jobs - unfinished_jobs) * finished_multiplier
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS pgq CASCADE")
         apply_schema(conn, "pgq")
@@ -131,7 +149,14 @@ def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int 
         conn.execute("ALTER TABLE pgq.jobs DISABLE TRIGGER USER")
         _insert(conn, FINISHED_SQL, finished, queues=queues,
                 recent=min(RECENT_FINISHED, finished))  # fmt: skip
-        _insert(conn, UNFINISHED_SQL, unfinished, queues=queues)
+        _insert(
+            conn,
+            UNFINISHED_SQL,
+            unfinished_jobs,
+            queues=queues,
+            pending_of_10=unfinished.pending_of_10,
+            expired_of_50=unfinished.expired_of_50,
+        )
         for _, definition in indexes:
             conn.execute(definition.replace(" ON ONLY ", " ON ").encode())
         conn.execute("VACUUM (ANALYZE) pgq.jobs")
@@ -142,5 +167,5 @@ def build(dsn: str, *, jobs: int, unfinished_fraction: float = 0.1, queues: int 
         conn.execute("ANALYZE pgq.jobs")
         for leaf in leaves:
             conn.execute(f"ALTER TABLE {leaf} RESET (autovacuum_enabled)".encode())
-    return Dataset(finished + unfinished, unfinished, finished, queues,
+    return Dataset(finished + unfinished_jobs, unfinished_jobs, finished, queues,
                    time.perf_counter() - started)  # fmt: skip

@@ -120,9 +120,9 @@ class Finishing:
     queue kept as full as it was."""
 
     def __init__(
-        self, dsn: str, queues: int, statements: tuple[str, ...] = REFERENCE_FINISH
+        self, dsn: str, names: list[str], statements: tuple[str, ...] = REFERENCE_FINISH
     ) -> None:
-        self._dsn, self._queues, self._statements = dsn, queues, statements
+        self._dsn, self._names, self._statements = dsn, names, statements
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.finished = 0
@@ -140,7 +140,7 @@ class Finishing:
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             due = time.monotonic()
             while not self._stop.is_set():
-                queue = {"queue": f"q{random.randrange(self._queues):05d}"}
+                queue = {"queue": random.choice(self._names)}
                 for statement in self._statements:
                     conn.execute(statement, queue)
                 self.finished += 1
@@ -187,7 +187,7 @@ def measure_queues(
     finish = PGBOSS_FINISH if preset else REFERENCE_FINISH
     with (
         exporter_process(dsn, f"{interval:g}s", extra, preset) as (url, process),
-        Finishing(dsn, queues, finish) as finishing,
+        Finishing(dsn, [f"q{n:05d}" for n in range(queues)], finish) as finishing,
     ):
         tree = ProcessTree(process.pid)
         # As a Prometheus with native histograms scrapes it: protobuf only, until the

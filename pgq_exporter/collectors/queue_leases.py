@@ -1,16 +1,38 @@
 """Processing jobs past their lease: stuck (attempts left) and exhausted (none left).
 
-Exact up to exact_count_limit expired leases per queue; above it, both are
-estimated from a sample of the table (see counting.py) and marked so.
+A queue's expired leases are counted through the processing index, from whichever
+side of now() was the shorter at its last collection. On the expired side, a
+first count reads LOOK at most, then up to exact_count_limit. On the live side
+(the reference schema, version 11 on), the expired leases are the kept counts of
+processing jobs, all and on their last attempt, less the live leases, read in the
+same snapshot. So the cost follows the shorter side: a queue whose reaper is down
+(nearly every lease expired) costs what a healthy one does from its second
+collection on. Above exact_count_limit, both kinds are estimated from a sample of
+the table (see counting.py) and marked so.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.counting import SampledCounts, estimated, exact
+from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
+
+# Expired leases a queue's first count reads at most.
+LOOK = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    stuck: int
+    exhausted: int
+
+    @property
+    def total(self) -> int:
+        return self.stuck + self.exhausted
 
 
 class QueueLeases(Collector):
@@ -18,27 +40,86 @@ class QueueLeases(Collector):
 
     def __init__(self, mapping: SchemaMapping) -> None:
         self.mapping = mapping
+        # The queues whose live leases were fewer than their expired ones last time.
+        self._live_shorter: set[str] = set()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
+        counted: dict[str, Expired] = {}
+        live_first = [queue for queue in queues if queue in self._live_shorter]
+        keeps_last = bool(live_first) and self._keeps_last_attempts(conn, ctx)
+        if keeps_last:
+            counted.update(self._from_live_side(conn, ctx, live_first, limit))
+        rest = [queue for queue in queues if queue not in counted]
+        look = min(LOOK, limit)
+        counted.update(self._scanned(conn, ctx, rest, look))
+        over = [queue for queue in rest if counted[queue].total > look]
+        if over and look < limit:
+            counted.update(self._scanned(conn, ctx, over, limit))
+        if over and (keeps_last or self._keeps_last_attempts(conn, ctx)):
+            self._learn(conn, ctx, {queue: counted[queue] for queue in over})
+        self._live_shorter &= set(queues)
         sampled = SampledCounts(conn, ctx, self.mapping)
         samples: list[AnySample] = []
-        params = {"queues": queues, "cap": limit + 1}
-        for queue, stuck, exhausted in fetch(conn, "expired_leases", ctx, params, self.mapping):
-            counted = {"stuck": stuck, "exhausted": exhausted}
-            if stuck + exhausted <= limit:
-                counts = {what: exact(n) for what, n in counted.items()}
-            else:  # the scan stopped at the bound: neither count is complete
-                counts = {
-                    what: estimated(n, sampled.estimate(queue, what)) for what, n in counted.items()
-                }
-            samples += [
-                Sample("pgq_queue_stuck_jobs", (queue,), counts["stuck"].value),
-                Sample("pgq_queue_exhausted_jobs", (queue,), counts["exhausted"].value),
-            ]
-            samples += [
-                Sample("pgq_queue_lease_count_approximate", (queue, what), float(c.approximate))
-                for what, c in counts.items()
-            ]
+        for queue in queues:
+            samples += _samples(queue, _counts(counted[queue], limit, queue, sampled))
         return samples
+
+    def _scanned(self, conn: Conn, ctx: Context, queues: list[str], cap: int) -> dict[str, Expired]:
+        """Each queue's expired leases through the processing index, up to cap + 1."""
+        if not queues:
+            return {}
+        params = {"queues": queues, "cap": cap + 1}
+        rows = fetch(conn, "expired_leases", ctx, params, self.mapping)
+        return {queue: Expired(stuck, exhausted) for queue, stuck, exhausted in rows}
+
+    def _keeps_last_attempts(self, conn: Conn, ctx: Context) -> bool:
+        if not self.mapping.is_reference:
+            return False
+        return bool(fetch(conn, "has_last_attempts", ctx, mapping=self.mapping)[0][0])
+
+    def _from_live_side(
+        self, conn: Conn, ctx: Context, queues: list[str], limit: int
+    ) -> dict[str, Expired]:
+        """The expired leases as the kept counts less the live leases, for each queue
+        whose live ones are at most half of its processing jobs (and the limit)."""
+        params = {"queues": queues, "limit": limit}
+        found = {}
+        for queue, processing, last, cap, live, live_last in fetch(
+            conn, "live_leases", ctx, params, self.mapping
+        ):
+            if live <= cap:
+                exhausted = max(0, last - live_last)
+                found[queue] = Expired(max(0, processing - last - (live - live_last)), exhausted)
+            if 2 * live >= processing:
+                self._live_shorter.discard(queue)
+        return found
+
+    def _learn(self, conn: Conn, ctx: Context, expired: dict[str, Expired]) -> None:
+        """Which of these queues, counted on the expired side, have more expired
+        leases than live ones: the next collection counts those on the live side."""
+        params = {"queues": list(expired)}
+        for queue, processing in fetch(conn, "kept_processing", ctx, params, self.mapping):
+            if 2 * expired[queue].total > processing:
+                self._live_shorter.add(queue)
+
+
+def _counts(found: Expired, limit: int, queue: str, sampled: SampledCounts) -> dict[str, Count]:
+    counted = {"stuck": found.stuck, "exhausted": found.exhausted}
+    if found.total <= limit:
+        return {what: exact(n) for what, n in counted.items()}
+    # The scan stopped at the bound: neither count is complete.
+    return {what: estimated(n, sampled.estimate(queue, what)) for what, n in counted.items()}
+
+
+def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
+    samples: list[AnySample] = [
+        Sample("pgq_queue_stuck_jobs", (queue,), counts["stuck"].value),
+        Sample("pgq_queue_exhausted_jobs", (queue,), counts["exhausted"].value),
+    ]
+    samples += [
+        Sample("pgq_queue_lease_count_approximate", (queue, what), float(c.approximate))
+        for what, c in counts.items()
+    ]
+    return samples

@@ -163,6 +163,44 @@ CROSS JOIN LATERAL (
           LIMIT %(cap)s) AS e
 ) AS l;
 
+-- name: has_last_attempts
+-- Whether the reference schema keeps the processing jobs on their last attempt
+-- (version 11 and later).
+SELECT EXISTS (SELECT FROM pg_attribute a
+               WHERE a.attrelid = to_regclass({counts_name})
+                 AND a.attname = 'processing_last' AND NOT a.attisdropped) AS present;
+
+-- name: kept_processing
+-- The reference schema's kept counts of processing jobs, per queue.
+SELECT c.queue, sum(c.processing)::bigint AS processing
+FROM {counts} c
+WHERE c.queue = ANY (%(queues)s::text[])
+GROUP BY c.queue;
+
+-- name: live_leases
+-- Per queue, the processing jobs whose lease runs on, counted through the
+-- processing index from now(), beside the reference schema's kept counts of its
+-- processing jobs, all and on their last attempt, in the same snapshot: the
+-- expired leases of each kind are the difference (a processing job always has a
+-- lease there: a check of the table says so). A count stops past half of the
+-- queue's processing jobs, or %(limit)s: beyond it the expired side is shorter.
+SELECT q.queue, k.processing, k.last, k.cap, l.live, l.live_last
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN LATERAL (
+    SELECT s.processing, s.last, least(s.processing / 2, %(limit)s) AS cap
+    FROM (SELECT coalesce(sum(c.processing), 0)::bigint AS processing,
+                 coalesce(sum(c.processing_last), 0)::bigint AS last
+          FROM {counts} c WHERE c.queue = q.queue) AS s
+) AS k
+CROSS JOIN LATERAL (
+    SELECT count(*) AS live, count(*) FILTER (WHERE e.attempts >= e.max_attempts) AS live_last
+    FROM (SELECT j.{c_attempts} AS attempts, j.{c_max_attempts} AS max_attempts
+          FROM {jobs} j
+          WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_processing}
+            AND j.{c_locked_until} >= now()
+          LIMIT k.cap + 1) AS e
+) AS l;
+
 -- name: snapshot_horizon
 -- Every transaction below this xmin has ended: its finished jobs are visible now.
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS horizon,

@@ -20,7 +20,14 @@ from tests.support.counts import (
     assert_delayed_exact,
     kept_counts,
 )
-from tests.support.exporter import basic_config, collect_once, parse_samples, value
+from tests.support.exporter import (
+    Samples,
+    basic_config,
+    collect_once,
+    collect_once_with,
+    parse_samples,
+    value,
+)
 
 Conn = psycopg.Connection[Any]
 MAIN = {"database": "main"}
@@ -62,6 +69,18 @@ def test_kept_counts_follow_every_kind_of_write(db: Database) -> None:
                      ([c[0] for c in claimed[:6]], [c[1] for c in claimed[:6]]))  # fmt: skip
         conn.execute("SELECT fail(%s, %s, 'boom')", claimed[6])
         conn.execute("SELECT heartbeat(%s, %s)", claimed[7])
+        assert_counts_exact(conn)
+        # Jobs on their last attempt: claimed, renewed, given more attempts, and expired
+        # (the reap below takes them).
+        conn.execute(
+            "INSERT INTO jobs (queue, max_attempts) SELECT 'mail', 1 FROM generate_series(1, 4)"
+        )
+        last = conn.execute("SELECT id, lease_token FROM claim('mail', 40)").fetchall()
+        conn.execute("SELECT heartbeat(%s, %s)", last[0])
+        conn.execute("UPDATE jobs SET max_attempts = 5 WHERE id = %s", (last[1][0],))
+        conn.execute("UPDATE jobs SET locked_until = now() - interval '1 second'"
+                     " WHERE id = ANY(%s)", ([c[0] for c in last[2:]],))  # fmt: skip
+        assert kept_counts(conn)[("mail", "processing_last")] >= 3
         assert_counts_exact(conn)
         # Writes that bypass the contract are counted too.
         conn.execute("INSERT INTO jobs (queue, status, finished_at)"
@@ -582,3 +601,49 @@ def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Da
             conn.execute("SELECT pg_sleep(1.5)")
     assert recounts.bounded("mail", "done", 10_001, 10_000).value == 70_000
     assert timeout == "1s"
+
+
+PROCESSING = (
+    "INSERT INTO jobs (queue, status, attempts, max_attempts, started_at, locked_until,"
+    " lease_token) SELECT %(queue)s, 'processing', CASE WHEN n %% 3 = 0 THEN 3 ELSE 1 END, 3,"
+    " now(), now() + %(lease)s::interval, gen_random_uuid() FROM generate_series(1, %(n)s) n"
+)
+EXPIRED_TRUTH = (
+    "SELECT queue, count(*) FILTER (WHERE attempts < max_attempts),"
+    " count(*) FILTER (WHERE attempts >= max_attempts) FROM jobs"
+    " WHERE status = 'processing' AND locked_until < now() GROUP BY 1"
+)
+
+
+def test_expired_leases_past_the_first_look_are_exact_from_the_shorter_side(
+    db: Database,
+) -> None:
+    """More expired leases than a first count reads (1,000). mail's live leases are the
+    fewer: from its second collection its expired ones are its kept counts less them.
+    misc's are the more, and counted through the index, until its leases expire too;
+    mail's then fewer, after its reaper ran, are counted on the expired side again."""
+    with db.connect(autocommit=True) as conn:
+        for queue, expired, live in (("mail", 2_400, 300), ("misc", 1_200, 3_000)):
+            conn.execute(PROCESSING, {"queue": queue, "n": expired, "lease": "-1 minute"})
+            conn.execute(PROCESSING, {"queue": queue, "n": live, "lease": "1 hour"})
+        expected = [{"mail": (1_600, 800), "misc": (800, 400)}] * 3
+        with collect_once_with(basic_config(db.dsn)) as collect:
+            for truth in expected:
+                _assert_expired(conn, collect(), truth)
+            conn.execute("UPDATE jobs SET locked_until = now() - interval '1 minute'"
+                         " WHERE queue = 'misc'")  # fmt: skip
+            conn.execute("UPDATE jobs SET status = 'pending', locked_until = NULL,"
+                         " lease_token = NULL WHERE queue = 'mail' AND locked_until < now()"
+                         " AND id % 4 <> 0")  # fmt: skip
+            for _ in range(3):
+                _assert_expired(conn, collect(), {"mail": (400, 200), "misc": (2_800, 1_400)})
+
+
+def _assert_expired(conn: Conn, samples: Samples, truth: dict[str, tuple[int, int]]) -> None:
+    assert {q: (s, e) for q, s, e in conn.execute(EXPIRED_TRUTH)} == truth, "the scenario"
+    for queue, (stuck, exhausted) in truth.items():
+        labels = {**MAIN, "queue": queue}
+        assert value(samples, "pgq_queue_stuck_jobs", **labels) == stuck
+        assert value(samples, "pgq_queue_exhausted_jobs", **labels) == exhausted
+        for what in ("stuck", "exhausted"):
+            assert value(samples, "pgq_queue_lease_count_approximate", status=what, **labels) == 0

@@ -6,13 +6,14 @@ from typing import Any
 
 import psycopg
 
-STATUSES = ("pending", "processing", "done", "failed")
+# The statuses, and the processing jobs on their last attempt (schema version 11).
+STATUSES = ("pending", "processing", "done", "failed", "processing_last")
 
 
 def kept_counts(conn: psycopg.Connection[Any]) -> dict[tuple[str, str], int]:
     """(queue, status) -> jobs, from queue_counts; zero counts left out."""
     rows = conn.execute(
-        "SELECT queue, sum(pending), sum(processing), sum(done), sum(failed)"
+        "SELECT queue, sum(pending), sum(processing), sum(done), sum(failed), sum(processing_last)"
         " FROM queue_counts GROUP BY queue"
     ).fetchall()
     return {
@@ -28,6 +29,8 @@ def assert_counts_exact(conn: psycopg.Connection[Any]) -> None:
         (queue, status): n
         for queue, status, n in conn.execute(
             "SELECT queue, status, count(*) FROM jobs GROUP BY 1, 2"
+            " UNION ALL SELECT queue, 'processing_last', count(*) FROM jobs"
+            " WHERE status = 'processing' AND attempts >= max_attempts GROUP BY 1"
         ).fetchall()
     }
     assert kept_counts(conn) == truth
