@@ -2,7 +2,8 @@
 
 A queue's expired leases are counted through the processing index, from whichever
 side of now() was the shorter at its last collection. On the expired side, a
-first count reads LOOK at most, then up to exact_count_limit. On the live side
+first count reads LOOK at most, then up to exact_count_limit (a queue that had
+more than LOOK last time goes straight to the second). On the live side
 (the reference schema, version 11 on), the expired leases are the kept counts of
 processing jobs, all and on their last attempt, less the live leases, read in the
 same snapshot. So the cost follows the shorter side: a queue whose reaper is down
@@ -40,8 +41,10 @@ class QueueLeases(Collector):
 
     def __init__(self, mapping: SchemaMapping) -> None:
         self.mapping = mapping
-        # The queues whose live leases were fewer than their expired ones last time.
+        # The queues whose live leases were fewer than their expired ones last time,
+        # and those counted on the expired side that had more than LOOK.
         self._live_shorter: set[str] = set()
+        self._past_look: set[str] = set()
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         queues = ctx.known_queues(conn)
@@ -51,14 +54,17 @@ class QueueLeases(Collector):
         keeps_last = bool(live_first) and self._keeps_last_attempts(conn, ctx)
         if keeps_last:
             counted.update(self._from_live_side(conn, ctx, live_first, limit))
-        rest = [queue for queue in queues if queue not in counted]
         look = min(LOOK, limit)
-        counted.update(self._scanned(conn, ctx, rest, look))
-        over = [queue for queue in rest if counted[queue].total > look]
+        rest = [queue for queue in queues if queue not in counted]
+        straight = self._past_look if look < limit else set()
+        first = [queue for queue in rest if queue not in straight]
+        counted.update(self._scanned(conn, ctx, first, look))
+        over = [queue for queue in rest if queue in straight or counted[queue].total > look]
         if over and look < limit:
             counted.update(self._scanned(conn, ctx, over, limit))
         if over and (keeps_last or self._keeps_last_attempts(conn, ctx)):
             self._learn(conn, ctx, {queue: counted[queue] for queue in over})
+        self._past_look = {queue for queue in over if counted[queue].total > look}
         self._live_shorter &= set(queues)
         sampled = SampledCounts(conn, ctx, self.mapping)
         samples: list[AnySample] = []
