@@ -8,7 +8,7 @@ import pytest
 
 from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
-from bench.dataset import build
+from bench.dataset import REAPER_DOWN, build
 from bench.fleet import PREFIX, fleet, one_fleet_run, serving_while_collecting
 from bench.jit import jit_scrapes
 from bench.queues import build_queues, measure_queues
@@ -47,6 +47,21 @@ def test_dataset_and_collection_harness(db: Database) -> None:
     assert len(surge[-1]["estimate_errors_percent"]) == 6
     with db.connect() as conn:
         assert_counts_exact(conn)  # the harness leaves the kept counts as it found them
+
+
+EXPIRED = (
+    "SELECT count(*), count(*) FILTER (WHERE locked_until < now()) FROM pgq.jobs"
+    " WHERE status = 'processing'"
+)
+
+
+def test_the_datasets_expired_leases(db: Database) -> None:
+    """One in fifty processing jobs past its lease; with the reaper down, 49 in 50."""
+    for unfinished, expected in ((None, (300, 6)), (REAPER_DOWN, (700, 686))):
+        extra = {"unfinished": unfinished} if unfinished else {}
+        build(db.dsn, jobs=10_000, queues=5, **extra)
+        with psycopg.connect(db.dsn) as conn:
+            assert conn.execute(EXPIRED).fetchone() == expected
 
 
 def test_scrape_latency_harness(db: Database) -> None:
