@@ -8,7 +8,7 @@ import pytest
 
 from bench.collection import backlog_growth, exporter_cycle_seconds, seed_cycle_seconds
 from bench.contract import claim_through_drain, measure_contract
-from bench.dataset import REAPER_DOWN, build
+from bench.dataset import REAPER_DOWN, Unfinished, build
 from bench.fleet import PREFIX, fleet, one_fleet_run, serving_while_collecting
 from bench.jit import jit_scrapes
 from bench.queues import build_queues, measure_queues
@@ -57,9 +57,8 @@ EXPIRED = (
 
 def test_the_datasets_expired_leases(db: Database) -> None:
     """One in fifty processing jobs past its lease; with the reaper down, 49 in 50."""
-    for unfinished, expected in ((None, (300, 6)), (REAPER_DOWN, (700, 686))):
-        extra = {"unfinished": unfinished} if unfinished else {}
-        build(db.dsn, jobs=10_000, queues=5, **extra)
+    for unfinished, expected in ((Unfinished(), (300, 6)), (REAPER_DOWN, (700, 686))):
+        build(db.dsn, jobs=10_000, queues=5, unfinished=unfinished)
         with psycopg.connect(db.dsn) as conn:
             assert conn.execute(EXPIRED).fetchone() == expected
 
