@@ -47,7 +47,7 @@ def _kept_totals(
 ) -> dict[str, tuple[int, int]] | None:
     """Per queue, the jobs that entered done and failed, as the reference schema keeps
     them; None where it keeps none (a schema before version 7)."""
-    if not fetch(conn, "has_totals", ctx, mapping=mapping)[0][0]:
+    if not fetch(conn, "has_counts_column", ctx, {"column": "completed_total"}, mapping)[0][0]:
         return None
     totals = fetch(conn, "kept_totals", ctx, mapping=mapping)
     return {queue: (int(done), int(failed)) for queue, done, failed in totals}

@@ -62,7 +62,9 @@ class QueueLeases(Collector):
         over = [queue for queue in rest if queue in straight or counted[queue].total > look]
         if over and look < limit:
             counted.update(self._scanned(conn, ctx, over, limit))
-        if over and (keeps_last or self._keeps_last_attempts(conn, ctx)):
+        if over and not live_first:  # not asked yet this collection
+            keeps_last = self._keeps_last_attempts(conn, ctx)
+        if over and keeps_last:
             self._learn(conn, ctx, {queue: counted[queue] for queue in over})
         self._past_look = {queue for queue in over if counted[queue].total > look}
         self._live_shorter &= set(queues)
@@ -83,7 +85,8 @@ class QueueLeases(Collector):
     def _keeps_last_attempts(self, conn: Conn, ctx: Context) -> bool:
         if not self.mapping.is_reference:
             return False
-        return bool(fetch(conn, "has_last_attempts", ctx, mapping=self.mapping)[0][0])
+        params = {"column": "processing_last"}
+        return bool(fetch(conn, "has_counts_column", ctx, params, self.mapping)[0][0])
 
     def _from_live_side(
         self, conn: Conn, ctx: Context, queues: list[str], limit: int

@@ -101,11 +101,13 @@ LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS proce
                   sum(c.done) AS done, sum(c.failed) AS failed
            FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
 
--- name: has_totals
--- Whether the reference schema keeps totals of finished jobs (version 7 and later).
+-- name: has_counts_column
+-- Whether the reference schema's kept counts have column %(column)s: the totals of
+-- finished jobs (completed_total, version 7 and later), the processing jobs on their
+-- last attempt (processing_last, version 11 and later).
 SELECT EXISTS (SELECT FROM pg_attribute a
                WHERE a.attrelid = to_regclass({counts_name})
-                 AND a.attname = 'completed_total' AND NOT a.attisdropped) AS present;
+                 AND a.attname = %(column)s AND NOT a.attisdropped) AS present;
 
 -- name: kept_totals
 -- The reference schema's totals of the jobs that entered done and failed,
@@ -162,13 +164,6 @@ CROSS JOIN LATERAL (
             AND j.{c_locked_until} < now()
           LIMIT %(cap)s) AS e
 ) AS l;
-
--- name: has_last_attempts
--- Whether the reference schema keeps the processing jobs on their last attempt
--- (version 11 and later).
-SELECT EXISTS (SELECT FROM pg_attribute a
-               WHERE a.attrelid = to_regclass({counts_name})
-                 AND a.attname = 'processing_last' AND NOT a.attisdropped) AS present;
 
 -- name: kept_processing
 -- The reference schema's kept counts of processing jobs, per queue.
