@@ -15,7 +15,7 @@ from itertools import count
 
 from pgq_exporter.http.ports import free_port
 from tests.conftest import Database
-from tests.support.exporter import ExporterProcess, basic_config, parse_samples
+from tests.support.exporter import ExporterProcess, Labels, basic_config, parse_samples
 from tests.support.fake_postgres import Tarpit
 
 FLOOD_SECONDS = 30
@@ -65,6 +65,14 @@ def _dropped(text: str, database: str) -> float:
     return sum(v for labels, v in samples.items() if ("database", database) in labels)
 
 
+def _queue_depth_runs(samples: dict[str, dict[Labels, float]]) -> list[float]:
+    """When main's queue_depth last succeeded: one value once it has, none before."""
+    return [
+        v for labels, v in samples.get("pgq_collector_last_success_timestamp_seconds", {}).items()
+        if ("database", "main") in labels and ("collector", "queue_depth") in labels
+    ]  # fmt: skip
+
+
 def test_floods_of_tarpit_and_refusing_targets_leave_the_listed_database_on_schedule(
     db: Database,
 ) -> None:
@@ -75,8 +83,7 @@ def test_floods_of_tarpit_and_refusing_targets_leave_the_listed_database_on_sche
             + "probe: {wait: 1s, max_targets: 2000}\n"
         )  # fmt: skip
         with ExporterProcess(config) as exporter:
-            exporter.wait_until(lambda s: "pgq_collector_last_success_timestamp_seconds" in s)
-            before = exporter.scrape()
+            before = exporter.wait_until(_queue_depth_runs)
             statuses = _flood(exporter, {"tarpit": tarpit.port, "refusing": refusing},
                               FLOOD_SECONDS)  # fmt: skip
             _, body = exporter.get("/metrics")
@@ -85,14 +92,7 @@ def test_floods_of_tarpit_and_refusing_targets_leave_the_listed_database_on_sche
     started = after["pgq_probe_targets"][frozenset()]
     assert statuses[200] > 200 and started > 200 and tarpit.accepted > 0, (statuses, started)
     assert _dropped(body.decode(), "main") == 0
-    runs = [
-        v for labels, v in after["pgq_collector_last_success_timestamp_seconds"].items()
-        if ("database", "main") in labels and ("collector", "queue_depth") in labels
-    ]  # fmt: skip
-    last = [
-        v for labels, v in before["pgq_collector_last_success_timestamp_seconds"].items()
-        if ("database", "main") in labels and ("collector", "queue_depth") in labels
-    ]  # fmt: skip
+    runs, last = _queue_depth_runs(after), _queue_depth_runs(before)
     assert runs[0] - last[0] >= FLOOD_SECONDS - 5  # it kept running through the flood
     assert healthy == 200
 

@@ -135,7 +135,8 @@ def test_a_reload_of_deeply_nested_yaml_is_one_located_line_and_counted_failed(
 ) -> None:
     deep = basic_config(db.dsn) + "custom_collectors: " + "[" * 600 + "]" * 600 + "\n"
     with ExporterProcess(basic_config(db.dsn), args=LIFECYCLE) as exporter:
-        exporter.wait_until(lambda s: "pgq_config_last_reload_successful" in s)
+        # The served database must be up before the reload, so that keeping it is what is checked.
+        exporter.wait_until(lambda s: value(s, "pgq_up", database="main") == 1)
         exporter.config_path.write_text(deep)
         status, body = exporter.get("/-/reload", method="POST")
         samples = exporter.wait_until(lambda s: value(s, "pgq_config_last_reload_successful") == 0)
