@@ -136,6 +136,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_queue_oldest_ready_age_seconds", G,
                "Age of the oldest ready job (now - scheduled_at); 0 when none is ready.",
                DBQ, QUEUE_LATENCY, "seconds"),
+    MetricSpec("pgq_queue_late_ready_jobs", G,
+               "Ready jobs that have waited longer than the threshold (in seconds; "
+               "histograms.wait_thresholds) and not started: the late jobs a wait objective "
+               "counts before they finish, so that a queue nobody works burns its budget. "
+               "Counted only in queues whose oldest ready job is past the threshold; exact "
+               "up to exact_count_limit. Served for the reference schema and mapped tables.",
+               (*DBQ, "threshold"), QUEUE_LATENCY),
     MetricSpec("pgq_queue_stuck_jobs", G,
                "Processing jobs past locked_until that still have attempts left: the reaper "
                "will return them to pending. With a library preset, running jobs abandoned by "
@@ -174,6 +181,16 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Wait time of finished jobs, scheduled_at to started_at of the last attempt: in "
                "the queue, and in the hands of a worker that claimed it ahead.",
                DBQ, JOB_HISTOGRAMS, "seconds"),
+    MetricSpec("pgq_job_waits_total", C,
+               "Finished jobs whose wait was observed: the events of pgq_job_wait_seconds, as "
+               "a counter that reads the same whether Prometheus keeps classic or native "
+               "histograms (the wait objectives' total).",
+               DBQ, JOB_HISTOGRAMS),
+    MetricSpec("pgq_job_waits_within_total", C,
+               "Of pgq_job_waits_total, the jobs that waited no longer than the threshold (in "
+               "seconds; histograms.wait_thresholds): exact, not interpolated from buckets "
+               "(the wait objectives' good events).",
+               (*DBQ, "threshold"), JOB_HISTOGRAMS),
     MetricSpec("pgq_jobs_completed_total", C,
                "Jobs that finished with status done. On the reference schema the database "
                "keeps the total (queue_counts, version 7 on), so jobs that finish while "

@@ -67,7 +67,7 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
             continue
         collector = plan.make()
         ctx = Context(
-            config, database, source, KnownQueues(), source.make_feed(config.histograms.classic)
+            config, database, source, KnownQueues(), source.make_feed(config.histograms.feed_layout)
         )
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)

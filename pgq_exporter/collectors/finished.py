@@ -10,11 +10,11 @@ import heapq
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram, threshold_text
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 
@@ -24,10 +24,16 @@ class QueueStats:
     wait: Histogram
     completed: int = 0
     failed: int = 0
+    # The waits observed, and of them those at or under each of the layout's thresholds.
+    thresholds: tuple[float, ...] = ()
+    waits: int = 0
+    within: list[int] = field(default_factory=list)
 
     @classmethod
     def empty(cls, layout: ClassicLayout) -> QueueStats:
-        return cls(Histogram(layout.processing), Histogram(layout.wait))
+        thresholds = layout.wait_thresholds
+        return cls(Histogram(layout.processing), Histogram(layout.wait),
+                   thresholds=thresholds, within=[0] * len(thresholds))  # fmt: skip
 
     def count(self, done: bool, processing: float | None, wait: float | None) -> None:
         if done:
@@ -38,6 +44,10 @@ class QueueStats:
             self.processing.observe(max(processing, 0.0))
         if wait is not None:
             self.wait.observe(max(wait, 0.0))
+            self.waits += 1
+            for i, threshold in enumerate(self.thresholds):
+                if wait <= threshold:
+                    self.within[i] += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +69,12 @@ def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[Any
         if known:
             buckets, native = histogram.forms()
             samples.append(HistogramSample(name, (queue,), buckets, histogram.total, native))
+    if outcomes.wait:
+        samples.append(Sample("pgq_job_waits_total", (queue,), float(stats.waits)))
+        samples += [
+            Sample("pgq_job_waits_within_total", (queue, threshold_text(t)), float(n))
+            for t, n in zip(stats.thresholds, stats.within, strict=True)
+        ]
     if "done" in outcomes.finishes:
         samples.append(Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)))
     if "failed" in outcomes.finishes:

@@ -9,11 +9,15 @@ from pgq_exporter.histograms import CLASSIC_LAYOUTS, ClassicLayout, explicit_lay
 
 # Explicit bounds: a histogram of more buckets than this is no longer cheap.
 MAX_EXPLICIT_BOUNDS = 200
+# Each wait threshold is two series a queue.
+MAX_WAIT_THRESHOLDS = 8
+WAIT_THRESHOLD_RANGE = (0.001, 7 * 86400.0)
 
 
 class HistogramSection(Checks):
     def histograms(self) -> HistogramSettings:
-        entry = self.mapping(("histograms",), ("classic", "classic_in_protobuf"))
+        keys = ("classic", "classic_in_protobuf", "wait_thresholds")
+        entry = self.mapping(("histograms",), keys)
         default = HistogramSettings()
         return HistogramSettings(
             classic=self.classic_layout() if "classic" in entry else default.classic,
@@ -22,7 +26,21 @@ class HistogramSection(Checks):
                 if "classic_in_protobuf" in entry
                 else default.classic_in_protobuf
             ),
+            wait_thresholds=(
+                self.wait_thresholds() if "wait_thresholds" in entry else default.wait_thresholds
+            ),
         )
+
+    def wait_thresholds(self) -> tuple[float, ...]:
+        path = ("histograms", "wait_thresholds")
+        count = len(self.sequence(path))
+        if count > MAX_WAIT_THRESHOLDS:
+            raise self.fail(path, f"expected at most {MAX_WAIT_THRESHOLDS} thresholds, got {count}")
+        seconds = tuple(self.duration((*path, i), WAIT_THRESHOLD_RANGE) for i in range(count))
+        for i in range(1, count):
+            if seconds[i] <= seconds[i - 1]:
+                raise self.fail((*path, i), "thresholds must increase")
+        return seconds
 
     def classic_layout(self) -> ClassicLayout:
         path = ("histograms", "classic")

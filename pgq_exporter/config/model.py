@@ -25,6 +25,7 @@ DEFAULT_INTERVAL = 15.0
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_WINDOW = 300.0
 DEFAULT_EXACT_COUNT_LIMIT = 1_000_000
+DEFAULT_WAIT_THRESHOLDS = (30.0, 300.0)
 # Series caps: a runaway number of queues, or a custom query returning a
 # table, must not make /metrics huge. What a cap drops is counted and logged.
 DEFAULT_MAX_QUEUES = 2_000
@@ -245,6 +246,14 @@ class HistogramSettings:
 
     classic: ClassicLayout = DEFAULT_CLASSIC
     classic_in_protobuf: bool = False
+    # Waits counted exactly at these bounds (pgq_job_waits_within_total), and the ready
+    # jobs that waited past each (pgq_queue_late_ready_jobs): the wait objectives' SLI.
+    wait_thresholds: tuple[float, ...] = DEFAULT_WAIT_THRESHOLDS
+
+    @property
+    def feed_layout(self) -> ClassicLayout:
+        """What a feed of finished jobs counts in: the classic bounds and the thresholds."""
+        return self.classic._replace(wait_thresholds=self.wait_thresholds)
 
 
 @dataclass(frozen=True, slots=True)

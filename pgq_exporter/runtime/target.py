@@ -218,7 +218,7 @@ class Target:
         return min([RETRY_RESOLVE, *(s.interval for s in self.config.collectors.values())])
 
     def _plan(self, source: QueueSource) -> None:
-        feed = source.make_feed(self.config.histograms.classic)
+        feed = source.make_feed(self.config.histograms.feed_layout)
         if self.feed is None or type(self.feed) is not type(feed) or _relaid(self.feed, feed):
             self.feed = feed
         previous = self._carried.slots if self._carried else {}
@@ -477,5 +477,6 @@ class Target:
 
 
 def _relaid(kept: Feed, made: Feed) -> bool:
-    """The config's classic buckets changed: the kept feed's histograms count on the old."""
+    """The config's classic buckets or wait thresholds changed: the kept feed's
+    histograms count on the old."""
     return kept.jobs.layout != made.jobs.layout

@@ -149,6 +149,19 @@ SELECT q.queue,
              AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
 FROM unnest(%(queues)s::text[]) AS q(queue);
 
+-- name: late_ready
+-- Per queue and wait threshold: the ready jobs that have waited longer than the
+-- threshold, through the pending index, up to %(cap)s. Run only for the queues whose
+-- oldest ready job is past the smallest threshold.
+SELECT q.queue, t.seconds,
+       (SELECT count(*) FROM (
+            SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+              AND j.{c_scheduled_at} <= now() - make_interval(secs => t.seconds)
+            LIMIT %(cap)s) AS late) AS late
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
+
 -- name: expired_leases
 -- Per queue, one range scan of the processing index up to now() (attempts
 -- and max_attempts are included in it), stopped at %(cap)s rows: the cost

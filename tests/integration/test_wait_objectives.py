@@ -1,0 +1,70 @@
+"""The wait objectives' SLI as served: waits within each threshold counted exactly from
+the feed of finished jobs, and the ready jobs already past each threshold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from tests.conftest import Database
+from tests.support.exporter import basic_config, collect_once_with, value
+
+Conn = psycopg.Connection[Any]
+CONFIG_EXTRA = "histograms: {wait_thresholds: [30s, 5m]}\n"
+
+
+def _enqueue(conn: Conn, queue: str, n: int, ago: str) -> None:
+    for _ in range(n):
+        conn.execute("SELECT enqueue(%s, '{}', -%s::interval)", (queue, ago))
+
+
+def _finish(conn: Conn, queue: str, n: int) -> None:
+    """Claim the ``n`` oldest ready jobs of ``queue`` and complete them."""
+    rows = conn.execute("SELECT id, lease_token FROM claim(%s, %s)", (queue, n)).fetchall()
+    assert len(rows) == n
+    for job_id, token in rows:
+        conn.execute("SELECT complete(%s, %s)", (job_id, token))
+
+
+def test_late_ready_jobs_and_waits_within_each_threshold_are_exact(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "email", 3, "10 minutes")
+        _enqueue(conn, "email", 2, "1 minute")
+        _enqueue(conn, "email", 4, "0")
+        _enqueue(conn, "misc", 2, "0")
+    config = basic_config(db.dsn, extra=CONFIG_EXTRA)
+    with collect_once_with(config) as collect:
+        first = collect()
+        with db.connect(autocommit=True) as conn:
+            _finish(conn, "email", 3)  # waited 10 minutes
+            _finish(conn, "email", 2)  # waited 1 minute
+        after = collect()
+
+    def late(samples: dict[str, Any], queue: str, threshold: str) -> float:
+        return value(samples, "pgq_queue_late_ready_jobs", database="main", queue=queue,
+                     threshold=threshold)  # fmt: skip
+
+    assert (late(first, "email", "30"), late(first, "email", "300")) == (5, 3)
+    assert (late(first, "misc", "30"), late(first, "misc", "300")) == (0, 0)
+    assert (late(after, "email", "30"), late(after, "email", "300")) == (0, 0)
+    email = {"database": "main", "queue": "email"}
+    # The feed counts from the exporter's start: nothing before the first read.
+    assert value(first, "pgq_job_waits_total", **email) == 0
+    assert value(after, "pgq_job_waits_total", **email) == 5
+    assert value(after, "pgq_job_waits_within_total", threshold="30", **email) == 0
+    assert value(after, "pgq_job_waits_within_total", threshold="300", **email) == 2
+    assert value(after, "pgq_job_wait_seconds_count", **email) == 5
+    misc = {"database": "main", "queue": "misc"}
+    assert value(after, "pgq_job_waits_within_total", threshold="30", **misc) == 0
+
+
+def test_no_thresholds_serve_no_late_jobs_and_no_within_counts(db: Database) -> None:
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "email", 2, "10 minutes")
+    config = basic_config(db.dsn, extra="histograms: {wait_thresholds: []}\n")
+    with collect_once_with(config) as collect:
+        samples = collect()
+    assert "pgq_queue_late_ready_jobs" not in samples
+    assert "pgq_job_waits_within_total" not in samples
+    assert value(samples, "pgq_job_waits_total", database="main", queue="email") == 0
