@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,16 @@ from pgq_exporter.bundle import (
     runbooks,
 )
 from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.bundle.slos.rules import slo_rule_groups
+from pgq_exporter.bundle.slos.scenarios import slo_rule_tests
 from pgq_exporter.config import PRESET_LAYOUTS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
 RULES_FILE = "alerts/pgq-alerts.yaml"
 RULE_TESTS_FILE = "alerts/tests/pgq-alerts.test.yaml"
+SLO_RULES_FILE = "alerts/pgq-slos.yaml"
+# Each objective's rules (as in SLO_RULES_FILE) and its promtool tests.
+SLO_TESTS_DIR = "alerts/tests/slos"
 PRESET_RULE_TESTS_FILE = "alerts/tests/pgq-alerts-presets.test.yaml"
 INHIBIT_FILE = "alerts/alertmanager-inhibit.yaml"
 ROUTE_FILE = "alerts/alertmanager-route.yaml"
@@ -87,6 +93,13 @@ def render_bundle(config: BundleConfig | None = None, root: Path | None = None) 
     files[PRESET_RULE_TESTS_FILE] = to_yaml(
         alerts.preset_rule_tests(config, "../pgq-alerts.yaml", presets.served_by_preset())
     )
+    if config.slos:
+        files[SLO_RULES_FILE] = to_yaml(slo_rule_groups(config))
+        for objective in config.slos:
+            own = replace(config, slos=(objective,))
+            files[f"{SLO_TESTS_DIR}/{objective.name}.yaml"] = to_yaml(slo_rule_groups(own))
+            for suffix, tests in slo_rule_tests(objective, f"{objective.name}.yaml").items():
+                files[f"{SLO_TESTS_DIR}/{objective.name}{suffix}"] = to_yaml(tests)
     files[INHIBIT_FILE] = to_yaml(alerts.inhibit_rules(config))
     files[ROUTE_FILE] = to_yaml(alerts.alertmanager_route(config))
     files["contrib/postgres_exporter/queries.yaml"] = to_yaml(postgres_exporter.queries_yaml())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pgq_exporter.bundle.slos.objectives import Objective, parse_objectives
 from pgq_exporter.config.checks import Checks
 from pgq_exporter.config.yamlpos import Located, load_located
 from pgq_exporter.errors import UsageError
@@ -83,6 +84,8 @@ class BundleConfig:
     # Alert name -> queue -> threshold, for queues that need their own.
     queue_overrides: dict[str, dict[str, float]] = field(default_factory=dict)
     runbook_base: str = "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md"
+    # Queue objectives: their burn-rate alerts, budgets and specs (bundle/slos/).
+    slos: tuple[Objective, ...] = ()
 
     def setting(self, alert: str) -> AlertSetting:
         return self.alerts[alert]
@@ -101,7 +104,7 @@ def load_bundle_config(path: str | None) -> BundleConfig:
 def parse_bundle_config(doc: Located) -> BundleConfig:
     check = Checks(doc)
     keys = ("selector", "job", "keep_firing_for", "blind_memory", "alerts", "queue_overrides",
-            "runbook_base")  # fmt: skip
+            "runbook_base", "slos")  # fmt: skip
     top = check.mapping((), keys)
     config = BundleConfig()
     if "selector" in top:
@@ -122,7 +125,16 @@ def parse_bundle_config(doc: Located) -> BundleConfig:
         for name in check.mapping(("queue_overrides",), tuple(DEFAULT_ALERTS)):
             queues = check.mapping(("queue_overrides", name), None)
             overrides[name] = {str(q): check.number(("queue_overrides", name, q)) for q in queues}
-    return replace(config, alerts=alerts, queue_overrides=overrides)
+    slos = parse_objectives(check, _serves_waits()) if "slos" in top else ()
+    return replace(config, alerts=alerts, queue_overrides=overrides, slos=slos)
+
+
+def _serves_waits() -> dict[str, bool]:
+    """Each preset, and whether it serves wait times (a wait objective needs them)."""
+    from pgq_exporter.sources import preset_sources  # noqa: PLC0415 (only with slos:)
+
+    return {name: source.served()["pgq_job_wait_seconds"]
+            for name, source in preset_sources().items()}  # fmt: skip
 
 
 def _alert_setting(check: Checks, name: str, current: AlertSetting) -> AlertSetting:
