@@ -53,16 +53,20 @@ test-pg18: venv
 # The suite on PostgreSQL 18 in parts that make test runs side by side: the end-to-end
 # tests, which mostly wait on processes, in two (those marked prometheus, under a real
 # Prometheus, and the others), and the rest.
+# The objectives' tests run with the rest, whose lane has the time the other two lack.
+BESIDE_THE_REST := tests/e2e/test_library_presets.py tests/e2e/test_slo_alerts.py \
+	tests/e2e/test_slo_promtool.py
+
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
-		--ignore=tests/e2e/test_library_presets.py
+		$(addprefix --ignore=,$(BESIDE_THE_REST))
 
 test-pg18-prometheus: venv
 	$(BIN)/pytest -p no:cacheprovider -m prometheus tests/e2e \
-		--ignore=tests/e2e/test_library_presets.py
+		$(addprefix --ignore=,$(BESIDE_THE_REST))
 
 test-pg18-rest: venv
-	$(BIN)/pytest -p no:cacheprovider tests/integration tests/e2e/test_library_presets.py
+	$(BIN)/pytest -p no:cacheprovider tests/integration $(BESIDE_THE_REST)
 
 test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider tests/integration

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pgq_exporter.bundle import RULES_FILE, write_bundle
+from pgq_exporter.bundle import RULES_FILE, SLO_RULES_FILE, write_bundle
 from pgq_exporter.bundle.settings import parse_bundle_config
 from pgq_exporter.config.yamlpos import load_located
 from tests.support import wait_for
@@ -87,9 +87,10 @@ def watched_config(
     ):
         root = Path(tmp)
         write_bundle(root, parse_bundle_config(load_located(bundle, "bundle.yaml")))
+        rule_files = (root / RULES_FILE, root / SLO_RULES_FILE)
         config: dict[str, Any] = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(root / RULES_FILE)],
+            "rule_files": [str(p) for p in rule_files if p.exists()],
             "scrape_configs": [
                 {
                     "job_name": "pgq-exporter",

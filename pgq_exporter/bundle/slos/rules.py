@@ -62,9 +62,10 @@ def _event_rules(objective: Objective, config: BundleConfig, window: str) -> tup
     waits = _increase("pgq_job_waits_total", objective, config, window)
     within = _increase("pgq_job_waits_within_total", objective, config, window, threshold)
     late = selector("pgq_queue_late_ready_jobs", *matchers(objective, config), threshold)
-    # The ready jobs that turned late in the window (less those that left it late).
-    turned = (f"(max by ({KEY}) ({late}) - max by ({KEY}) ({late} offset {window}) "
-              f"or {waits} * 0)")  # fmt: skip
+    # The ready jobs that turned late in the window (less those that left it late); none
+    # late at its start where the gauge was not served then (a new queue, a restart).
+    now, then = f"max by ({KEY}) ({late})", f"max by ({KEY}) ({late} offset {window})"
+    turned = f"({now} - ({then} or {now} * 0) or {waits} * 0)"
     return f"{waits} + {turned}", f"clamp_min({waits} - {within} + {turned}, 0)"
 
 
