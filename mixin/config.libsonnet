@@ -89,6 +89,7 @@
     "job": "pgq-exporter",
     "keepFiringFor": "30s",
     "runbookBase": "https://github.com/pgq-exporter/pgq-exporter/blob/main/docs/runbooks.md",
-    "selector": ""
+    "selector": "",
+    "slos": []
   },
 }

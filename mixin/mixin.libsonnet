@@ -26,8 +26,16 @@ local number(x) = if x == std.floor(x) then '%d' % x else '%g' % x;
     if key != 'threshold' && key != 'for'
   },
 
-  prometheusAlerts+:: (import 'alerts.libsonnet')(c, p),
-  prometheusRules+:: (import 'rules.libsonnet')(c, p),
+  // The queue objectives' groups, where _config.slos declares any.
+  local slos = (import 'slos.libsonnet')(c, p),
+  local sloGroup(name, rules) =
+    if std.length(c.slos) > 0 then [{ name: name, rules: rules }] else [],
+  prometheusAlerts+:: {
+    groups: (import 'alerts.libsonnet')(c, p).groups + sloGroup('pgq-slo-alerts', slos.alerts),
+  },
+  prometheusRules+:: {
+    groups: (import 'rules.libsonnet')(c, p).groups + sloGroup('pgq-slo-recording', slos.recording),
+  },
   grafanaDashboards+:: (import 'dashboards.libsonnet')(c, p),
   // The Alertmanager route and inhibit rules the alerts are designed for.
   alertmanagerConfig+:: (import 'alertmanager.libsonnet')(c, p),

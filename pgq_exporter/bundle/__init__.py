@@ -26,8 +26,11 @@ from pgq_exporter.bundle import (
     runbooks,
 )
 from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.bundle.slos.dashboard import UID as SLO_DASHBOARD_UID
+from pgq_exporter.bundle.slos.dashboard import slo_dashboard
 from pgq_exporter.bundle.slos.rules import slo_rule_groups
 from pgq_exporter.bundle.slos.scenarios import slo_rule_tests
+from pgq_exporter.bundle.slos.specs import pyrra_objectives, sloth_specs
 from pgq_exporter.config import PRESET_LAYOUTS
 from pgq_exporter.presets.library import LIBRARY_PRESETS
 
@@ -100,6 +103,11 @@ def render_bundle(config: BundleConfig | None = None, root: Path | None = None) 
             files[f"{SLO_TESTS_DIR}/{objective.name}.yaml"] = to_yaml(slo_rule_groups(own))
             for suffix, tests in slo_rule_tests(objective, f"{objective.name}.yaml").items():
                 files[f"{SLO_TESTS_DIR}/{objective.name}{suffix}"] = to_yaml(tests)
+        files[f"dashboards/{SLO_DASHBOARD_UID}.json"] = to_json(slo_dashboard(config))
+        for period, spec in sloth_specs(config).items():
+            files[f"slos/sloth-{period}.yaml"] = to_yaml(spec)
+        for resource in pyrra_objectives(config):
+            files[f"slos/pyrra/{resource['metadata']['name']}.yaml"] = to_yaml(resource)
     files[INHIBIT_FILE] = to_yaml(alerts.inhibit_rules(config))
     files[ROUTE_FILE] = to_yaml(alerts.alertmanager_route(config))
     files["contrib/postgres_exporter/queries.yaml"] = to_yaml(postgres_exporter.queries_yaml())

@@ -72,3 +72,18 @@ def test_an_overridden_config_renders_what_generate_writes_with_the_same_setting
     manager = _render("alertmanagerConfig", overrides)
     assert manager["inhibit_rules"] == yaml.safe_load(files[INHIBIT_FILE])["inhibit_rules"]
     assert manager["route"] == yaml.safe_load(files[ROUTE_FILE])["route"]
+
+
+def test_the_mixins_objectives_render_the_rules_generate_writes_for_them() -> None:
+    from pgq_exporter.bundle import SLO_RULES_FILE  # noqa: PLC0415
+    from pgq_exporter.bundle.settings import load_bundle_config  # noqa: PLC0415
+    from pgq_exporter.bundle.slos.mixin import objectives_config  # noqa: PLC0415
+
+    config = load_bundle_config(str(ROOT / "examples" / "bundle-slos.yaml"))
+    overrides = f"slos: {json.dumps(objectives_config(config))}"
+    rules = _rules(overrides)
+    slo_groups = [g for g in rules["groups"] if g["name"].startswith("pgq-slo")]
+    generated = yaml.safe_load(render_bundle(config)[SLO_RULES_FILE])["groups"]
+    assert sorted(slo_groups, key=lambda g: g["name"]) == sorted(generated, key=lambda g: g["name"])
+    # With none declared, the mixin adds no group.
+    assert not [g for g in _rules()["groups"] if g["name"].startswith("pgq-slo")]

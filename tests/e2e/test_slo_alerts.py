@@ -4,12 +4,17 @@ while jobs keep arriving pages, and starting them again resolves the page."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
+from pgq_exporter.bundle import render_bundle
+from pgq_exporter.bundle.settings import parse_bundle_config
+from pgq_exporter.bundle.slos.dashboard import UID as SLO_DASHBOARD_UID
+from pgq_exporter.config.yamlpos import load_located
 from tests.conftest import Database
 from tests.support import wait_for
 from tests.support.alerts import BUNDLE, Watch, watched_config
@@ -65,6 +70,20 @@ def _working(db: Database) -> Iterator[None]:
         thread.join()
 
 
+def _empty_panels(watch: Watch) -> list[str]:
+    """The objectives' dashboard's panels none of whose queries returns data."""
+    files = render_bundle(parse_bundle_config(load_located(BUNDLE + OBJECTIVE, "bundle.yaml")))
+    dashboard = json.loads(files[f"dashboards/{SLO_DASHBOARD_UID}.json"])
+    empty = []
+    for panel in dashboard["panels"]:
+        exprs = [t["expr"] for t in panel["targets"]]
+        for variable in ("$slo", "$database", "$queue"):
+            exprs = [e.replace(variable, ".+") for e in exprs]
+        if not any(watch.api.query(e) for e in exprs):
+            empty.append(panel["title"])
+    return empty
+
+
 def _paging(watch: Watch) -> bool:
     return any(r["metric"].get("slo") == "email-wait" for r in watch.api.query(PAGE))
 
@@ -79,6 +98,7 @@ def test_stopping_the_workers_pages_and_starting_them_resolves(db: Database) -> 
         with _producing(db):
             # The workers are gone; jobs keep arriving and turn late.
             wait_for(lambda: _paging(watch), "the page", 90, interval=0.5)
+            assert _empty_panels(watch) == []
             with _working(db):
                 wait_for(lambda: not _paging(watch), "the page to resolve", 120, interval=0.5)
                 late = 'pgq_queue_late_ready_jobs{queue="email", threshold="1"}'

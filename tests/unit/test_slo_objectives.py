@@ -99,3 +99,30 @@ def test_the_default_bundle_has_no_objectives() -> None:
     files = render_bundle()
     assert SLO_RULES_FILE not in files
     assert not any(path.startswith(SLO_TESTS_DIR) for path in files)
+
+
+def test_the_sloth_and_pyrra_specs_hold_parseable_queries_for_every_objective() -> None:
+    config = load_bundle_config(str(EXAMPLE))
+    files = render_bundle(config)
+    sloth = yaml.safe_load(files["slos/sloth-30d.yaml"])
+    assert sloth["version"] == "prometheus/v1"
+    assert [s["name"] for s in sloth["slos"]] == [o.name for o in config.slos]
+    for slo, objective in zip(sloth["slos"], config.slos, strict=True):
+        assert slo["objective"] == objective.target
+        assert slo["alerting"]["page_alert"]["labels"]["severity"] == "critical"
+        queries = [*slo["sli"].get("events", {}).values(), *slo["sli"].get("raw", {}).values()]
+        assert queries and all("{{.window}}" in q for q in queries)
+        for query in queries:
+            promql_parser.parse(query.replace("{{.window}}", "5m"))
+    for objective in config.slos:
+        resource = yaml.safe_load(files[f"slos/pyrra/{objective.name}.yaml"])
+        assert resource["kind"] == "ServiceLevelObjective"
+        assert float(resource["spec"]["target"]) == objective.target
+        assert resource["spec"]["window"] == objective.period
+        ((kind, indicator),) = resource["spec"]["indicator"].items()
+        assert kind == {"wait": "latency", "success": "ratio", "ready_age": "bool_gauge"}[
+            objective.sli]  # fmt: skip
+        metrics = [indicator["metric"]] if "metric" in indicator else [
+            part["metric"] for key, part in indicator.items() if key != "grouping"]  # fmt: skip
+        for metric in metrics:
+            promql_parser.parse(metric)

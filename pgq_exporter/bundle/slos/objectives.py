@@ -18,11 +18,12 @@ rules, alerts and budgets carry ``database`` and ``queue``. Its SLI is one of:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from pgq_exporter.config.checks import Checks, human, parse_duration
+from pgq_exporter.config.checks import Checks, parse_duration
 
 SLI_KINDS = ("wait", "success", "ready_age")
 DEFAULT_PERIOD = "30d"
@@ -65,9 +66,10 @@ class Objective:
         return parse_duration(self.period)
 
     def window(self, window_30d: str) -> str:
-        """A window of the workbook's 30-day alerts, scaled to this objective's period."""
-        scaled = parse_duration(window_30d) * self.period_seconds / PERIOD_30D
-        return human(round(scaled * 1000) / 1000)
+        """A window of the workbook's 30-day alerts, scaled to this objective's period, to
+        the millisecond (the mixin's jsonnet computes the same, in the same order)."""
+        scaled = parse_duration(window_30d) * self.period_seconds / PERIOD_30D * 1000
+        return duration_text(math.floor(scaled + 0.5))
 
     @property
     def windows(self) -> tuple[str, ...]:
@@ -83,6 +85,14 @@ class Objective:
 
 
 _SPECIAL = frozenset(".+*?()|[]{}^$\\")
+
+
+def duration_text(ms: int) -> str:
+    """Milliseconds as a Prometheus duration in its largest whole unit."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def _regex(pattern: str) -> str:

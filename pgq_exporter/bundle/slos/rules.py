@@ -34,7 +34,7 @@ ERROR = "pgq_slo:sli_error:ratio"
 BURN = "pgq_slo:error_budget_burn:rate"
 REMAINING = "pgq_slo:error_budget_remaining:ratio"
 OBJECTIVE = "pgq_slo:objective:ratio"
-READY_AGE_BAD = "pgq_slo:sli_bad:ready_age"
+READY_AGE_GOOD = "pgq_slo:sli_good:ready_age"
 KEY = "database, queue"
 
 
@@ -75,13 +75,13 @@ def recording_rules(objective: Objective, config: BundleConfig) -> list[dict[str
     own = f'slo="{objective.name}"'
     if objective.sli == "ready_age":
         age = selector("pgq_queue_oldest_ready_age_seconds", *matchers(objective, config))
-        bad = f"max by ({KEY}) ({age}) > bool {number(objective.threshold)}"
-        rules.append({"record": READY_AGE_BAD, "labels": slo, "expr": bad})
+        good = f"max by ({KEY}) ({age}) <= bool {number(objective.threshold)}"
+        rules.append({"record": READY_AGE_GOOD, "labels": slo, "expr": good})
     for window in objective.windows:
         labels = {**slo, "window": window}
         at = f'{own}, window="{window}"'
         if objective.sli == "ready_age":
-            ratio = f"avg_over_time({READY_AGE_BAD}{{{own}}}[{window}])"
+            ratio = f"1 - avg_over_time({READY_AGE_GOOD}{{{own}}}[{window}])"
         else:
             events, bad = _event_rules(objective, config, window)
             rules += [{"record": EVENTS, "labels": dict(labels), "expr": events},
