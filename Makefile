@@ -55,7 +55,7 @@ test-pg18: venv
 # Prometheus, and the others), and the rest.
 # The objectives' tests run with the rest, whose lane has the time the other two lack.
 BESIDE_THE_REST := tests/e2e/test_library_presets.py tests/e2e/test_slo_alerts.py \
-	tests/e2e/test_slo_promtool.py
+	tests/e2e/test_slo_promtool.py tests/e2e/test_library_slos.py
 
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \

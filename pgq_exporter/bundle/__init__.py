@@ -73,6 +73,7 @@ REGIONS: tuple[tuple[str, str, str, Callable[[], str]], ...] = (
     ("docs/presets.md", "preset-params", "html", docs.preset_params_table),
     ("docs/presets.md", "preset-indexes", "html", docs.preset_indexes_table),
     ("docs/presets.md", "alerts-by-preset", "html", presets.alerts_by_preset_table),
+    ("docs/presets.md", "slis-by-preset", "html", presets.slis_by_preset_table),
     ("examples/config.yaml", "presets", "yaml", docs.preset_names),
     *(
         ("docs/presets.md", f"served-{name}", "html", partial(docs.served_text, name))

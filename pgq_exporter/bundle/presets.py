@@ -61,3 +61,21 @@ def _row(alert: Alert, config: BundleConfig, by_preset: dict[str, dict[str, bool
         return f"| {alert.name} | every preset | — | — |"
     return (f"| {alert.name} | {', '.join(as_written) or '—'} | {', '.join(other) or '—'} "
             f"| {', '.join(never) or '—'} |")  # fmt: skip
+
+
+def slis_by_preset_table() -> str:
+    """For each preset: the objectives' SLIs it serves (bundle/slos/), or why not."""
+    rows = ["| preset | wait | success | ready_age |", "| --- | --- | --- | --- |"]
+    for preset, metrics in served_by_preset().items():
+        if not metrics["pgq_job_waits_total"]:
+            wait = "— (no start recorded)"
+        elif metrics["pgq_queue_late_ready_jobs"]:
+            wait = "yes"
+        else:
+            wait = "finished jobs only (a stall shows in ready_age)"
+        done, failed = metrics["pgq_jobs_completed_total"], metrics["pgq_jobs_failed_total"]
+        success = "yes" if done and failed else (
+            "— (no failed state)" if done else "— (done jobs leave no trace)")  # fmt: skip
+        ready = "yes" if metrics["pgq_queue_oldest_ready_age_seconds"] else "—"
+        rows.append(f"| `{preset}` | {wait} | {success} | {ready} |")
+    return "\n".join(rows)

@@ -149,12 +149,19 @@ class QueueSource(ABC):
             return False
         if collector in (QUEUE_WINDOW, JOB_HISTOGRAMS):
             return _by_outcomes(metric, self.outcomes)
+        if metric == "pgq_queue_late_ready_jobs":
+            return self.counts_late_jobs
         return metric != "pgq_queue_exhausted_jobs" or self.knows_exhausted
 
     @property
     def knows_exhausted(self) -> bool:
         """Whether it tells stuck jobs with no attempt left (exhausted) from the others."""
         return True
+
+    @property
+    def counts_late_jobs(self) -> bool:
+        """Whether it counts the ready jobs past each wait threshold."""
+        return False
 
     def served(self, enabled: frozenset[str] | None = None) -> dict[str, bool]:
         """Every queue metric, and whether it is served (pgq_metric_served, the docs)."""
@@ -217,6 +224,8 @@ def _by_outcomes(metric: str, known: Outcomes) -> bool:
         "pgq_queue_window_processing_seconds": known.processing,
         "pgq_job_processing_seconds": known.processing,
         "pgq_job_wait_seconds": known.wait,
+        "pgq_job_waits_total": known.wait,
+        "pgq_job_waits_within_total": known.wait,
         "pgq_jobs_completed_total": "done" in known.finishes,
         "pgq_jobs_failed_total": "failed" in known.finishes,
     }.get(metric, True)

@@ -90,6 +90,10 @@ class MappedSource(QueueSource):
     def outcomes(self) -> Outcomes:
         return Outcomes()
 
+    @property
+    def counts_late_jobs(self) -> bool:
+        return True
+
     def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
         return queues.discover(conn, self.mapping)
 
