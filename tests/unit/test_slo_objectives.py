@@ -3,6 +3,7 @@ the rules rendered from them."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -126,3 +127,29 @@ def test_the_sloth_and_pyrra_specs_hold_parseable_queries_for_every_objective() 
             part["metric"] for key, part in indicator.items() if key != "grouping"]  # fmt: skip
         for metric in metrics:
             promql_parser.parse(metric)
+
+
+def test_the_objectives_dashboard_passes_the_dashboards_checks() -> None:
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder  # noqa: PLC0415
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins  # noqa: PLC0415
+    from grafana_foundation_sdk.models.dashboard import Dashboard  # noqa: PLC0415
+
+    data = json.loads(render_bundle(load_bundle_config(str(EXAMPLE)))["dashboards/pgq-slos.json"])
+    variables = data["templating"]["list"]
+    assert [v["name"] for v in variables] == ["datasource", "slo", "database", "queue"]
+    exprs = [t["expr"] for p in data["panels"] for t in p["targets"]]
+    for variable in variables[1:]:  # each read, each multi with All as .+
+        assert any(f"${variable['name']}" in e for e in exprs), variable["name"]
+        assert variable["multi"] and variable["allValue"] == ".+"
+        promql_parser.parse(re.sub(r"^label_values\((.*), \w+\)$", r"\1", variable["definition"]))
+    for panel in data["panels"]:
+        assert panel["description"] and panel["title"]
+        assert panel["fieldConfig"]["defaults"]["unit"]
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    for expr in exprs:
+        promql_parser.parse(expr.replace("$", ""))
+    register_default_plugins()
+    again = json.loads(json.dumps(Dashboard.from_json(data), cls=JSONEncoder))
+    assert again["schemaVersion"] == 41
+    assert [p["title"] for p in again["panels"]] == [p["title"] for p in data["panels"]]
+    assert [t["expr"] for p in again["panels"] for t in p["targets"]] == exprs

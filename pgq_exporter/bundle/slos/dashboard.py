@@ -47,9 +47,23 @@ def slo_dashboard(config: BundleConfig) -> dict[str, Any]:
         panels=_panels(),
     )
     model = dashboard_json(dashboard, config)
-    objective = {**model["templating"]["list"][-1], "name": "slo", "label": "Objective"}
-    query = f"label_values({OBJECTIVE}, slo)"
-    objective.update(definition=query, query={**objective["query"], "query": query,
-                     "refId": "PrometheusVariableQueryEditor-slo"})  # fmt: skip
-    model["templating"]["list"].append(objective)
+    # Its series are the objectives' recorded ones, by objective, database and queue.
+    variables = {v["name"]: v for v in model["templating"]["list"]}
+    queries = {
+        "slo": ("Objective", f"label_values({OBJECTIVE}, slo)"),
+        "database": ("Database", f'label_values({REMAINING}{{slo=~"$slo"}}, database)'),
+        "queue": ("Queue",
+                  f'label_values({REMAINING}{{slo=~"$slo", database=~"$database"}}, queue)'),
+    }  # fmt: skip
+    model["templating"]["list"] = [variables["datasource"]] + [
+        _variable(variables["queue"], name, label, query)
+        for name, (label, query) in queries.items()
+    ]
     return model
+
+
+def _variable(like: dict[str, Any], name: str, label: str, query: str) -> dict[str, Any]:
+    """A query variable like ``like``, named ``name``, of ``query``."""
+    return {**like, "name": name, "label": label, "definition": query,
+            "query": {**like["query"], "query": query,
+                      "refId": f"PrometheusVariableQueryEditor-{name}"}}  # fmt: skip
