@@ -30,6 +30,14 @@ WITH RECURSIVE q(queue) AS (
 )
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
+-- name: kept_queues
+-- The queues the reference schema's kept counts hold jobs of (version 3 on): the same
+-- queues distinct_queues finds through the indexes, from one row per queue and writer
+-- slot, whatever the number of queues.
+SELECT c.queue FROM {counts} c
+GROUP BY c.queue
+HAVING sum(c.pending) + sum(c.processing) + sum(c.done) + sum(c.failed) > 0;
+
 -- name: capped_counts
 -- Per queue and status, exact counts from the partial indexes, each up to its
 -- status's cap: %(pending_cap)s and so on (0 while the caller serves its last
