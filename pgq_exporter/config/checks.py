@@ -39,10 +39,16 @@ def parse_duration(text: str) -> float:
 
 
 def human(seconds: float) -> str:
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds * 1000:g}ms"
+    ms = seconds * 1000
+    return duration_text(int(ms)) if ms == int(ms) else f"{ms:g}ms"
+
+
+def duration_text(ms: int) -> str:
+    """Milliseconds as a Prometheus duration in its largest whole unit."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def kind(value: Any) -> str:

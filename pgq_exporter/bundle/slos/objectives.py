@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pgq_exporter.config.checks import Checks, parse_duration
+from pgq_exporter.config.checks import Checks, duration_text, parse_duration
 
 SLI_KINDS = ("wait", "success", "ready_age")
 DEFAULT_PERIOD = "30d"
@@ -85,14 +85,6 @@ class Objective:
 
 
 _SPECIAL = frozenset(".+*?()|[]{}^$\\")
-
-
-def duration_text(ms: int) -> str:
-    """Milliseconds as a Prometheus duration in its largest whole unit."""
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms >= size and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 def _regex(pattern: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pgq_exporter.bundle.slos.objectives import PERIOD_30D, Objective
 from pgq_exporter.bundle.slos.rules import ALERT
-from pgq_exporter.config.checks import human
+from pgq_exporter.config.checks import duration_text
 from pgq_exporter.histograms import threshold_text
 
 DAY = 1440  # steps
@@ -72,7 +72,7 @@ class _Scenario:
         self.labels = {**_LABELS, "database": objective.database or "main", "queue": queue}
 
     def at(self, step: int) -> str:
-        return human(round(step * self.step * 1000) / 1000)
+        return duration_text(round(step * self.step * 1000))
 
     def series(self, name: str, values: list[float], **extra: str) -> dict[str, str]:
         inner = ", ".join(f'{k}="{v}"' for k, v in {**self.labels, **extra}.items())
@@ -212,7 +212,7 @@ def slo_rule_tests(objective: Objective, rule_file: str) -> dict[str, dict[str, 
         if tests:
             files[suffix] = {
                 "rule_files": [rule_file],
-                "evaluation_interval": human(round(every * step * 1000) / 1000),
+                "evaluation_interval": duration_text(round(every * step * 1000)),
                 "tests": tests,
             }
     return files
