@@ -7,6 +7,7 @@ from typing import Any
 
 from pgq_exporter.bundle.alerts.declared import ALERTS
 from pgq_exporter.bundle.settings import BundleConfig
+from pgq_exporter.bundle.slos.rules import ALERT as SLO_ALERT
 
 # (source alert, the labels it must share with a target, the alerts it silences).
 # One outage raises one alert: the exporter down hides everything it served; a
@@ -82,6 +83,14 @@ def inhibit_rules(config: BundleConfig) -> dict[str, Any]:
                 "equal": list(equal),
             }
         )
+    # An objective's page silences its ticket for the same queue (bundle/slos/).
+    rules.append(
+        {
+            "source_matchers": [f'alertname="{SLO_ALERT}"', 'severity="critical"'],
+            "target_matchers": [f'alertname="{SLO_ALERT}"', 'severity="warning"'],
+            "equal": ["slo", "database", "queue"],
+        }
+    )
     rules.append(
         {
             "source_matchers": ['alertname=~"Pgq.+"', f'job="{config.job}"'],
