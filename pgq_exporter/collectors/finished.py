@@ -6,6 +6,7 @@ preset's (library_feed.py) fill it; job_histograms and queue_window read it.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import threading
@@ -59,8 +60,11 @@ class Outcomes:
     wait: bool = True  # when each became due
 
 
-def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[AnySample]:
-    """A queue's histograms and totals, of what its feed knows."""
+def stats_samples(
+    queue: str, stats: QueueStats, outcomes: Outcomes, totals: tuple[int, int] | None = None
+) -> list[AnySample]:
+    """A queue's histograms and totals, of what its feed knows; ``totals``, where given,
+    the completed and failed totals in place of the feed's own."""
     samples: list[AnySample] = []
     for name, histogram, known in (
         ("pgq_job_processing_seconds", stats.processing, outcomes.processing),
@@ -75,10 +79,11 @@ def stats_samples(queue: str, stats: QueueStats, outcomes: Outcomes) -> list[Any
             Sample("pgq_job_waits_within_total", (queue, threshold_text(t)), float(n))
             for t, n in zip(stats.thresholds, stats.within, strict=True)
         ]
+    completed, failed = totals or (stats.completed, stats.failed)
     if "done" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_completed_total", (queue,), float(stats.completed)))
+        samples.append(Sample("pgq_jobs_completed_total", (queue,), float(completed)))
     if "failed" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_failed_total", (queue,), float(stats.failed)))
+        samples.append(Sample("pgq_jobs_failed_total", (queue,), float(failed)))
     return samples
 
 
@@ -178,6 +183,12 @@ class FinishedJobs:
 
     def empty_stats(self) -> QueueStats:
         return QueueStats.empty(self.layout)
+
+    @functools.cached_property
+    def blank(self) -> QueueStats:
+        """The stats of a queue with no finished job yet, to read, never to count into:
+        one for every such queue, its histograms' forms made once."""
+        return self.empty_stats()
 
     def advance(self, now: float, window: float) -> None:
         """The database's clock at a read (lock held): the jobs that finished more than

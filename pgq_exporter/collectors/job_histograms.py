@@ -10,8 +10,6 @@ jobs that finished while no exporter ran; elsewhere they count what this process
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished import stats_samples
@@ -33,12 +31,11 @@ class JobHistograms(Collector):
         stats = ctx.feed.jobs.stats
         kept = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else None
         samples: list[AnySample] = []
+        blank = ctx.feed.jobs.blank
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
-            queue_stats = stats.get(queue) or ctx.feed.jobs.empty_stats()
-            if kept is not None:
-                completed, failed = kept.get(queue, (0, 0))
-                queue_stats = replace(queue_stats, completed=completed, failed=failed)
-            samples += stats_samples(queue, queue_stats, ctx.outcomes)
+            queue_stats = stats.get(queue, blank)
+            totals = kept.get(queue, (0, 0)) if kept is not None else None
+            samples += stats_samples(queue, queue_stats, ctx.outcomes, totals)
         return samples
 
 

@@ -14,6 +14,7 @@ indexes, and above it served from the last exact recount (see counting.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
@@ -63,7 +64,7 @@ class QueueDepth(Collector):
                                           changes=changes, count=count)  # fmt: skip
         samples: list[AnySample] = []
         for queue in queues:
-            samples += _samples(queue, {s: counts[(queue, s)] for s in COUNTED})
+            samples += _samples(queue, [counts[(queue, s)] for s in COUNTED])
         return samples
 
 
@@ -103,20 +104,34 @@ def _by_tick(
     return counts
 
 
-def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
-    pending, delayed = counts["pending"], counts["delayed"]
-    delayed = Count(min(delayed.value, pending.value), delayed.approximate)
-    ready = Count(pending.value - delayed.value, pending.approximate or delayed.approximate)
-    samples: list[AnySample] = [
-        Sample("pgq_queue_jobs", (queue, status), counts[status].value) for status in STATUSES
+# The order of _labels' tuples: pgq_queue_jobs's statuses, then the approximate marks'.
+APPROXIMATE = ("pending", "ready", "delayed", "processing", "done", "failed")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
+    """A queue's label tuples, made once: 10,000 queues made 130,000 of them a cycle."""
+    return (*((queue, s) for s in STATUSES), (queue,), *((queue, s) for s in APPROXIMATE))
+
+
+def _samples(queue: str, counts: list[Count]) -> list[AnySample]:
+    """``counts`` in the order of COUNTED."""
+    pending, delayed, processing, done, failed = counts
+    delayed_value = min(delayed.value, pending.value)
+    ready_approximate = pending.approximate or delayed.approximate
+    (l_pending, l_processing, l_done, l_failed, l_queue, a_pending, a_ready, a_delayed,
+     a_processing, a_done, a_failed) = _labels(queue)  # fmt: skip
+    return [
+        Sample("pgq_queue_jobs", l_pending, pending.value),
+        Sample("pgq_queue_jobs", l_processing, processing.value),
+        Sample("pgq_queue_jobs", l_done, done.value),
+        Sample("pgq_queue_jobs", l_failed, failed.value),
+        Sample("pgq_queue_ready_jobs", l_queue, pending.value - delayed_value),
+        Sample("pgq_queue_delayed_jobs", l_queue, delayed_value),
+        Sample("pgq_queue_count_approximate", a_pending, float(pending.approximate)),
+        Sample("pgq_queue_count_approximate", a_ready, float(ready_approximate)),
+        Sample("pgq_queue_count_approximate", a_delayed, float(delayed.approximate)),
+        Sample("pgq_queue_count_approximate", a_processing, float(processing.approximate)),
+        Sample("pgq_queue_count_approximate", a_done, float(done.approximate)),
+        Sample("pgq_queue_count_approximate", a_failed, float(failed.approximate)),
     ]
-    samples += [
-        Sample("pgq_queue_ready_jobs", (queue,), ready.value),
-        Sample("pgq_queue_delayed_jobs", (queue,), delayed.value),
-    ]
-    marked = {**counts, "ready": ready, "delayed": delayed}
-    samples += [
-        Sample("pgq_queue_count_approximate", (queue, status), float(marked[status].approximate))
-        for status in ("pending", "ready", "delayed", "processing", "done", "failed")
-    ]
-    return samples

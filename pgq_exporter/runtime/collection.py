@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from pgq_exporter.catalogue import MetricType, metric_type
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.errors import first_line
@@ -258,7 +258,11 @@ class GroupRun:
             return
         state = slot.state
         bounded, state.labels_cut = bound_labels(samples)
-        state.samples = zero_new_series(bounded, state.series, first=not state.last_success)
+        state.samples = (
+            zero_new_series(bounded, state.series, first=not state.last_success)
+            if serves_cumulative(slot.name)
+            else bounded
+        )
         state.success, state.error, state.sqlstate = True, "", None
         state.last_success = state.last_run = time.time()
         if state.said.ended():
@@ -340,6 +344,15 @@ def zero_new_series(
 
 
 _CUMULATIVE = frozenset({MetricType.COUNTER, MetricType.HISTOGRAM})
+# The built-in collectors that serve only gauges: nothing of theirs is zeroed.
+_GAUGES_ONLY = frozenset(BUILTIN_COLLECTORS) - {
+    spec.collector for spec in CATALOGUE if spec.type in _CUMULATIVE
+}
+
+
+def serves_cumulative(collector: str) -> bool:
+    """Whether ``collector`` may serve a counter or a histogram (a custom one may)."""
+    return collector not in _GAUGES_ONLY
 
 
 def _zero(sample: AnySample) -> AnySample:
