@@ -67,7 +67,10 @@ class Part:
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
-        return sum(series_of(sample, counting) for sample in self.samples[name])
+        samples = self.samples[name]
+        if self._specs[name].type is not MetricType.HISTOGRAM:
+            return len(samples)  # one series each, in every format
+        return sum(series_of(sample, counting) for sample in samples)
 
     def only(self, names: Iterable[str]) -> Part:
         """The part with only the metrics ``names``."""
