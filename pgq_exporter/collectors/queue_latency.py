@@ -1,5 +1,13 @@
 """Age of the oldest ready job per queue, the best single backlog signal; and the ready
-jobs past each wait threshold, counted only where the oldest is past it."""
+jobs past each wait threshold, counted only where the oldest is past it.
+
+Late jobs are counted through the pending index up to LOOK. Past it, on the reference
+schema with its kept counts and delayed jobs by tick (version 8 on), they are counted
+from the other side of the threshold: the kept pending jobs less the delayed and the
+recent ones, which stay few while a queue nobody works piles up late jobs (a count of
+1M late jobs read 1M index entries a cycle, twice). Elsewhere the first count goes on
+up to exact_count_limit.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,9 @@ from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
 from pgq_exporter.samples import AnySample, Sample
+
+LOOK = 1_000
+Key = tuple[str, float]
 
 
 class QueueLatency(Collector):
@@ -32,14 +43,39 @@ class QueueLatency(Collector):
         thresholds = ctx.config.histograms.wait_thresholds
         if not thresholds:
             return []
-        late = {(queue, t): 0 for queue in ages for t in thresholds}
+        late: dict[Key, int] = {(queue, t): 0 for queue in ages for t in thresholds}
         past = [queue for queue, age in ages.items() if age > thresholds[0]]
         if past:
-            params = {"queues": past, "thresholds": list(thresholds),
-                      "cap": ctx.config.exact_count_limit}  # fmt: skip
-            for queue, seconds, count in fetch(conn, "late_ready", ctx, params, self.mapping):
-                late[(queue, float(seconds))] = int(count)
+            kept = self._keeps_ticks(conn, ctx)
+            limit = ctx.config.exact_count_limit
+            first = self._count(conn, ctx, past, thresholds, min(LOOK, limit) if kept else limit)
+            late.update(first)
+            many = sorted({queue for (queue, _), n in first.items() if n >= LOOK})
+            if kept and many:
+                late.update(self._from_the_other_side(conn, ctx, many, thresholds))
         return [
             Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
             for (queue, t), n in late.items()
         ]
+
+    def _keeps_ticks(self, conn: Conn, ctx: Context) -> bool:
+        if not self.mapping.is_reference:
+            return False
+        present, delayed = fetch(conn, "has_counts", ctx, mapping=self.mapping)[0]
+        return bool(present and delayed)
+
+    def _count(self, conn: Conn, ctx: Context, queues: list[str], thresholds: tuple[float, ...],
+               cap: int) -> dict[Key, int]:  # fmt: skip
+        params = {"queues": queues, "thresholds": list(thresholds), "cap": cap}
+        rows = fetch(conn, "late_ready", ctx, params, self.mapping)
+        return {(queue, float(seconds)): int(n) for queue, seconds, n in rows}
+
+    def _from_the_other_side(self, conn: Conn, ctx: Context, queues: list[str],
+                             thresholds: tuple[float, ...]) -> dict[Key, int]:  # fmt: skip
+        params = {"queues": queues, "thresholds": list(thresholds),
+                  "cap": ctx.config.exact_count_limit}  # fmt: skip
+        rows = fetch(conn, "not_late_kept", ctx, params, self.mapping)
+        return {
+            (queue, float(seconds)): max(int(pending) - int(later) - int(recent), 0)
+            for queue, seconds, pending, later, recent in rows
+        }

@@ -170,6 +170,29 @@ SELECT q.queue, t.seconds,
 FROM unnest(%(queues)s::text[]) AS q(queue)
 CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
 
+-- name: not_late_kept
+-- On the reference schema (version 8 on), per queue and wait threshold: its pending
+-- jobs as the kept counts hold them, those of the ticks after now()'s (delayed, kept
+-- by tick), and through the pending index those from the threshold to the end of the
+-- current tick, up to %(cap)s. The first less the other two are the late jobs: the
+-- side of the threshold counted is the recent one, which a queue nobody works keeps
+-- short (its arrivals within the threshold) while its late jobs grow.
+SELECT q.queue, t.seconds,
+       coalesce((SELECT sum(c.pending) FROM {counts} c WHERE c.queue = q.queue), 0)::bigint
+           AS pending,
+       coalesce((SELECT sum(d.jobs) FROM {delayed} d
+                 WHERE d.queue = q.queue
+                   AND d.tick > floor(extract(epoch FROM now()) / 10)::bigint), 0)::bigint
+           AS later,
+       (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
+            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+              AND j.{c_scheduled_at} > now() - make_interval(secs => t.seconds)
+              AND j.{c_scheduled_at}
+                  < to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)
+            LIMIT %(cap)s) AS c) AS recent
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
+
 -- name: expired_leases
 -- Per queue, one range scan of the processing index up to now() (attempts
 -- and max_attempts are included in it), stopped at %(cap)s rows: the cost

@@ -68,3 +68,37 @@ def test_no_thresholds_serve_no_late_jobs_and_no_within_counts(db: Database) -> 
     assert "pgq_queue_late_ready_jobs" not in samples
     assert "pgq_job_waits_within_total" not in samples
     assert value(samples, "pgq_job_waits_total", database="main", queue="email") == 0
+
+
+def _late_truth(conn: Conn, queue: str, seconds: int) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM pgq.jobs WHERE queue = %s AND status = 'pending'"
+        " AND scheduled_at <= now() - make_interval(secs => %s)", (queue, seconds)
+    ).fetchone()  # fmt: skip
+    return int(row[0]) if row else -1
+
+
+def test_many_late_jobs_are_counted_exactly_from_the_other_side_of_the_threshold(
+    db: Database,
+) -> None:
+    with db.connect(autocommit=True) as conn:
+        for queue, late in (("piled", 1_500), ("few", 200)):
+            conn.execute("SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]),"
+                         " interval '-10 minutes')", (queue, late))  # fmt: skip
+            conn.execute("SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[40]),"
+                         " interval '-1 minute')", (queue,))  # fmt: skip
+            _enqueue(conn, queue, 7, "0")
+            conn.execute(
+                "SELECT pgq.enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[9]),"
+                " interval '1 hour')",
+                (queue,),
+            )  # delayed: not ready, not late
+        config = basic_config(db.dsn, extra=CONFIG_EXTRA)
+        with collect_once_with(config) as collect:
+            samples = collect()
+        truth = {(q, t): _late_truth(conn, q, t) for q in ("piled", "few") for t in (30, 300)}
+    assert truth == {("piled", 30): 1_540, ("piled", 300): 1_500,
+                     ("few", 30): 240, ("few", 300): 200}  # fmt: skip
+    for (queue, seconds), expected in truth.items():
+        assert value(samples, "pgq_queue_late_ready_jobs", database="main", queue=queue,
+                     threshold=str(seconds)) == expected, (queue, seconds)  # fmt: skip
