@@ -140,8 +140,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Ready jobs that have waited longer than the threshold (in seconds; "
                "histograms.wait_thresholds) and not started: the late jobs a wait objective "
                "counts before they finish, so that a queue nobody works burns its budget. "
-               "Counted only in queues whose oldest ready job is past the threshold; exact "
-               "up to exact_count_limit. Served for the reference schema and mapped tables.",
+               "Counted only in queues whose oldest ready job is past the threshold: on the "
+               "reference schema (version 8 on) exact at any size (past 1,000, its kept "
+               "pending jobs less the delayed and the recent ones), elsewhere exact up to "
+               "exact_count_limit. Served for the reference schema and mapped tables.",
                (*DBQ, "threshold"), QUEUE_LATENCY),
     MetricSpec("pgq_queue_stuck_jobs", G,
                "Processing jobs past locked_until that still have attempts left: the reaper "
