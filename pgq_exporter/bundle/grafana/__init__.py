@@ -2,7 +2,7 @@
 of panels (panels.py), rendered by json_model.py."""
 
 from pgq_exporter.bundle.grafana.health_dashboards import exporter_health, health
-from pgq_exporter.bundle.grafana.json_model import dashboard_json
+from pgq_exporter.bundle.grafana.json_model import dashboard_json, query_variable
 from pgq_exporter.bundle.grafana.panels import NOT_SERVED_TEXT, Dashboard, Panel
 from pgq_exporter.bundle.grafana.queues_dashboard import overview
 
@@ -17,4 +17,5 @@ __all__ = [
     "exporter_health",
     "health",
     "overview",
+    "query_variable",
 ]

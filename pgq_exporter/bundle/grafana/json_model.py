@@ -27,7 +27,7 @@ SCHEMA_VERSION = 41
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 
 
-def _variable(name: str, label: str, query: str, *, multi: bool = True) -> dict[str, Any]:
+def query_variable(name: str, label: str, query: str, *, multi: bool = True) -> dict[str, Any]:
     return {
         "name": name,
         "label": label,
@@ -62,11 +62,11 @@ def _templating(config: BundleConfig, with_queue: bool) -> list[dict[str, Any]]:
             "regex": "",
             "options": [],
         },
-        _variable("job", "Job", f"label_values({base}, job)"),
-        _variable(
+        query_variable("job", "Job", f"label_values({base}, job)"),
+        query_variable(
             "instance", "Instance", f'label_values(pgq_queue_jobs{{{inner}job=~"$job"}}, instance)'
         ),
-        _variable(
+        query_variable(
             "database",
             "Database",
             f'label_values(pgq_queue_jobs{{{inner}job=~"$job", instance=~"$instance"}}, database)',
@@ -74,7 +74,7 @@ def _templating(config: BundleConfig, with_queue: bool) -> list[dict[str, Any]]:
     ]
     if with_queue:
         variables.append(
-            _variable(
+            query_variable(
                 "queue",
                 "Queue",
                 f'label_values(pgq_queue_jobs{{{inner}job=~"$job", instance=~"$instance", '

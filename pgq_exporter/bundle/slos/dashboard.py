@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgq_exporter.bundle.grafana import Dashboard, Panel, dashboard_json
+from pgq_exporter.bundle.grafana import Dashboard, Panel, dashboard_json, query_variable
 from pgq_exporter.bundle.grafana.panels import Target
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.bundle.slos.rules import BAD, BURN, ERROR, EVENTS, OBJECTIVE, REMAINING
@@ -56,14 +56,6 @@ def slo_dashboard(config: BundleConfig) -> dict[str, Any]:
                   f'label_values({REMAINING}{{slo=~"$slo", database=~"$database"}}, queue)'),
     }  # fmt: skip
     model["templating"]["list"] = [variables["datasource"]] + [
-        _variable(variables["queue"], name, label, query)
-        for name, (label, query) in queries.items()
+        query_variable(name, label, query) for name, (label, query) in queries.items()
     ]
     return model
-
-
-def _variable(like: dict[str, Any], name: str, label: str, query: str) -> dict[str, Any]:
-    """A query variable like ``like``, named ``name``, of ``query``."""
-    return {**like, "name": name, "label": label, "definition": query,
-            "query": {**like["query"], "query": query,
-                      "refId": f"PrometheusVariableQueryEditor-{name}"}}  # fmt: skip
