@@ -29,6 +29,7 @@ from pgq_exporter.collectors.counting import (
     exact,
     table_changes,
 )
+from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
 
@@ -48,8 +49,7 @@ class QueueDepth(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         mapping = self.mapping
         queues = ctx.known_queues(conn)
-        has_counts = fetch(conn, "has_counts", ctx, mapping=mapping)[0]
-        kept, by_tick = has_counts if mapping.is_reference else (0, 0)
+        kept, by_tick = kept_tables(conn, mapping)
         if kept:
             read = _by_tick if by_tick else _kept
             counts = read(conn, ctx, mapping, queues)

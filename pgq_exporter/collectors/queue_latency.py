@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
 from pgq_exporter.samples import AnySample, Sample
@@ -46,7 +47,7 @@ class QueueLatency(Collector):
         late: dict[Key, int] = {(queue, t): 0 for queue in ages for t in thresholds}
         past = [queue for queue, age in ages.items() if age > thresholds[0]]
         if past:
-            kept = self._keeps_ticks(conn, ctx)
+            kept = all(kept_tables(conn, self.mapping))
             limit = ctx.config.exact_count_limit
             first = self._count(conn, ctx, past, thresholds, min(LOOK, limit) if kept else limit)
             late.update(first)
@@ -57,12 +58,6 @@ class QueueLatency(Collector):
             Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
             for (queue, t), n in late.items()
         ]
-
-    def _keeps_ticks(self, conn: Conn, ctx: Context) -> bool:
-        if not self.mapping.is_reference:
-            return False
-        present, delayed = fetch(conn, "has_counts", ctx, mapping=self.mapping)[0]
-        return bool(present and delayed)
 
     def _count(self, conn: Conn, ctx: Context, queues: list[str], thresholds: tuple[float, ...],
                cap: int) -> dict[Key, int]:  # fmt: skip

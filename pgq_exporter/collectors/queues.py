@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from pgq_exporter.collectors.rendering import Conn, distinct_queues, render
+from pgq_exporter.collectors.rendering import Conn, distinct_queues, kept_tables, render
 from pgq_exporter.config import SchemaMapping
 
 log = logging.getLogger("pgq_exporter.collectors")
@@ -102,7 +102,9 @@ class KnownQueues:
 
         def find() -> set[str]:
             found = {row[0] for row in conn.execute(render("queue_partitions", mapping)) if row[0]}
-            if _keeps_counts(conn, mapping):
+            # Kept counts: a skip through three indexes per queue took 93 ms a discovery
+            # at 10,000 queues, their rows 13 ms (docs/benchmarks.md).
+            if kept_tables(conn, mapping)[0]:
                 return found | {row[0] for row in conn.execute(render("kept_queues", mapping))}
             for statuses in (("pending",), ("processing",), ("done", "failed")):
                 found |= {row[0] for row in conn.execute(distinct_queues(mapping, statuses))}
@@ -117,16 +119,6 @@ class KnownQueues:
             self.saw(find())
             self._discovered = now
         return self.known()
-
-
-def _keeps_counts(conn: Conn, mapping: SchemaMapping) -> bool:
-    """Whether the table is the reference schema's, with its kept counts: a skip through
-    three indexes per queue took 93 ms a discovery at 10,000 queues, the kept counts'
-    rows 13 ms (docs/benchmarks.md)."""
-    if not mapping.is_reference:
-        return False
-    row = conn.execute(render("has_counts", mapping)).fetchone()
-    return bool(row and row[0])
 
 
 def trackable(name: str) -> bool:

@@ -47,6 +47,15 @@ def render(name: str, mapping: SchemaMapping, **extra: sql.Composable) -> sql.Co
     return sql.SQL(query("collectors.sql", name)).format(**{**mapping_parts(mapping), **extra})
 
 
+def kept_tables(conn: Conn, mapping: SchemaMapping) -> tuple[bool, bool]:
+    """Whether the table is the reference schema's and keeps its exact counts (version 3
+    on), and its delayed jobs by tick (version 8 on)."""
+    if not mapping.is_reference:
+        return False, False
+    row = conn.execute(render("has_counts", mapping)).fetchone()
+    return (bool(row[0]), bool(row[1])) if row else (False, False)
+
+
 def table_list(tables: Iterable[str]) -> sql.Composable:
     """{tables}: the qualified names of the queue's tables, as a text[] literal."""
     return sql.SQL("ARRAY[{}]::text[]").format(sql.SQL(", ").join(map(sql.Literal, tables)))
