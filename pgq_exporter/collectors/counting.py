@@ -58,6 +58,9 @@ def estimated(counted: int, estimate: float) -> Count:
 # - when those counts are not kept (track_counts off), once the time since the last
 #   is RECOUNT_DUTY times what it cost, at most 1 / RECOUNT_DUTY of the time.
 COUNT_EXACT = 10_000
+# A count that may be long (expired leases, late jobs) first reads this many index
+# entries at most; past it, the collector counts the other side where it can.
+FIRST_LOOK = 1_000
 RECOUNT_DUTY = 100.0
 DRIFT_DUTY = 10.0
 DRIFT = 0.04

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
 from pgq_exporter.samples import AnySample, Sample
 
-LOOK = 1_000
 Key = tuple[str, float]
 
 

@@ -18,12 +18,10 @@ from dataclasses import dataclass
 
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Sample
-
-# Expired leases a queue's first count reads at most.
-LOOK = 1_000
 
 
 @dataclass(frozen=True, slots=True)
