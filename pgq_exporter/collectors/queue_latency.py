@@ -49,9 +49,10 @@ class QueueLatency(Collector):
         if past:
             kept = all(kept_tables(conn, self.mapping))
             limit = ctx.config.exact_count_limit
-            first = self._count(conn, ctx, past, thresholds, min(LOOK, limit) if kept else limit)
+            look = min(LOOK, limit) if kept else limit
+            first = self._count(conn, ctx, past, thresholds, look)
             late.update(first)
-            many = sorted({queue for (queue, _), n in first.items() if n >= LOOK})
+            many = sorted({queue for (queue, _), n in first.items() if n >= look})
             if kept and many:
                 late.update(self._from_the_other_side(conn, ctx, many, thresholds))
         return [

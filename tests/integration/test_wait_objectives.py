@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.conftest import Database
 from tests.support.exporter import basic_config, collect_once_with, value
@@ -78,8 +79,11 @@ def _late_truth(conn: Conn, queue: str, seconds: int) -> int:
     return int(row[0]) if row else -1
 
 
+# At the default limit, the 1,500 are counted from the other side and the 200 directly;
+# with a limit below both, both from the other side, past the limit.
+@pytest.mark.parametrize("limit", [None, 100])
 def test_many_late_jobs_are_counted_exactly_from_the_other_side_of_the_threshold(
-    db: Database,
+    db: Database, limit: int | None
 ) -> None:
     with db.connect(autocommit=True) as conn:
         for queue, late in (("piled", 1_500), ("few", 200)):
@@ -93,8 +97,8 @@ def test_many_late_jobs_are_counted_exactly_from_the_other_side_of_the_threshold
                 " interval '1 hour')",
                 (queue,),
             )  # delayed: not ready, not late
-        config = basic_config(db.dsn, extra=CONFIG_EXTRA)
-        with collect_once_with(config) as collect:
+        extra = CONFIG_EXTRA + (f"exact_count_limit: {limit}\n" if limit else "")
+        with collect_once_with(basic_config(db.dsn, extra=extra)) as collect:
             samples = collect()
         truth = {(q, t): _late_truth(conn, q, t) for q in ("piled", "few") for t in (30, 300)}
     assert truth == {("piled", 30): 1_540, ("piled", 300): 1_500,
