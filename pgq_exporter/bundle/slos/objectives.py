@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgq_exporter.config.checks import Checks, duration_text, parse_duration
+from pgq_exporter.histograms import threshold_text
 
 SLI_KINDS = ("wait", "success", "ready_age")
 DEFAULT_PERIOD = "30d"
@@ -75,6 +76,11 @@ class Objective:
     def windows(self) -> tuple[str, ...]:
         """Its alert windows, shortest first, then its period."""
         return (*(self.window(w) for w in WINDOWS_30D), self.period)
+
+    @property
+    def threshold_matcher(self) -> str:
+        """The matcher of the exporter's series at its threshold (a wait objective's)."""
+        return f'threshold="{threshold_text(self.threshold)}"'
 
     @property
     def queue_regex(self) -> str:

@@ -58,7 +58,7 @@ def _event_rules(objective: Objective, config: BundleConfig, window: str) -> tup
         failed = _increase("pgq_jobs_failed_total", objective, config, window)
         failed = f"({failed} or {done} * 0)"
         return f"{done} + {failed}", failed
-    threshold = f'threshold="{threshold_text(objective.threshold)}"'
+    threshold = objective.threshold_matcher
     waits = _increase("pgq_job_waits_total", objective, config, window)
     within = _increase("pgq_job_waits_within_total", objective, config, window, threshold)
     late = selector("pgq_queue_late_ready_jobs", *matchers(objective, config), threshold)

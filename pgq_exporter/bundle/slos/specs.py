@@ -17,7 +17,6 @@ from pgq_exporter.bundle.promql import number, selector
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.bundle.slos.objectives import Objective
 from pgq_exporter.bundle.slos.rules import ALERT, KEY, READY_AGE_GOOD, matchers
-from pgq_exporter.histograms import threshold_text
 
 SERVICE = "pgq-queues"
 _WINDOW = "{{.window}}"  # Sloth's template of each window
@@ -36,7 +35,7 @@ def _sloth_sli(objective: Objective, config: BundleConfig) -> dict[str, Any]:
         failed = _rate("pgq_jobs_failed_total", objective, config)
         done = _rate("pgq_jobs_completed_total", objective, config)
         return {"events": {"error_query": failed, "total_query": f"{done} + {failed}"}}
-    within = f'threshold="{threshold_text(objective.threshold)}"'
+    within = objective.threshold_matcher
     waits = _rate("pgq_job_waits_total", objective, config)
     good = _rate("pgq_job_waits_within_total", objective, config, within)
     return {"events": {"error_query": f"{waits} - {good}", "total_query": waits}}
@@ -77,7 +76,7 @@ def _pyrra_indicator(objective: Objective, config: BundleConfig) -> dict[str, An
             "total": {"metric": f"{{{finished}}}"},
             "grouping": grouping,
         }}  # fmt: skip
-    within = f'threshold="{threshold_text(objective.threshold)}"'
+    within = objective.threshold_matcher
     return {"latency": {
         "success": {"metric": selector("pgq_job_waits_within_total", *own, within)},
         "total": {"metric": selector("pgq_job_waits_total", *own)},
