@@ -108,7 +108,9 @@ def _by_tick(
 APPROXIMATE = ("pending", "ready", "delayed", "processing", "done", "failed")
 
 
-@functools.lru_cache(maxsize=1 << 16)
+# Past this many queues the oldest go: names an application wrote (up to 1 KB each, as
+# tracked) are kept for as long as they stay in the cache, 16 MB at most.
+@functools.lru_cache(maxsize=1 << 14)
 def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
     """A queue's label tuples, made once: 10,000 queues made 130,000 of them a cycle."""
     return (*((queue, s) for s in STATUSES), (queue,), *((queue, s) for s in APPROXIMATE))
