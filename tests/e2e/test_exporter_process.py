@@ -238,6 +238,9 @@ def test_promtool_accepts_the_exposition(db: Database) -> None:
             conn.execute("SELECT complete(%s, %s)", (job_id, token))
     with ExporterProcess(basic_config(db.dsn)) as exporter:
         exporter.wait_until(_all_collectors_ok)
+        # Readiness is read before a render's samples, so that it never runs ahead of
+        # /metrics: it may show the first collection one render after /metrics does.
+        exporter.wait_for("/readyz", 200)
         status, body = exporter.get("/metrics")
         pages = {path: exporter.get(path) for path in ("/", "/healthz", "/readyz", "/nope")}
     assert status == 200 and b"pgq_job_processing_seconds_bucket" in body
