@@ -45,7 +45,7 @@ test: venv tools
 	scripts/test-all
 
 test-unit: venv
-	$(BIN)/pytest -p no:cacheprovider tests/unit
+	$(BIN)/pytest -p no:cacheprovider tests/unit $(BESIDE_THE_UNITS)
 
 test-pg18: venv
 	$(BIN)/pytest
@@ -53,17 +53,19 @@ test-pg18: venv
 # The suite on PostgreSQL 18 in parts that make test runs side by side: the end-to-end
 # tests, which mostly wait on processes, in two (those marked prometheus, under a real
 # Prometheus, and the others), and the rest.
-# The objectives' tests run with the rest, whose lane has the time the other two lack.
-BESIDE_THE_REST := tests/e2e/test_library_presets.py tests/e2e/test_slo_alerts.py \
-	tests/e2e/test_slo_promtool.py tests/e2e/test_library_slos.py
+# The library presets' end-to-end tests run with the rest of the suite, and the queue
+# objectives' with the unit tests: those two lanes have the time the others lack.
+BESIDE_THE_REST := tests/e2e/test_library_presets.py
+BESIDE_THE_UNITS := tests/e2e/test_slo_alerts.py tests/e2e/test_slo_promtool.py \
+	tests/e2e/test_library_slos.py
 
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
-		$(addprefix --ignore=,$(BESIDE_THE_REST))
+		$(addprefix --ignore=,$(BESIDE_THE_REST) $(BESIDE_THE_UNITS))
 
 test-pg18-prometheus: venv
 	$(BIN)/pytest -p no:cacheprovider -m prometheus tests/e2e \
-		$(addprefix --ignore=,$(BESIDE_THE_REST))
+		$(addprefix --ignore=,$(BESIDE_THE_REST) $(BESIDE_THE_UNITS))
 
 test-pg18-rest: venv
 	$(BIN)/pytest -p no:cacheprovider tests/integration $(BESIDE_THE_REST)
