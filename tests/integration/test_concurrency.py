@@ -1,4 +1,4 @@
-"""Four processes claim and complete 20,000 jobs with SKIP LOCKED."""
+"""Four processes claim and complete 8,000 jobs with SKIP LOCKED."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from psycopg.types.json import Jsonb
 
 from tests.conftest import Database
 
-JOBS = 20_000
+JOBS = 8_000
 WORKERS = 4
 BATCH = 25
 
