@@ -36,10 +36,10 @@ def _work(dsn: str, out: Any) -> None:
 
 def test_four_processes_complete_every_job_exactly_once(db: Database) -> None:
     with db.connect(autocommit=True) as conn:
-        for start in range(0, JOBS, 5000):
+        for start in range(0, JOBS, 4000):
             conn.execute(
                 "SELECT count(*) FROM enqueue_batch('work', %s)",
-                ([Jsonb({"n": n}) for n in range(start, start + 5000)],),
+                ([Jsonb({"n": n}) for n in range(start, min(start + 4000, JOBS))],),
             )
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
