@@ -67,8 +67,9 @@ test-pg18-prometheus: venv
 	$(BIN)/pytest -p no:cacheprovider -m prometheus tests/e2e \
 		$(addprefix --ignore=,$(BESIDE_THE_REST) $(BESIDE_THE_UNITS))
 
+# pg_cron's tests start a PostgreSQL 15 of their own: they run in test-pg15's lane.
 test-pg18-rest: venv
-	$(BIN)/pytest -p no:cacheprovider tests/integration $(BESIDE_THE_REST)
+	$(BIN)/pytest -p no:cacheprovider -m "not pg_cron" tests/integration $(BESIDE_THE_REST)
 
 test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider tests/integration

@@ -36,6 +36,7 @@ JOB_HISTOGRAMS = "job_histograms"
 TABLE_HEALTH = "table_health"
 XMIN_HORIZON = "xmin_horizon"
 ACTIVITY = "activity"
+PERIODIC_TASKS = "periodic_tasks"
 EXPORTER = "exporter"  # served by the process itself, never scheduled
 
 BUILTIN_COLLECTORS: tuple[str, ...] = (
@@ -47,6 +48,7 @@ BUILTIN_COLLECTORS: tuple[str, ...] = (
     TABLE_HEALTH,
     XMIN_HORIZON,
     ACTIVITY,
+    PERIODIC_TASKS,
 )
 
 # The collectors that read the queue's rows; the others read catalogs and statistics.
@@ -99,6 +101,7 @@ def _missing(wanted: frozenset[str], columns: Mapping[str, str | None]) -> list[
 DB = ("database",)
 DBQ = ("database", "queue")
 DBT = ("database", "table")
+DBTASK = ("database", "scheduler", "task")
 
 
 _COLLECTED_NOTE = (
@@ -246,6 +249,36 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_lock_waits", G,
                "Backends waiting for a lock on a queue table or partition.",
                DBT, ACTIVITY),
+    MetricSpec("pgq_periodic_task_last_run_timestamp_seconds", G,
+               "When the periodic task last started (pg_cron: its last run's start), by "
+               "scheduler (pg_cron, or the library preset that schedules it) and task (the "
+               "job's name, else its id). Absent before its first run.",
+               DBTASK, PERIODIC_TASKS, "seconds"),
+    MetricSpec("pgq_periodic_task_next_run_timestamp_seconds", G,
+               "When the periodic task is next due: the first time its schedule gives "
+               "after its last run (or, before one, after the exporter first saw it), in "
+               "the scheduler's time zone. Past it, the task is late. Served for active "
+               "tasks whose schedule parses.",
+               DBTASK, PERIODIC_TASKS, "seconds"),
+    MetricSpec("pgq_periodic_task_interval_seconds", G,
+               "The time between the periodic task's next due run and the one after it, by "
+               "its schedule: the alerts' grace is a tenth of it.",
+               DBTASK, PERIODIC_TASKS, "seconds"),
+    MetricSpec("pgq_periodic_task_last_run_duration_seconds", G,
+               "How long the periodic task's last finished run took (pg_cron).",
+               DBTASK, PERIODIC_TASKS, "seconds"),
+    MetricSpec("pgq_periodic_task_last_run_failed", G,
+               "1 when the periodic task's last finished run failed, else 0 (pg_cron).",
+               DBTASK, PERIODIC_TASKS),
+    MetricSpec("pgq_periodic_task_runs_total", C,
+               "Finished runs of the periodic task, by status: succeeded or failed "
+               "(pg_cron's job_run_details; rows deleted from it stay counted, and a restart "
+               "counts again the rows it holds).",
+               (*DBTASK, "status"), PERIODIC_TASKS),
+    MetricSpec("pgq_periodic_tasks_dropped", G,
+               "Periodic tasks left out of the periodic task metrics because there are more "
+               "than max_tasks (default 1,000); the last ones in name order are dropped.",
+               DB, PERIODIC_TASKS),
     MetricSpec("pgq_up", G,
                "1 when the last connection attempt to the database succeeded, else 0; absent "
                "before the first attempt.",

@@ -1,6 +1,7 @@
 """`pgq-exporter schema grant-monitor`: a role that reads what the exporter reads of a
-database's queue (its preset's tables, or the reference queue's), pg_monitor, and
-nothing of the application's tables beside them."""
+database's queue (its preset's tables, or the reference queue's), pg_monitor, pg_cron's
+jobs and runs where it is installed, and nothing of the application's tables beside
+them."""
 
 from __future__ import annotations
 
@@ -25,4 +26,10 @@ def monitoring_grants(conn: Conn, source: QueueSource, role: str) -> list[sql.Co
     ]
     listed = sql.SQL(", ").join(sql.Identifier(source.schema, table) for table in tables)
     statements.append(sql.SQL(query("roles.sql", "table_select")).format(tables=listed, **names))
+    row = conn.execute(query("roles.sql", "has_pg_cron")).fetchone()
+    if row and row[0]:
+        policy = sql.Identifier(f"pgq_read_{role}"[:63])
+        statements.append(
+            sql.SQL(query("roles.sql", "pg_cron_select")).format(policy=policy, **names)
+        )
     return statements

@@ -29,6 +29,7 @@ DEFAULT_WAIT_THRESHOLDS = (30.0, 300.0)
 # Series caps: a runaway number of queues, or a custom query returning a
 # table, must not make /metrics huge. What a cap drops is counted and logged.
 DEFAULT_MAX_QUEUES = 2_000
+DEFAULT_MAX_TASKS = 1_000
 DEFAULT_MAX_ROWS = 10_000
 DEFAULT_LISTEN_ADDRESS = ":9188"
 DEFAULT_QUEUE_MEMORY = 3600.0
@@ -265,6 +266,7 @@ class Config:
     window: float = DEFAULT_WINDOW
     exact_count_limit: int = DEFAULT_EXACT_COUNT_LIMIT
     max_queues: int = DEFAULT_MAX_QUEUES
+    max_tasks: int = DEFAULT_MAX_TASKS
     queue_memory: float = DEFAULT_QUEUE_MEMORY
     web: WebSettings = field(default_factory=WebSettings)
     log: LogSettings = field(default_factory=LogSettings)

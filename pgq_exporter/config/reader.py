@@ -31,6 +31,7 @@ from pgq_exporter.config.model import (
     DEFAULT_EXACT_COUNT_LIMIT,
     DEFAULT_LISTEN_ADDRESS,
     DEFAULT_MAX_QUEUES,
+    DEFAULT_MAX_TASKS,
     DEFAULT_QUEUE_MEMORY,
     DEFAULT_WINDOW,
     AuthModule,
@@ -112,7 +113,8 @@ class _Reader(LayoutSections, CollectorSections, DsnSections, HistogramSection):
 
     def config(self) -> Config:
         keys = ("databases", "mapping", "collectors", "custom_collectors", "window",
-                "exact_count_limit", "max_queues", "queue_memory", "web", "log", "targets",
+                "exact_count_limit", "max_queues", "max_tasks", "queue_memory", "web", "log",
+                "targets",
                 "probe", "limits", "discover", "auth_modules", "histograms")  # fmt: skip
         whole = self.get(())
         if isinstance(whole, dict) and whole and not set(whole) & set(keys):
@@ -147,6 +149,9 @@ class _Reader(LayoutSections, CollectorSections, DsnSections, HistogramSection):
             ),
             max_queues=(
                 self.integer(("max_queues",), 1) if "max_queues" in top else DEFAULT_MAX_QUEUES
+            ),
+            max_tasks=(
+                self.integer(("max_tasks",), 1) if "max_tasks" in top else DEFAULT_MAX_TASKS
             ),
             queue_memory=(
                 self.duration(("queue_memory",)) if "queue_memory" in top else DEFAULT_QUEUE_MEMORY

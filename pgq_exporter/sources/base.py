@@ -23,6 +23,7 @@ from pgq_exporter.catalogue import (
     BUILTIN_COLLECTORS,
     CATALOGUE,
     JOB_HISTOGRAMS,
+    PERIODIC_TASKS,
     QUEUE_COLLECTORS,
     QUEUE_WINDOW,
     TABLE_HEALTH,
@@ -33,6 +34,7 @@ from pgq_exporter.collectors.activity import Activity
 from pgq_exporter.collectors.base import Collector, Conn, Feed
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished import Outcomes
+from pgq_exporter.collectors.periodic_tasks import PeriodicTasks
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.table_health import TableHealth
 from pgq_exporter.collectors.xmin_horizon import XminHorizon
@@ -49,6 +51,7 @@ LAYOUT_METRICS: tuple[str, ...] = tuple(
 # The collectors that read catalogs and statistics: the same on every source.
 CATALOG_COLLECTORS: dict[str, type[Collector]] = {
     TABLE_HEALTH: TableHealth, XMIN_HORIZON: XminHorizon, ACTIVITY: Activity,
+    PERIODIC_TASKS: PeriodicTasks,
 }  # fmt: skip
 # The rows a table must hold (the planner's estimate) for a sequential scan of it to
 # matter to doctor: --min-rows.

@@ -21,3 +21,18 @@ GRANT USAGE ON SCHEMA {schema} TO {role};
 
 -- name: table_select
 GRANT SELECT ON {tables} TO {role};
+
+-- name: has_pg_cron
+-- pg_cron in this database: the periodic tasks collector reads its jobs and runs.
+SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron');
+
+-- name: pg_cron_select
+-- Its tables show a role only the jobs it scheduled (row-level security); a policy
+-- of the role's own lets it read every job and run, and nothing else. {policy} is
+-- the role's policy, made again if it was there.
+GRANT USAGE ON SCHEMA cron TO {role};
+GRANT SELECT ON cron.job, cron.job_run_details TO {role};
+DROP POLICY IF EXISTS {policy} ON cron.job;
+CREATE POLICY {policy} ON cron.job FOR SELECT TO {role} USING (true);
+DROP POLICY IF EXISTS {policy} ON cron.job_run_details;
+CREATE POLICY {policy} ON cron.job_run_details FOR SELECT TO {role} USING (true);
