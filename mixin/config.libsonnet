@@ -62,6 +62,15 @@
         "for": "5m",
         "threshold": 300
       },
+      "PgqPeriodicTaskFailing": {
+        "for": "1m",
+        "threshold": 0
+      },
+      "PgqPeriodicTaskLate": {
+        "for": "1m",
+        "share": 0.1,
+        "threshold": 120
+      },
       "PgqPostgresExporterDown": {
         "for": "2m",
         "threshold": 0

@@ -35,6 +35,8 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqPostgresExporterDown": (0, "2m"),
     "PgqConfigReloadFailed": (0, "5m"),
     "PgqLockWaits": (0, "5m"),
+    "PgqPeriodicTaskLate": (120, "1m"),
+    "PgqPeriodicTaskFailing": (0, "1m"),
 }
 
 # The alerts that take a second setting beside the threshold, and its default.
@@ -52,6 +54,9 @@ DEFAULT_EXTRAS: dict[str, dict[str, float]] = {
     # Where finished jobs leave no trace: the seconds no job may be seen running, while
     # the oldest ready one waited longer, for the queue to count as stalled.
     "PgqQueueStalled": {"idle": 300},
+    # The share of a periodic task's interval it may be late by before it is late
+    # (the threshold is the least grace in seconds).
+    "PgqPeriodicTaskLate": {"share": 0.1},
 }
 
 

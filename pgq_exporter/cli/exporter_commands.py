@@ -117,12 +117,16 @@ def add_demo(commands: Commands) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
+    from pgq_exporter.collectors.periodic_tasks import describe_pg_cron  # noqa: PLC0415
     from pgq_exporter.presets.detect import detect  # noqa: PLC0415
 
     with connection(dsn_of(args)) as conn:
         found = detect(conn)
+        cron = describe_pg_cron(conn)
     for library in found:
         print(library.describe())
+    for line in cron:
+        print(line)
     if not found:
         print("no known job queue found")
         return 0
@@ -141,6 +145,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pgq_exporter.cli.doctor import diagnose  # noqa: PLC0415
+    from pgq_exporter.collectors.periodic_tasks import describe_pg_cron  # noqa: PLC0415
     from pgq_exporter.sources import resolve  # noqa: PLC0415
 
     dsn = dsn_of(args)
@@ -150,6 +155,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     with connection(dsn) as conn:
         source = resolve(choice, conn, "--dsn").source
         print(f"layout: {source.describe()}")
+        for line in describe_pg_cron(conn):
+            print(line)
         diagnoses = diagnose(conn, dsn, source, args.min_rows)
         for diagnosis in diagnoses:
             if diagnosis.error:

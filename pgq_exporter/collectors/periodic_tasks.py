@@ -98,13 +98,13 @@ class CronHistory:
         params = {"after": self.seen, "upto": upto, "waiting": self.waiting}
         waiting: list[int] = []
         for row in _fetch(conn, "pg_cron_runs", params):
-            jobid, succeeded, failed, unfinished, runid, started, finished, duration, status = row
+            jobid, succeeded, failed, unfinished, runid, started, finished, duration, ended = row
             for status, n in zip(STATUSES, (succeeded, failed), strict=True):
                 if n:
                     key = (int(jobid), status)
                     self.totals[key] = self.totals.get(key, 0) + int(n)
             waiting += unfinished or []
-            end = _Finished(finished, duration, status)
+            end = _Finished(finished, duration, ended)
             self._note_latest(int(jobid), int(runid), started, end)
         self.seen, self.waiting = upto, sorted(waiting)
         self.caught_up = upto == last
@@ -211,6 +211,33 @@ class _Run:
         key = (schedule, str(self.zone), after)
         self.dues[key] = known[key] if key in known else next_due(schedule, after, self.zone)
         return self.dues[key]
+
+
+# Past this many runs kept, doctor suggests deleting the old ones: pg_cron never
+# trims its history itself.
+MANY_RUNS = 1_000_000
+TRIM = (
+    "SELECT cron.schedule('trim-cron-history', '0 4 * * *', $$DELETE FROM "
+    "cron.job_run_details WHERE end_time < now() - interval '7 days'$$)"
+)
+
+
+def describe_pg_cron(conn: Conn) -> list[str]:
+    """What detect and doctor say of pg_cron in this database: nothing when it is not
+    there; its jobs and kept runs, or what this role lacks to read them."""
+    access = _fetch(conn, "pg_cron_access")
+    if not access:
+        return []
+    [(version, usage, reads, sees_all)] = access
+    if not (usage and reads and sees_all):
+        return [f"pg_cron {version}: this role cannot read every job; the monitoring role "
+                f"needs {GRANT}"]  # fmt: skip
+    [(active, jobs, runs)] = _fetch(conn, "pg_cron_summary")
+    lines = [f"pg_cron {version}: {jobs} job(s), {active} active, about {max(runs, 0):,} "
+             "run(s) kept: served as periodic tasks, whatever the preset"]  # fmt: skip
+    if runs > MANY_RUNS:
+        lines.append(f"  pg_cron never trims its run history; trim it on a schedule: {TRIM}")
+    return lines
 
 
 def _zone(name: str) -> tzinfo:

@@ -74,3 +74,12 @@ FROM cron.job_run_details d
 WHERE (d.runid > %(after)s AND d.runid <= %(upto)s)
    OR d.runid = ANY (%(waiting)s::bigint[])
 GROUP BY d.jobid;
+
+-- name: pg_cron_summary
+-- For detect and doctor: its jobs, active and all, and the runs its history
+-- keeps (the planner's estimate: counting them would read them all).
+SELECT count(*) FILTER (WHERE j.active), count(*),
+       (SELECT c.reltuples::bigint FROM pg_class c
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = 'cron' AND c.relname = 'job_run_details')
+FROM cron.job j;

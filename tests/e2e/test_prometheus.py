@@ -22,7 +22,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.bundle import write_bundle
-from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json
+from pgq_exporter.bundle.grafana import DASHBOARDS, dashboard_json, periodic
 from pgq_exporter.bundle.postgres_exporter import SUPPORTED
 from pgq_exporter.bundle.recording import rule_sources
 from pgq_exporter.bundle.settings import parse_bundle_config
@@ -162,7 +162,9 @@ def _panels(job: str, only_supported: bool) -> list[tuple[str, str, str]]:
     from pgq_exporter.bundle.settings import BundleConfig  # noqa: PLC0415
 
     found = []
-    for build in DASHBOARDS:
+    # The periodic tasks' panels read pg_cron, which this server lacks: their data is
+    # checked on one that has it (test_periodic_alerts.py).
+    for build in (b for b in DASHBOARDS if b is not periodic):
         dashboard = build(BundleConfig())
         for panel, data in zip(dashboard.panels, dashboard_json(dashboard, BundleConfig())["panels"],
                                strict=True):  # fmt: skip

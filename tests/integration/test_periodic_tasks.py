@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -18,7 +19,7 @@ from pgq_exporter.collectors import periodic_tasks
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.runtime.exporter import Exporter
-from tests.support import run_cli, wait_for
+from tests.support import assert_clean_failure, run_cli, wait_for
 from tests.support.exporter import Labels, parse_samples
 from tests.support.pg_cron import cron_server
 
@@ -259,3 +260,27 @@ def test_tasks_past_max_tasks_are_dropped_and_counted(
     assert samples["pgq_periodic_tasks_dropped"][frozenset({("database", "main")})] == 2
     served = {dict(labels)["task"] for labels in samples["pgq_periodic_task_interval_seconds"]}
     assert served == {"a", "b"}
+
+
+def test_detect_doctor_and_check_config_say_what_pg_cron_holds_and_what_to_grant(
+    cron: psycopg.Connection[tuple[object, ...]], cron_dsn: str, tmp_path: Path
+) -> None:
+    cron.execute("SELECT cron.schedule('nightly', '0 3 * * *', 'SELECT 1')")
+    _grant(cron_dsn)  # the queue's tables; then pg_cron's read policies are taken away
+    cron.execute(f"DROP POLICY IF EXISTS pgq_read_{MONITOR} ON cron.job")
+    cron.execute(f"DROP POLICY IF EXISTS pgq_read_{MONITOR} ON cron.job_run_details")
+    for command in (("detect",), ("doctor", "--min-rows", "0")):
+        result = run_cli(*command, "--dsn", cron_dsn)
+        assert result.returncode == 0, result.stderr
+        assert "pg_cron 1.4-1: 1 job(s), 1 active" in result.stdout, result.stdout
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"databases:\n  - name: main\n    dsn: {make_conninfo(cron_dsn, user=MONITOR)!r}\n"
+    )
+    result = run_cli("check-config", "--connect", str(config))
+    assert_clean_failure(result, "collector periodic_tasks fails", "row-level security",
+                         "grant-monitor")  # fmt: skip
+    _grant(cron_dsn)
+    result = run_cli("check-config", "--connect", str(config))
+    assert result.returncode == 0, result.stderr

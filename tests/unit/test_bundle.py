@@ -67,7 +67,12 @@ def test_every_promql_expression_parses() -> None:
 
 
 def test_dashboard_conventions() -> None:
-    assert {d["uid"] for d in DASHBOARDS.values()} == {"pgq-overview", "pgq-health", "pgq-exporter"}
+    assert {d["uid"] for d in DASHBOARDS.values()} == {
+        "pgq-overview",
+        "pgq-health",
+        "pgq-exporter",
+        "pgq-periodic",
+    }
     for path, dashboard in DASHBOARDS.items():
         variables = dashboard["templating"]["list"]
         assert [v["name"] for v in variables if v["type"] == "datasource"] == ["datasource"], path

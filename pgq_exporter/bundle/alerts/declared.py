@@ -5,6 +5,7 @@ from __future__ import annotations
 from pgq_exporter.bundle.alerts.database import ALERTS as DATABASE
 from pgq_exporter.bundle.alerts.exporter import ALERTS as EXPORTER
 from pgq_exporter.bundle.alerts.model import Alert
+from pgq_exporter.bundle.alerts.periodic import ALERTS as PERIODIC
 from pgq_exporter.bundle.alerts.queues import ALERTS as QUEUES
 from pgq_exporter.bundle.alerts.throughput import ALERTS as THROUGHPUT
 
@@ -16,4 +17,5 @@ ALERTS: tuple[Alert, ...] = (
     *DATABASE[:-1],
     *EXPORTER,
     DATABASE[-1],
+    *PERIODIC,
 )
