@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pgq_exporter.collectors.finished import FinishedJobs, Outcomes
 from pgq_exporter.collectors.queues import KnownQueues
@@ -30,6 +30,17 @@ class Feed(Protocol):
     def read(self, conn: Conn, queues: KnownQueues, window: float) -> None: ...
 
 
+class PeriodicTask(NamedTuple):
+    """A periodic task as a library records it: when it last ran and is next due (epoch
+    seconds; None where it does not record it), and its schedule (None: not recorded)."""
+
+    scheduler: str
+    task: str
+    last_run: float | None
+    next_run: float | None
+    schedule: str | None
+
+
 class Source(Protocol):
     """What a collector asks of the source of its database's queue (sources/): never
     which kind of source it is."""
@@ -49,6 +60,9 @@ class Source(Protocol):
 
     def failure_hint(self, error: BaseException) -> str:
         """What to add to a collector's failure, where the source knows why ("" if not)."""
+
+    def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
+        """The periodic tasks its library records (none where it records none)."""
 
 
 @dataclass

@@ -1,8 +1,10 @@
 """Periodic tasks: when each last ran, when it is next due and how its runs ended, from
-pg_cron wherever the extension is installed, whatever the queue's layout."""
+pg_cron wherever the extension is installed, whatever the queue's layout, and from the
+queue's library where it records them."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -13,7 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterError, croniter
 
 from pgq_exporter.catalogue import PERIODIC_TASKS
-from pgq_exporter.collectors.base import Collector, Conn, Context
+from pgq_exporter.collectors.base import Collector, Conn, Context, PeriodicTask
 from pgq_exporter.errors import PgqError
 from pgq_exporter.samples import AnySample, Sample
 from pgq_exporter.sql import query
@@ -124,42 +126,51 @@ class PeriodicTasks(Collector):
 
     def __init__(self) -> None:
         self._history = CronHistory()
-        self._first_seen: dict[int, float] = {}  # jobid -> when first seen, before a run
+        # (scheduler, task) -> when first seen, for a task that has not run yet
+        self._first_seen: dict[tuple[str, str], float] = {}
         self._dues: dict[DueKey, Due | None] = {}
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        """pg_cron's jobs, then the tasks the queue's library records, max_tasks in all."""
+        run = _Run(UTC, time.time())
+        limit = ctx.config.max_tasks
+        cron, total = self._pg_cron(conn, run, limit)
+        library = ctx.source.periodic_tasks(conn)
+        room = max(limit - len(cron), 0)
+        samples = [s for job in cron for s in self._cron_samples(job, run)]
+        samples += [s for task in library[:room] for s in self._library_samples(task, run)]
+        self._dues = run.dues
+        self._first_seen = {k: v for k, v in self._first_seen.items() if k in run.seen}
+        if cron or library or total:
+            dropped = total - len(cron) + len(library) - len(library[:room])
+            samples.append(Sample("pgq_periodic_tasks_dropped", (), float(dropped)))
+        return samples
+
+    def _pg_cron(self, conn: Conn, run: _Run, limit: int) -> tuple[list[_Job], int]:
+        """pg_cron's jobs, at most ``limit`` (its history read on), and how many it has;
+        none where it is not installed."""
         access = _fetch(conn, "pg_cron_access")
         if not access:
             self._history = CronHistory()
-            return []
+            return [], 0
         [(_version, usage, reads, sees_all)] = access
         if not (usage and reads):
             raise PgqError(f"the role cannot read pg_cron's tables in schema cron: {GRANT}")
         if not sees_all:
             raise PgqError("pg_cron's row-level security shows the role only its own jobs: "
                            f"{GRANT} adds a policy that lets it read them all")  # fmt: skip
-        return self._cron_samples(conn, ctx.config.max_tasks)
-
-    def _cron_samples(self, conn: Conn, max_tasks: int) -> list[AnySample]:
         [(zone_name,)] = _fetch(conn, "pg_cron_timezone")
-        rows = _fetch(conn, "pg_cron_jobs", {"limit": max_tasks})
+        run.cron_zone = _zone(str(zone_name))
+        rows = _fetch(conn, "pg_cron_jobs", {"limit": limit})
         self._history.read(conn)
-        run = _Run(_zone(str(zone_name)), time.time())
-        samples: list[AnySample] = []
-        names: set[str] = set()
+        jobs, names = [], set()
         for jobid, task, schedule, active, _ in rows:
             label = task if task not in names else f"{task} #{jobid}"  # a name two users use
             names.add(label)
-            job = _Job(int(jobid), (PG_CRON, label), str(schedule), bool(active))
-            samples += self._task_samples(job, run)
-        self._dues = run.dues
-        listed = {int(row[0]) for row in rows}
-        self._first_seen = {j: t for j, t in self._first_seen.items() if j in listed}
-        total = int(rows[0][4]) if rows else 0
-        samples.append(Sample("pgq_periodic_tasks_dropped", (), float(total - len(rows))))
-        return samples
+            jobs.append(_Job(int(jobid), (PG_CRON, label), str(schedule), bool(active)))
+        return jobs, int(rows[0][4]) if rows else 0
 
-    def _task_samples(self, job: _Job, run: _Run) -> list[AnySample]:
+    def _cron_samples(self, job: _Job, run: _Run) -> list[AnySample]:
         history, labels = self._history, job.labels
         latest = history.latest.get(job.jobid)
         samples: list[AnySample] = []
@@ -178,13 +189,40 @@ class PeriodicTasks(Collector):
             samples.append(Sample("pgq_periodic_task_runs_total", (*labels, status), runs))
         if not job.active or not history.caught_up:
             return samples  # paused; or its last run may be in runs not read yet
-        base = started if started is not None else self._first_seen.setdefault(job.jobid, run.now)
-        due = run.due(job.schedule, base, self._dues)
-        if due is not None:
-            samples.append(Sample("pgq_periodic_task_next_run_timestamp_seconds", labels,
-                                  due.next))  # fmt: skip
-            samples.append(Sample("pgq_periodic_task_interval_seconds", labels, due.interval))
-        return samples
+        due = run.due(job.schedule, self._base(labels, started, run), self._dues, run.cron_zone)
+        return samples + _due_samples(labels, due)
+
+    def _library_samples(self, task: PeriodicTask, run: _Run) -> list[AnySample]:
+        """A library's task: its own record of the last and next run; the interval (and
+        the next run where it records none) from its schedule."""
+        labels = (task.scheduler, task.task)
+        samples: list[AnySample] = []
+        if task.last_run is not None:
+            samples.append(
+                Sample("pgq_periodic_task_last_run_timestamp_seconds", labels, task.last_run)
+            )
+        due = None
+        if task.schedule is not None:
+            due = run.due(task.schedule, self._base(labels, task.last_run, run), self._dues, UTC)
+        if task.next_run is not None:
+            due = Due(task.next_run, due.interval if due else math.nan)
+        return samples + _due_samples(labels, due)
+
+    def _base(self, labels: tuple[str, str], last: float | None, run: _Run) -> float:
+        """What a task's next run follows: its last run, else when it was first seen."""
+        run.seen.add(labels)
+        return last if last is not None else self._first_seen.setdefault(labels, run.now)
+
+
+def _due_samples(labels: tuple[str, str], due: Due | None) -> list[AnySample]:
+    if due is None:
+        return []
+    samples: list[AnySample] = [
+        Sample("pgq_periodic_task_next_run_timestamp_seconds", labels, due.next)
+    ]
+    if not math.isnan(due.interval):
+        samples.append(Sample("pgq_periodic_task_interval_seconds", labels, due.interval))
+    return samples
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,16 +238,19 @@ DueKey = tuple[str, str, float]  # schedule, zone, after
 
 @dataclass(slots=True)
 class _Run:
-    """One run's zone and clock, and the due times it computed (the next run keeps them:
-    a task's due time changes only when it runs)."""
+    """One run's clock, pg_cron's zone, the tasks it saw and the due times it computed
+    (the next run keeps them: a task's due time changes only when it runs)."""
 
-    zone: tzinfo
+    cron_zone: tzinfo
     now: float
+    seen: set[tuple[str, str]] = field(default_factory=set)
     dues: dict[DueKey, Due | None] = field(default_factory=dict)
 
-    def due(self, schedule: str, after: float, known: dict[DueKey, Due | None]) -> Due | None:
-        key = (schedule, str(self.zone), after)
-        self.dues[key] = known[key] if key in known else next_due(schedule, after, self.zone)
+    def due(
+        self, schedule: str, after: float, known: dict[DueKey, Due | None], zone: tzinfo
+    ) -> Due | None:
+        key = (schedule, str(zone), after)
+        self.dues[key] = known[key] if key in known else next_due(schedule, after, zone)
         return self.dues[key]
 
 

@@ -34,6 +34,9 @@ served wrong:
   unknown), reading at most ``{stuck_cap}`` of them in all (per queue, with a table
   per queue): the cap + 1, so that reaching it says the counts are incomplete;
 - ``finished`` feeds job_histograms: the jobs finished since ``{since}``;
+- ``periodic``: its periodic tasks, where it records them: task, when it last ran
+  and when it is next due (epoch seconds, NULL where not recorded), and its cron
+  schedule (NULL where not recorded), in task order;
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
 - ``index_<name>``: an index the library does not create, which `doctor` suggests
@@ -67,7 +70,7 @@ FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEA
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
 KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals",
-                          "unfinished", "queues_unfinished"})  # fmt: skip
+                          "unfinished", "queues_unfinished", "periodic"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
 # Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...

@@ -31,7 +31,7 @@ from pgq_exporter.catalogue import (
 )
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.activity import Activity
-from pgq_exporter.collectors.base import Collector, Conn, Feed
+from pgq_exporter.collectors.base import Collector, Conn, Feed, PeriodicTask
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.periodic_tasks import PeriodicTasks
@@ -104,6 +104,9 @@ class QueueSource(ABC):
 
     def failure_hint(self, error: BaseException) -> str:
         return ""
+
+    def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
+        return []
 
     # -- what the runtime asks --------------------------------------------------------
     @abstractmethod

@@ -17,7 +17,7 @@ from pgq_exporter.catalogue import (
     QUEUE_LEASES,
     QUEUE_WINDOW,
 )
-from pgq_exporter.collectors.base import Conn, Feed
+from pgq_exporter.collectors.base import Conn, Feed, PeriodicTask
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.job_histograms import JobHistograms
 from pgq_exporter.collectors.library_feed import LibraryFeed
@@ -28,7 +28,7 @@ from pgq_exporter.collectors.library_queues import (
     LibraryStuck,
     table_labels,
 )
-from pgq_exporter.collectors.library_sql import plan_block, queue_names
+from pgq_exporter.collectors.library_sql import plan_block, queue_names, render_block
 from pgq_exporter.collectors.queue_window import QueueWindow
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.unknown_statuses import unknown_values
@@ -86,6 +86,13 @@ class LibrarySource(QueueSource):
 
     def make_feed(self, layout: ClassicLayout) -> Feed:
         return LibraryFeed(self.library, layout)
+
+    def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
+        if "periodic" not in self.library.preset.blocks:
+            return []
+        rows = conn.execute(render_block(self.library, "periodic")).fetchall()
+        return [PeriodicTask(self.name, str(task), last, due, schedule)
+                for task, last, due, schedule in rows]  # fmt: skip
 
     def queue_collectors(self) -> dict[str, Factory]:
         """Its blocks' collectors; with a finished block, the window and histograms of

@@ -14,6 +14,7 @@ from bench.jit import jit_scrapes
 from bench.queues import build_queues, measure_queues
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS
 from tests.conftest import Database
 from tests.support import admin_execute, require_tool
 from tests.support.counts import assert_counts_exact
@@ -40,7 +41,7 @@ def test_dataset_and_collection_harness(db: Database) -> None:
     assert dead is not None and dead[0] is not None
     assert seed_cycle_seconds(db.dsn, runs=1) > 0
     cycle, per_collector = exporter_cycle_seconds(db.dsn, runs=1)
-    assert cycle > 0 and len(per_collector) == 8
+    assert cycle > 0 and len(per_collector) == len(BUILTIN_COLLECTORS)
     surge = backlog_growth(db.dsn, queue="q000", jobs=10_000)
     exact = [row for row in surge if "estimate_errors_percent" not in row]
     assert [row["pending_error_percent"] for row in exact] == [0.0, 0.0]

@@ -134,3 +134,16 @@ WHERE l.created >= to_timestamp({since}) AND l.status IN ('successful', 'excepti
 -- the log by state alone).
 CREATE INDEX CONCURRENTLY pgqueuer_log_entrypoint_status_idx
     ON {schema}.pgqueuer_log (entrypoint, status);
+
+-- name: periodic
+-- Its schedules: each entrypoint's cron expression, when the scheduler last
+-- enqueued it, and when it is next due, as the scheduler records them (it sets
+-- the next run as it picks a schedule, and the last as it has enqueued it). An
+-- entrypoint on two schedules is two tasks, named with their expressions.
+SELECT CASE WHEN count(*) OVER (PARTITION BY s.entrypoint) > 1
+            THEN s.entrypoint || ' ' || s.expression ELSE s.entrypoint END AS task,
+       extract(epoch FROM s.last_run)::float8 AS last_run,
+       extract(epoch FROM s.next_run)::float8 AS next_run,
+       s.expression
+FROM {schema}.pgqueuer_schedules s
+ORDER BY task;
