@@ -27,9 +27,10 @@ def _schedule(dsn: str) -> list[Any]:
     from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
     from pgqueuer.models import CronExpressionEntrypoint  # noqa: PLC0415
     from pgqueuer.queries import Queries  # noqa: PLC0415
+    from pgqueuer.types import CronEntrypoint, CronExpression  # noqa: PLC0415
 
-    report = CronExpressionEntrypoint("report", "*/5 * * * *")
-    cleanup = CronExpressionEntrypoint("cleanup", "0 * * * *")
+    report = CronExpressionEntrypoint(CronEntrypoint("report"), CronExpression("*/5 * * * *"))
+    cleanup = CronExpressionEntrypoint(CronEntrypoint("cleanup"), CronExpression("0 * * * *"))
 
     async def main() -> list[Any]:
         conn = await asyncpg_connect(dsn)
