@@ -32,13 +32,17 @@ class Feed(Protocol):
 
 class PeriodicTask(NamedTuple):
     """A periodic task as a library records it: when it last ran and is next due (epoch
-    seconds; None where it does not record it), and its schedule (None: not recorded)."""
+    seconds; None where it does not record it); its schedule (None: not recorded), the
+    time its next run follows where that is not its last run (its scheduler's last
+    look), and the zone the schedule is read in (None: UTC)."""
 
     scheduler: str
     task: str
     last_run: float | None
     next_run: float | None
     schedule: str | None
+    after: float | None = None
+    zone: str | None = None
 
 
 class Source(Protocol):

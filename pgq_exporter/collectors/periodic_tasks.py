@@ -203,13 +203,16 @@ class PeriodicTasks(Collector):
             )
         due = None
         if task.schedule is not None:
-            due = run.due(task.schedule, self._base(labels, task.last_run, run), self._dues, UTC)
+            after = task.after if task.after is not None else task.last_run
+            base = self._base(labels, after, run)
+            due = run.due(task.schedule, base, self._dues, _zone(task.zone or "UTC"))
         if task.next_run is not None:
             due = Due(task.next_run, due.interval if due else math.nan)
         return samples + _due_samples(labels, due)
 
     def _base(self, labels: tuple[str, str], last: float | None, run: _Run) -> float:
-        """What a task's next run follows: its last run, else when it was first seen."""
+        """What a task's next run follows: ``last`` (its last run, or its scheduler's last
+        look), else when it was first seen."""
         run.seen.add(labels)
         return last if last is not None else self._first_seen.setdefault(labels, run.now)
 

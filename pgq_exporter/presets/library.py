@@ -34,9 +34,10 @@ served wrong:
   unknown), reading at most ``{stuck_cap}`` of them in all (per queue, with a table
   per queue): the cap + 1, so that reaching it says the counts are incomplete;
 - ``finished`` feeds job_histograms: the jobs finished since ``{since}``;
-- ``periodic``: its periodic tasks, where it records them: task, when it last ran
-  and when it is next due (epoch seconds, NULL where not recorded), and its cron
-  schedule (NULL where not recorded), in task order;
+- ``periodic``: its periodic tasks, where it records them, in task order: task, when
+  it last ran and when it is next due (epoch seconds, NULL where not recorded), its
+  cron schedule (NULL where not recorded), the time its next run follows where that
+  is not its last run (NULL: its last run), and the schedule's time zone (NULL: UTC);
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
 - ``index_<name>``: an index the library does not create, which `doctor` suggests

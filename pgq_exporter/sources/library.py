@@ -91,8 +91,7 @@ class LibrarySource(QueueSource):
         if "periodic" not in self.library.preset.blocks:
             return []
         rows = conn.execute(render_block(self.library, "periodic")).fetchall()
-        return [PeriodicTask(self.name, str(task), last, due, schedule)
-                for task, last, due, schedule in rows]  # fmt: skip
+        return [PeriodicTask(self.name, str(task), *rest) for task, *rest in rows]
 
     def queue_collectors(self) -> dict[str, Factory]:
         """Its blocks' collectors; with a finished block, the window and histograms of

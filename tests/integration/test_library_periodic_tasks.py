@@ -7,18 +7,37 @@ from __future__ import annotations
 
 import asyncio
 import os
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import psycopg
 import pytest
 
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.support.exporter import parse_samples
+from tests.support.exporter import Labels, parse_samples
 from tests.support.libraries import asyncpg_connect, install_pgqueuer
 
 pytestmark = pytest.mark.library
+
+Samples = dict[str, dict[Labels, float]]
+
+
+def _collect(dsn: str, preset: str) -> Samples:
+    text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n"
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        return parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+
+
+def _task(samples: Samples, scheduler: str, metric: str, name: str) -> float | None:
+    labels = {("database", "main"), ("scheduler", scheduler), ("task", name)}
+    return samples.get(metric, {}).get(frozenset(labels))
 
 
 def _schedule(dsn: str) -> list[Any]:
@@ -52,16 +71,10 @@ def _schedule(dsn: str) -> list[Any]:
 def test_pgqueuers_schedules_show_the_runs_its_scheduler_records(empty_db: Database) -> None:
     install_pgqueuer(empty_db.dsn, 0)
     recorded = {row["entrypoint"]: row for row in _schedule(empty_db.dsn)}
-    text = f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: pgqueuer\n"
-    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
-    try:
-        samples = parse_samples(exporter.collect_once().decode())
-    finally:
-        exporter.stop()
+    samples = _collect(empty_db.dsn, "pgqueuer")
 
     def task(metric: str, name: str) -> float | None:
-        labels = {("database", "main"), ("scheduler", "pgqueuer"), ("task", name)}
-        return samples.get(metric, {}).get(frozenset(labels))
+        return _task(samples, "pgqueuer", metric, name)
 
     report, cleanup = recorded["report"], recorded["cleanup"]
     assert report["last_run"] is not None and cleanup["last_run"] is None
@@ -78,3 +91,106 @@ def test_pgqueuers_schedules_show_the_runs_its_scheduler_records(empty_db: Datab
     # Late by the alert's rule: past its due time by more than a tenth of its interval.
     assert report["next_run"] - cleanup["next_run"] > 3 * 3600 - 60
     assert samples["pgq_periodic_tasks_dropped"][frozenset({("database", "main")})] == 0
+
+
+def _defer_periodic(dsn: str) -> int:
+    """Procrastinate's periodic deferrer, once: the `ok` task every 5 minutes, deferred
+    for its latest due time; that timestamp."""
+    from procrastinate.periodic import PeriodicDeferrer  # noqa: PLC0415
+
+    from tests.libraries.procrastinate_app import make_app  # noqa: PLC0415
+
+    app = make_app(dsn)
+    app.periodic(cron="*/5 * * * *", periodic_id="every5")(app.tasks["ok"])
+
+    async def main() -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            deferrer = PeriodicDeferrer(registry=app.periodic_registry, max_delay=600)
+            await deferrer.defer_jobs(deferrer.get_previous_tasks(at=time.time()))
+
+    asyncio.run(main())
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT max(defer_timestamp) FROM procrastinate_periodic_defers"
+        ).fetchone()
+    assert row is not None and row[0] is not None
+    return int(row[0])
+
+
+def test_procrastinates_periodic_defers_show_each_tasks_last_run(empty_db: Database) -> None:
+    deferred = _defer_periodic(empty_db.dsn)
+    assert deferred % 300 == 0  # the latest time its schedule gave
+    samples = _collect(empty_db.dsn, "procrastinate")
+    assert _task(samples, "procrastinate", "pgq_periodic_task_last_run_timestamp_seconds",
+                 "ok every5") == deferred  # fmt: skip
+    # Its schedule is the application's: no due time is served.
+    assert _task(samples, "procrastinate", "pgq_periodic_task_next_run_timestamp_seconds",
+                 "ok every5") is None  # fmt: skip
+
+
+def test_pgboss_schedules_are_due_after_its_cron_monitors_last_look(empty_db: Database) -> None:
+    """pg-boss records no run of a schedule; its cron monitor records when it last
+    looked, and a schedule is next due at its cron's first time after that look."""
+    from croniter import croniter  # noqa: PLC0415
+
+    from tests.libraries import node_url, pgboss  # noqa: PLC0415
+
+    pgboss(node_url(empty_db.dsn), "schedule", "hourly-report", "7 * * * *", "Europe/Paris")
+    with psycopg.connect(empty_db.dsn) as conn:
+        row = conn.execute("SELECT cron_on FROM pgboss.version").fetchone()
+    assert row is not None and row[0] is not None
+    looked = row[0]
+    samples = _collect(empty_db.dsn, "pgboss")
+    due = croniter("7 * * * *", looked.astimezone(ZoneInfo("Europe/Paris"))).get_next(float)
+    assert _task(samples, "pgboss", "pgq_periodic_task_next_run_timestamp_seconds",
+                 "hourly-report") == due  # fmt: skip
+    assert _task(samples, "pgboss", "pgq_periodic_task_interval_seconds", "hourly-report") == 3600
+    assert _task(samples, "pgboss", "pgq_periodic_task_last_run_timestamp_seconds",
+                 "hourly-report") is None  # fmt: skip
+
+
+def test_recorded_cron_runs_of_good_job_solid_queue_and_graphile_worker(
+    empty_db: Database,
+) -> None:
+    """Their runs as their schedulers record them (written here as they write them, in
+    their published tables): each task's last run; Solid Queue's schedule, where it is
+    cron, gives its due time."""
+    from tests.support.libraries import INSTALL  # noqa: PLC0415
+
+    for preset in ("good_job", "solid_queue", "graphile_worker"):
+        INSTALL[preset](empty_db.dsn)
+    with psycopg.connect(empty_db.dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO good_jobs (id, queue_name, cron_key, cron_at, created_at, updated_at)"
+            " SELECT gen_random_uuid(), 'default', 'nightly', t, t, t FROM unnest(ARRAY["
+            "'2026-12-01 03:00+00', '2026-12-02 03:00+00']::timestamptz[]) AS t"
+        )
+        conn.execute(
+            "INSERT INTO solid_queue_recurring_tasks (key, schedule, class_name, created_at,"
+            " updated_at) VALUES ('cleanup', '*/15 * * * *', 'CleanupJob', now(), now()),"
+            " ('reports', 'every day at 5am', 'ReportJob', now(), now())"
+        )
+        conn.execute(
+            "INSERT INTO solid_queue_recurring_executions (job_id, task_key, run_at, created_at)"
+            " VALUES (1, 'cleanup', '2026-12-02 10:15', now()), (2, 'cleanup', '2026-12-02 10:30', now())"
+        )
+        conn.execute(
+            "INSERT INTO graphile_worker._private_known_crontabs (identifier, known_since,"
+            " last_execution) VALUES ('digest', now(), '2026-12-02 08:00+00')"
+        )
+    at = {stamp: datetime.fromisoformat(stamp).timestamp() for stamp in
+          ("2026-12-02T03:00+00:00", "2026-12-02T10:30+00:00", "2026-12-02T08:00+00:00")}  # fmt: skip
+    last, due = (
+        "pgq_periodic_task_last_run_timestamp_seconds",
+        "pgq_periodic_task_next_run_timestamp_seconds",
+    )
+    good_job = _collect(empty_db.dsn, "good_job")
+    assert _task(good_job, "good_job", last, "nightly") == at["2026-12-02T03:00+00:00"]
+    solid_queue = _collect(empty_db.dsn, "solid_queue")
+    assert _task(solid_queue, "solid_queue", last, "cleanup") == at["2026-12-02T10:30+00:00"]
+    assert _task(solid_queue, "solid_queue", due, "cleanup") == at["2026-12-02T10:30+00:00"] + 900
+    assert _task(solid_queue, "solid_queue", last, "reports") is None
+    assert _task(solid_queue, "solid_queue", due, "reports") is None  # fugit's words
+    graphile = _collect(empty_db.dsn, "graphile_worker")
+    assert _task(graphile, "graphile_worker", last, "digest") == at["2026-12-02T08:00+00:00"]

@@ -88,3 +88,29 @@ CREATE TABLE solid_queue_pauses (
     queue_name varchar NOT NULL UNIQUE,
     created_at timestamp(6) NOT NULL
 );
+
+CREATE TABLE solid_queue_recurring_tasks (
+    id bigserial PRIMARY KEY,
+    key varchar NOT NULL UNIQUE,
+    schedule varchar NOT NULL,
+    command varchar(2048),
+    class_name varchar,
+    arguments text,
+    queue_name varchar,
+    priority integer DEFAULT 0,
+    static boolean NOT NULL DEFAULT true,
+    description text,
+    created_at timestamp(6) NOT NULL,
+    updated_at timestamp(6) NOT NULL
+);
+CREATE INDEX index_solid_queue_recurring_tasks_on_static ON solid_queue_recurring_tasks (static);
+
+CREATE TABLE solid_queue_recurring_executions (
+    id bigserial PRIMARY KEY,
+    job_id bigint NOT NULL UNIQUE,
+    task_key varchar NOT NULL,
+    run_at timestamp(6) NOT NULL,
+    created_at timestamp(6) NOT NULL
+);
+CREATE UNIQUE INDEX index_solid_queue_recurring_executions_on_task_key_and_run_at
+    ON solid_queue_recurring_executions (task_key, run_at);

@@ -205,3 +205,15 @@ CREATE INDEX CONCURRENTLY good_jobs_lock_key_idx
 CREATE INDEX CONCURRENTLY good_jobs_performed_idx
     ON {schema}.good_jobs (queue_name, scheduled_at) INCLUDE (id)
     WHERE finished_at IS NULL AND performed_at IS NOT NULL AND locked_by_id IS NULL;
+
+-- name: periodic
+-- Its cron entries, by key: the time of the last run the scheduler enqueued
+-- (cron_at, through the index of cron keys and times). The schedules live in
+-- the application's configuration.
+SELECT j.cron_key AS task, extract(epoch FROM max(j.cron_at))::float8 AS last_run,
+       NULL::float8 AS next_run, NULL::text AS schedule, NULL::float8 AS after,
+       NULL::text AS zone
+FROM {schema}.good_jobs j
+WHERE j.cron_key IS NOT NULL
+GROUP BY j.cron_key
+ORDER BY task;

@@ -217,3 +217,12 @@ CREATE INDEX CONCURRENTLY graphile_jobs_failed_run_at_idx
 
 -- name: version
 SELECT max(id)::text FROM {schema}.migrations;
+
+-- name: periodic
+-- Its cron tasks, by identifier: when the runner last executed each (its
+-- crontab, with the schedules, lives in the application's files).
+SELECT k.identifier AS task, extract(epoch FROM k.last_execution)::float8 AS last_run,
+       NULL::float8 AS next_run, NULL::text AS schedule, NULL::float8 AS after,
+       NULL::text AS zone
+FROM {schema}._private_known_crontabs k
+ORDER BY task;

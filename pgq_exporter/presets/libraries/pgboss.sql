@@ -118,3 +118,15 @@ SELECT q.partition_name, q.name FROM {schema}.queue q WHERE q.partition_name IS 
 
 -- name: version
 SELECT max(version)::text FROM {schema}.version;
+
+-- name: periodic
+-- Its schedules, by queue name, with their cron and zone. pg-boss records no
+-- run of a schedule; its cron monitor records when it last looked (cron_on),
+-- and sends each schedule due since: a schedule is next due at the first time
+-- its cron gives after that look, which stays in the past once it stops looking.
+SELECT s.name AS task, NULL::float8 AS last_run, NULL::float8 AS next_run,
+       s.cron AS schedule,
+       (SELECT extract(epoch FROM max(v.cron_on))::float8 FROM {schema}.version v) AS after,
+       coalesce(s.timezone, 'UTC') AS zone
+FROM {schema}.schedule s
+ORDER BY task;

@@ -144,6 +144,6 @@ SELECT CASE WHEN count(*) OVER (PARTITION BY s.entrypoint) > 1
             THEN s.entrypoint || ' ' || s.expression ELSE s.entrypoint END AS task,
        extract(epoch FROM s.last_run)::float8 AS last_run,
        extract(epoch FROM s.next_run)::float8 AS next_run,
-       s.expression
+       s.expression, NULL::float8 AS after, NULL::text AS zone
 FROM {schema}.pgqueuer_schedules s
 ORDER BY task;

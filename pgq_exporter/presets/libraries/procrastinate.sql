@@ -167,3 +167,16 @@ CREATE INDEX CONCURRENTLY procrastinate_events_finished_idx
 -- included, is one range of it instead of a filter over the queue's jobs.
 CREATE INDEX CONCURRENTLY procrastinate_jobs_queue_status_idx
     ON {schema}.procrastinate_jobs (queue_name, status);
+
+-- name: periodic
+-- Its periodic tasks: each one's last deferred run, by the timestamp its
+-- schedule gave it (the deferrer keeps the latest rows of each task and
+-- periodic id). The schedules themselves live in the application's code.
+SELECT CASE WHEN d.periodic_id = '' THEN d.task_name::text
+            ELSE d.task_name || ' ' || d.periodic_id END AS task,
+       max(d.defer_timestamp)::float8 AS last_run,
+       NULL::float8 AS next_run, NULL::text AS schedule, NULL::float8 AS after,
+       NULL::text AS zone
+FROM {schema}.procrastinate_periodic_defers d
+GROUP BY d.task_name, d.periodic_id
+ORDER BY task;

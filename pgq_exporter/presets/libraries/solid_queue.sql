@@ -176,3 +176,16 @@ CREATE INDEX CONCURRENTLY solid_queue_ready_executions_created_idx
 -- The failed executions by creation, for the feed of finished jobs.
 CREATE INDEX CONCURRENTLY solid_queue_failed_executions_created_idx
     ON {schema}.solid_queue_failed_executions (created_at);
+
+-- name: periodic
+-- Its recurring tasks, by key, with their schedules (cron, or fugit's words,
+-- which give no due time here), and the time of the last run the scheduler
+-- enqueued (Rails' timestamps are UTC without a zone).
+SELECT t.key AS task,
+       (SELECT extract(epoch FROM max(e.run_at) AT TIME ZONE 'UTC')::float8
+        FROM {schema}.solid_queue_recurring_executions e
+        WHERE e.task_key = t.key) AS last_run,
+       NULL::float8 AS next_run, t.schedule::text AS schedule, NULL::float8 AS after,
+       NULL::text AS zone
+FROM {schema}.solid_queue_recurring_tasks t
+ORDER BY task;

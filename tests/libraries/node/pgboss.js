@@ -7,6 +7,8 @@
 //   node pgboss.js hold DSN QUEUE                fetch one and hold it until killed
 //   node pgboss.js states DSN                    pg-boss's own count of each queue's states
 //   node pgboss.js expire DSN                    run pg-boss's expiry once, then count states
+//   node pgboss.js schedule DSN QUEUE CRON TZ    schedule QUEUE, then run pg-boss's cron
+//                                                monitor until it has looked once
 // Maintenance is off (supervise: false), so nothing expires a job behind the test:
 // only the expire command runs pg-boss's expiry, once, when the test asks.
 'use strict'
@@ -42,6 +44,19 @@ async function main () {
   } else if (command === 'expire') {
     await boss.expire()
     console.log(JSON.stringify(await boss.countStates()))
+  } else if (command === 'schedule') {
+    const [queue, cron, tz] = rest
+    await boss.createQueue(queue)
+    await boss.schedule(queue, cron, null, { tz })
+    const monitor = new PgBoss({ connectionString: dsn, supervise: false, cronMonitorIntervalSeconds: 1 })
+    monitor.on('error', (error) => console.error(error.message))
+    await monitor.start()
+    const looked = async () => {
+      const { rows } = await monitor.getDb().executeSql('SELECT cron_on FROM pgboss.version')
+      return rows.length > 0 && rows[0].cron_on !== null
+    }
+    while (!(await looked())) await new Promise((resolve) => setTimeout(resolve, 100))
+    await monitor.stop({ graceful: false, wait: true })
   } else if (command === 'hold') {
     const jobs = await boss.fetch(rest[0], { batchSize: 1 })
     console.log(JSON.stringify(jobs.map((job) => job.id)))
