@@ -15,6 +15,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from pgq_exporter import DEFAULT_SCHEMA
+from pgq_exporter.bundle.alerts import ALERTS
 from pgq_exporter.collectors import periodic_tasks
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.schema import apply_schema
@@ -284,3 +285,12 @@ def test_detect_doctor_and_check_config_say_what_pg_cron_holds_and_what_to_grant
     _grant(cron_dsn)
     result = run_cli("check-config", "--connect", str(config))
     assert result.returncode == 0, result.stderr
+
+
+def test_the_runbooks_confirm_queries_run_on_pg_cron(
+    cron: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    readers = [alert for alert in ALERTS if "cron." in alert.confirm_sql]
+    assert {alert.name for alert in readers} == {"PgqPeriodicTaskLate", "PgqPeriodicTaskFailing"}
+    for alert in readers:
+        cron.execute(alert.confirm_sql.encode())
