@@ -75,6 +75,10 @@
         "for": "2m",
         "threshold": 0
       },
+      "PgqQueueHasNoWorkers": {
+        "for": "2m",
+        "threshold": 0
+      },
       "PgqQueueStalled": {
         "for": "2m",
         "idle": 300,

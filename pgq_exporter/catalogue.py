@@ -37,6 +37,7 @@ TABLE_HEALTH = "table_health"
 XMIN_HORIZON = "xmin_horizon"
 ACTIVITY = "activity"
 PERIODIC_TASKS = "periodic_tasks"
+WORKERS = "workers"
 EXPORTER = "exporter"  # served by the process itself, never scheduled
 
 BUILTIN_COLLECTORS: tuple[str, ...] = (
@@ -49,6 +50,7 @@ BUILTIN_COLLECTORS: tuple[str, ...] = (
     XMIN_HORIZON,
     ACTIVITY,
     PERIODIC_TASKS,
+    WORKERS,
 )
 
 # The collectors that read the queue's rows; the others read catalogs and statistics.
@@ -202,6 +204,12 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "the exporter is down are counted; with a library preset, the jobs this "
                "exporter process observed finishing.",
                DBQ, JOB_HISTOGRAMS),
+    MetricSpec("pgq_jobs_enqueued_total", C,
+               "Jobs that arrived in the queue, counted by the reference schema's insert "
+               "trigger (version 12 on: jobs inserted since), whether or not an exporter "
+               "ran; beside pgq_jobs_completed_total, a producer that stopped or outruns "
+               "the workers.",
+               DBQ, JOB_HISTOGRAMS),
     MetricSpec("pgq_jobs_failed_total", C,
                "Jobs that finished with status failed (retries spent). On the reference "
                "schema the database keeps the total, as for pgq_jobs_completed_total; "
@@ -249,6 +257,17 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("pgq_lock_waits", G,
                "Backends waiting for a lock on a queue table or partition.",
                DBT, ACTIVITY),
+    MetricSpec("pgq_workers", G,
+               "Live workers that serve the queue, by the library's own liveness rule; "
+               "queue=\"*\" for workers that serve every queue (they are not counted again "
+               "under each). 0 for a known queue no live worker names. Served where the "
+               "queue's layout records its workers: pgq_metric_served says which.",
+               DBQ, WORKERS),
+    MetricSpec("pgq_worker_slots", G,
+               "Jobs the live workers of the queue can run at once (their handlers, threads "
+               "or concurrency), where the layout records it: beside the processing jobs, "
+               "how busy they are.",
+               DBQ, WORKERS),
     MetricSpec("pgq_periodic_task_last_run_timestamp_seconds", G,
                "When the periodic task last started (pg_cron: its last run's start), by "
                "scheduler (pg_cron, or the library preset that schedules it) and task (the "

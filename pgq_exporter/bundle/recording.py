@@ -78,9 +78,9 @@ def quantile_expr(histogram: str, quantile: float, matchers: str) -> str:
 
 
 def recording_tests() -> list[dict[str, Any]]:
-    """promtool tests: 120 jobs a minute done and 30 failed for ten minutes, each taking
-    0.505 s (in the default layout's bucket around it): rates of 2 and 0.5 a second,
-    and quantiles interpolated within that bucket."""
+    """promtool tests: 180 jobs a minute arrived, 120 done and 30 failed for ten
+    minutes, each taking 0.505 s (in the default layout's bucket around it): rates of
+    3, 2 and 0.5 a second, and quantiles interpolated within that bucket."""
     bounds = DEFAULT_CLASSIC.processing
     low = bisect_left(bounds, 0.505) - 1
     below, above = bounds[low], bounds[low + 1]
@@ -88,12 +88,14 @@ def recording_tests() -> list[dict[str, Any]]:
     series = [
         {"series": f"pgq_jobs_completed_total{{{_Q}}}", "values": "0+120x10"},
         {"series": f"pgq_jobs_failed_total{{{_Q}}}", "values": "0+30x10"},
+        {"series": f"pgq_jobs_enqueued_total{{{_Q}}}", "values": "0+180x10"},
         *({"series": f'pgq_job_processing_seconds_bucket{{{_Q}, le="{le}"}}', "values": v}
           for le, v in buckets),
     ]  # fmt: skip
     expected = [
         (rate_name("pgq_jobs_completed_total"), {}, 2.0),
         (rate_name("pgq_jobs_failed_total"), {}, 0.5),
+        (rate_name("pgq_jobs_enqueued_total"), {}, 3.0),
         (
             quantile_name("pgq_job_processing_seconds"),
             {"quantile": "0.5"},

@@ -37,6 +37,7 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqLockWaits": (0, "5m"),
     "PgqPeriodicTaskLate": (120, "1m"),
     "PgqPeriodicTaskFailing": (0, "1m"),
+    "PgqQueueHasNoWorkers": (0, "2m"),
 }
 
 # The alerts that take a second setting beside the threshold, and its default.

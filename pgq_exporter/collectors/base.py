@@ -45,6 +45,15 @@ class PeriodicTask(NamedTuple):
     zone: str | None = None
 
 
+class LiveWorkers(NamedTuple):
+    """The live workers that serve a queue ("*": every queue), and the jobs they can run
+    at once (None where not recorded)."""
+
+    queue: str
+    workers: int
+    slots: int | None
+
+
 class Source(Protocol):
     """What a collector asks of the source of its database's queue (sources/): never
     which kind of source it is."""
@@ -67,6 +76,9 @@ class Source(Protocol):
 
     def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
         """The periodic tasks its library records (none where it records none)."""
+
+    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+        """The live workers by queue, where its database records them (else None)."""
 
 
 @dataclass

@@ -6,6 +6,7 @@ reads on every run. What the feed cannot know (a library that records no start, 
 deletes its done jobs) is not served. On the reference schema (version 7 on) the
 completed and failed totals are the database's own (queue_counts), which count the
 jobs that finished while no exporter ran; elsewhere they count what this process saw.
+There (version 12 on) the jobs that arrived are the database's count too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.finished import stats_samples
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample
+from pgq_exporter.samples import AnySample, Sample
 
 
 class JobHistograms(Collector):
@@ -30,12 +31,16 @@ class JobHistograms(Collector):
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
         kept = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else None
+        arrived = _kept_arrivals(conn, ctx, self.kept_in) if self.kept_in else None
         samples: list[AnySample] = []
         blank = ctx.feed.jobs.blank
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
             queue_stats = stats.get(queue, blank)
             totals = kept.get(queue, (0, 0)) if kept is not None else None
             samples += stats_samples(queue, queue_stats, ctx.outcomes, totals)
+            if arrived is not None:
+                enqueued = float(arrived.get(queue, 0))
+                samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
         return samples
 
 
@@ -48,3 +53,11 @@ def _kept_totals(
         return None
     totals = fetch(conn, "kept_totals", ctx, mapping=mapping)
     return {queue: (int(done), int(failed)) for queue, done, failed in totals}
+
+
+def _kept_arrivals(conn: Conn, ctx: Context, mapping: SchemaMapping) -> dict[str, int] | None:
+    """Per queue, the jobs inserted, as the reference schema keeps them; None where it
+    keeps none (a schema before version 12)."""
+    if not fetch(conn, "has_counts_column", ctx, {"column": "enqueued_total"}, mapping)[0][0]:
+        return None
+    return {queue: int(n) for queue, n in fetch(conn, "kept_arrivals", ctx, mapping=mapping)}

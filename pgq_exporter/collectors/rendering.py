@@ -18,6 +18,8 @@ Conn = psycopg.Connection[Any]
 COUNTS_TABLE = "queue_counts"
 # Its delayed jobs by tick of scheduled_at (schema version 8 on).
 DELAYED_TABLE = "delayed_counts"
+# The workers that serve the queue (version 12 on).
+WORKERS_TABLE = "workers"
 
 
 # The placeholders of a library preset's catalog queries, which name no mapped table.
@@ -33,6 +35,8 @@ def mapping_parts(mapping: SchemaMapping) -> dict[str, sql.Composable]:
         "counts_name": sql.Literal(sql.Identifier(mapping.schema, COUNTS_TABLE).as_string()),
         "delayed": sql.Identifier(mapping.schema, DELAYED_TABLE),
         "delayed_name": sql.Literal(sql.Identifier(mapping.schema, DELAYED_TABLE).as_string()),
+        "workers": sql.Identifier(mapping.schema, WORKERS_TABLE),
+        "workers_name": sql.Literal(sql.Identifier(mapping.schema, WORKERS_TABLE).as_string()),
         "tables": table_list([sql.Identifier(mapping.schema, mapping.table).as_string()]),
     }
     parts.update(

@@ -38,6 +38,9 @@ served wrong:
   it last ran and when it is next due (epoch seconds, NULL where not recorded), its
   cron schedule (NULL where not recorded), the time its next run follows where that
   is not its last run (NULL: its last run), and the schedule's time zone (NULL: UTC);
+- ``workers``: its live workers by its own liveness rule, where it records them: per
+  queue ("*" for those that serve every queue), the workers and their slots (NULL
+  where it records no capacity; then ``worker_slots`` is False);
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
 - ``index_<name>``: an index the library does not create, which `doctor` suggests
@@ -71,7 +74,7 @@ FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEA
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
 KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals",
-                          "unfinished", "queues_unfinished", "periodic"})  # fmt: skip
+                          "unfinished", "queues_unfinished", "periodic", "workers"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
 # Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...
@@ -154,6 +157,8 @@ class LibraryPreset:
     # What to do, in the library's own tools and terms, for the runbooks: keys
     # "workers" (none take jobs), "stuck" (abandoned jobs), "failed" (failures).
     remedies: Mapping[str, str] = field(default_factory=dict)
+    # Whether its workers block gives their capacity (pgq_worker_slots).
+    worker_slots: bool = False
     status_enum: str = ""
     known_statuses: tuple[str, ...] = ()
     status_table: tuple[str, ...] = ()

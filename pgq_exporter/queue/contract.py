@@ -264,3 +264,20 @@ class Contract:
     def reap(self, conn: Conn) -> ReapResult:
         row = conn.execute(_statement(self.schema, "reap")).fetchone()
         return ReapResult(int(row[0]), int(row[1])) if row else ReapResult(0, 0)
+
+    # -- the workers' registry (schema version 12) -------------------------------
+    def register_worker(
+        self, conn: Conn, name: str, queues: Sequence[str], concurrency: int, every: timedelta
+    ) -> int:
+        """Register a worker serving ``queues`` with ``concurrency`` handlers, beating
+        every ``every``; its id."""
+        params = {"name": name, "queues": list(queues), "concurrency": concurrency,
+                  "every": every}  # fmt: skip
+        return int(self._one(conn, "register_worker", params))
+
+    def beat_worker(self, conn: Conn, worker: int) -> bool:
+        """Its beat; False once its row is gone (silent for an hour: registered again)."""
+        return bool(self._one(conn, "beat_worker", {"id": worker}))
+
+    def unregister_worker(self, conn: Conn, worker: int) -> None:
+        self._one(conn, "unregister_worker", {"id": worker})

@@ -47,6 +47,7 @@ from pgq_exporter.queue.contract import Call, Conn, Contract, Job, decode_payloa
 from pgq_exporter.queue.leases import ClaimMarks, Handoff, Leases
 from pgq_exporter.queue.names import check_queue_name, notify_channel
 from pgq_exporter.queue.outbox import Outbox, Outcome
+from pgq_exporter.queue.registry import Registration
 
 log = logging.getLogger("pgq_exporter.worker")
 
@@ -135,6 +136,10 @@ class Worker:
         self._outbox = Outbox(settings.flush_size, settings.flush_every)
         self._next_queue = 0
         self._marks = ClaimMarks()
+        self._registration = Registration(
+            self.contract, settings.name, settings.queues, settings.concurrency,
+            settings.heartbeat_every,
+        )  # fmt: skip
 
     # -- control --------------------------------------------------------------
     def stop(self) -> None:
@@ -162,6 +167,8 @@ class Worker:
             self._dispatch_loop()
         finally:
             self._shut_down(handlers)
+            heartbeat.join(self.settings.heartbeat_every + 5)
+            self._leave()
         return self.stats
 
     @property
@@ -383,16 +390,30 @@ class Worker:
 
     # -- leases -------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
+        """The worker's registration at once, then every heartbeat: its own beat and its
+        leases'."""
         conn: Conn | None = None
-        while not self._stopping.wait(self.settings.heartbeat_every):
+        beat_now = True
+        while beat_now or not self._stopping.wait(self.settings.heartbeat_every):
+            beat_now = False
             try:
                 if conn is None or conn.closed or conn.broken:
                     conn = self._connect()
+                self._registration.beat(conn)
                 self._beat(conn)
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed", extra={"err": first_line(exc)})
         if conn is not None:
             conn.close()
+
+    def _leave(self) -> None:
+        """Its row deleted: a worker that stopped is not counted live until its beats
+        age out."""
+        try:
+            with self._connect() as conn:
+                self._registration.leave(conn)
+        except DB_ERRORS as exc:
+            log.warning("could not unregister; its row ages out", extra={"err": first_line(exc)})
 
     def _beat(self, conn: Conn) -> None:
         held = self._leases.held()

@@ -22,21 +22,21 @@ from pgq_exporter.catalogue import (
     ACTIVITY,
     BUILTIN_COLLECTORS,
     CATALOGUE,
-    JOB_HISTOGRAMS,
     PERIODIC_TASKS,
     QUEUE_COLLECTORS,
-    QUEUE_WINDOW,
     TABLE_HEALTH,
+    WORKERS,
     XMIN_HORIZON,
 )
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.activity import Activity
-from pgq_exporter.collectors.base import Collector, Conn, Feed, PeriodicTask
+from pgq_exporter.collectors.base import Collector, Conn, Feed, LiveWorkers, PeriodicTask
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.periodic_tasks import PeriodicTasks
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.table_health import TableHealth
+from pgq_exporter.collectors.workers import Workers
 from pgq_exporter.collectors.xmin_horizon import XminHorizon
 from pgq_exporter.config import CollectorSettings, Config, Layout
 from pgq_exporter.histograms import ClassicLayout
@@ -44,14 +44,15 @@ from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.collectors")
 
-# The metrics whose serving depends on the source: those of the queue collectors.
+# The metrics whose serving depends on the source: those of the queue collectors, and
+# of its workers.
 LAYOUT_METRICS: tuple[str, ...] = tuple(
-    spec.name for spec in CATALOGUE if spec.collector in QUEUE_COLLECTORS
+    spec.name for spec in CATALOGUE if spec.collector in {*QUEUE_COLLECTORS, WORKERS}
 )
 # The collectors that read catalogs and statistics: the same on every source.
 CATALOG_COLLECTORS: dict[str, type[Collector]] = {
     TABLE_HEALTH: TableHealth, XMIN_HORIZON: XminHorizon, ACTIVITY: Activity,
-    PERIODIC_TASKS: PeriodicTasks,
+    PERIODIC_TASKS: PeriodicTasks, WORKERS: Workers,
 }  # fmt: skip
 # The rows a table must hold (the planner's estimate) for a sequential scan of it to
 # matter to doctor: --min-rows.
@@ -147,17 +148,23 @@ class QueueSource(ABC):
         """Whether a database of this source has ``metric`` served: its collector runs
         on it (and is in ``enabled``, when given), and its feed knows what it needs."""
         collector = next(spec.collector for spec in CATALOGUE if spec.name == metric)
-        if collector not in QUEUE_COLLECTORS:
+        if collector not in {*QUEUE_COLLECTORS, WORKERS}:
             return True
         if enabled is not None and collector not in enabled:
             return False
-        if collector not in self.queue_collectors():
-            return False
-        if collector in (QUEUE_WINDOW, JOB_HISTOGRAMS):
-            return _by_outcomes(metric, self.outcomes)
-        if metric == "pgq_queue_late_ready_jobs":
-            return self.counts_late_jobs
-        return metric != "pgq_queue_exhausted_jobs" or self.knows_exhausted
+        if collector == WORKERS:
+            slots = metric != "pgq_worker_slots" or self.records_worker_slots
+            return self.records_workers and slots
+        return collector in self.queue_collectors() and self._knows(metric)
+
+    def _knows(self, metric: str) -> bool:
+        """Whether what it records gives a queue collector's ``metric``."""
+        depends = {
+            "pgq_queue_late_ready_jobs": self.counts_late_jobs,
+            "pgq_jobs_enqueued_total": self.counts_arrivals,
+            "pgq_queue_exhausted_jobs": self.knows_exhausted,
+        }
+        return depends.get(metric, _by_outcomes(metric, self.outcomes))
 
     @property
     def knows_exhausted(self) -> bool:
@@ -168,6 +175,26 @@ class QueueSource(ABC):
     def counts_late_jobs(self) -> bool:
         """Whether it counts the ready jobs past each wait threshold."""
         return False
+
+    @property
+    def counts_arrivals(self) -> bool:
+        """Whether it counts the jobs that arrive, exactly (pgq_jobs_enqueued_total)."""
+        return False
+
+    @property
+    def records_workers(self) -> bool:
+        """Whether its database records the workers that serve it (pgq_workers)."""
+        return False
+
+    @property
+    def records_worker_slots(self) -> bool:
+        """Whether its database records its workers' capacity (pgq_worker_slots)."""
+        return False
+
+    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+        """The live workers by queue ("*": every queue), and their slots where recorded;
+        None where this database does not record them (a schema before its registry)."""
+        return None
 
     def served(self, enabled: frozenset[str] | None = None) -> dict[str, bool]:
         """Every queue metric, and whether it is served (pgq_metric_served, the docs)."""

@@ -17,7 +17,7 @@ from pgq_exporter.catalogue import (
     QUEUE_LEASES,
     QUEUE_WINDOW,
 )
-from pgq_exporter.collectors.base import Conn, Feed, PeriodicTask
+from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers, PeriodicTask
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.job_histograms import JobHistograms
 from pgq_exporter.collectors.library_feed import LibraryFeed
@@ -86,6 +86,21 @@ class LibrarySource(QueueSource):
 
     def make_feed(self, layout: ClassicLayout) -> Feed:
         return LibraryFeed(self.library, layout)
+
+    @property
+    def records_workers(self) -> bool:
+        return "workers" in self.library.preset.blocks
+
+    @property
+    def records_worker_slots(self) -> bool:
+        return self.records_workers and self.library.preset.worker_slots
+
+    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+        if not self.records_workers:
+            return None
+        rows = conn.execute(render_block(self.library, "workers")).fetchall()
+        return [LiveWorkers(str(queue), int(n), None if slots is None else int(slots))
+                for queue, n, slots in rows]  # fmt: skip
 
     def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
         if "periodic" not in self.library.preset.blocks:

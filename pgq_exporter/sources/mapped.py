@@ -21,7 +21,7 @@ from pgq_exporter.catalogue import (
     columns_read,
     window_from_updates,
 )
-from pgq_exporter.collectors.base import Conn, Feed
+from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.collectors.job_histograms import JobHistograms
@@ -93,6 +93,28 @@ class MappedSource(QueueSource):
     @property
     def counts_late_jobs(self) -> bool:
         return True
+
+    # The reference schema's own tables (version 12 on): its arrivals and its workers.
+    @property
+    def counts_arrivals(self) -> bool:
+        return self.mapping.is_reference
+
+    @property
+    def records_workers(self) -> bool:
+        return self.mapping.is_reference
+
+    @property
+    def records_worker_slots(self) -> bool:
+        return self.mapping.is_reference
+
+    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+        if not self.mapping.is_reference:
+            return None
+        [(present,)] = conn.execute(render("has_workers", self.mapping)).fetchall()
+        if not present:
+            return None
+        rows = conn.execute(render("live_workers", self.mapping)).fetchall()
+        return [LiveWorkers(str(queue), int(n), int(slots)) for queue, n, slots in rows]
 
     def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
         return queues.discover(conn, self.mapping)

@@ -112,7 +112,8 @@ LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS proce
 -- name: has_counts_column
 -- Whether the reference schema's kept counts have column %(column)s: the totals of
 -- finished jobs (completed_total, version 7 and later), the processing jobs on their
--- last attempt (processing_last, version 11 and later).
+-- last attempt (processing_last, version 11 and later), the jobs inserted
+-- (enqueued_total, version 12 and later).
 SELECT EXISTS (SELECT FROM pg_attribute a
                WHERE a.attrelid = to_regclass({counts_name})
                  AND a.attname = %(column)s AND NOT a.attisdropped) AS present;
@@ -452,3 +453,24 @@ SELECT q.queue,
             WHERE j.{queue_column} = q.queue AND j.{status_column}::text = ANY (%(values)s)
             LIMIT %(limit)s) AS c) AS unknown
 FROM unnest(%(queues)s::text[]) AS q(queue);
+
+-- name: has_workers
+-- Whether the reference schema keeps its workers (version 12 and later).
+SELECT to_regclass({workers_name}) IS NOT NULL;
+
+-- name: live_workers
+-- The live workers of the reference schema by queue (a worker serving several
+-- counts under each), and their handlers: live while its last beat is within
+-- three of its intervals.
+SELECT q.queue, count(*) AS workers, sum(w.concurrency) AS slots
+FROM {workers} w
+CROSS JOIN LATERAL unnest(w.queues) AS q(queue)
+WHERE w.beat_at > now() - 3 * w.heartbeat_every
+GROUP BY q.queue;
+
+-- name: kept_arrivals
+-- The reference schema's jobs inserted by queue (version 12 and later), summed
+-- over the writers' slots: they never go down.
+SELECT c.queue, sum(c.enqueued_total) AS enqueued
+FROM {counts} c
+GROUP BY c.queue;

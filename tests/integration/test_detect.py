@@ -90,7 +90,8 @@ def test_check_config_names_the_preset_schema_and_collectors_and_the_libraries_p
     _, found, warning = result.stdout.splitlines()
     assert found == (
         "  main: preset pgqueuer, schema public; collectors: queue_depth, queue_latency, "
-        "queue_leases, queue_window, job_histograms, table_health, xmin_horizon, periodic_tasks"
+        "queue_leases, queue_window, job_histograms, table_health, xmin_horizon, periodic_tasks, "
+        "workers"
     )
     assert warning == (
         "  main: warning: several queue libraries found: collecting pgqueuer in public, "

@@ -433,7 +433,8 @@ def _assert_seed_table_metrics(samples: dict[str, dict[Any, float]], *, window: 
     ran = {dict(labels)["collector"]: v for labels, v in samples["pgq_collector_success"].items()}
     # What needs a missing column is not scheduled, so it never fails for ever.
     expected = ["queue_depth", "queue_latency", "queue_leases", "table_health", "xmin_horizon",
-                "activity", "periodic_tasks", *(["queue_window"] if window else [])]  # fmt: skip
+                "activity", "periodic_tasks", "workers",
+                *(["queue_window"] if window else [])]  # fmt: skip
     assert ran == dict.fromkeys(expected, 1)
     assert "pgq_jobs_completed_total" not in samples
     mail = {"database": "main", "queue": "mail"}

@@ -177,7 +177,8 @@ def test_a_table_the_role_may_not_read_fails_only_the_collectors_that_read_it(
     # pgqueuer_schedules, which it may not read either).
     assert success == {"queue_depth": 0, "queue_window": 0, "job_histograms": 0,
                        "queue_latency": 1, "queue_leases": 1, "table_health": 1,
-                       "xmin_horizon": 1, "activity": 1, "periodic_tasks": 0}  # fmt: skip
+                       "xmin_horizon": 1, "activity": 1, "periodic_tasks": 0,
+                       "workers": 1}  # fmt: skip
     labels = {"database": "main", "queue": "bench"}
     assert value(samples, "pgq_queue_ready_jobs", **labels) == 5
     assert value(samples, "pgq_queue_jobs", status="processing", **labels) == 0

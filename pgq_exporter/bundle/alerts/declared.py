@@ -8,6 +8,7 @@ from pgq_exporter.bundle.alerts.model import Alert
 from pgq_exporter.bundle.alerts.periodic import ALERTS as PERIODIC
 from pgq_exporter.bundle.alerts.queues import ALERTS as QUEUES
 from pgq_exporter.bundle.alerts.throughput import ALERTS as THROUGHPUT
+from pgq_exporter.bundle.alerts.workers import ALERTS as WORKERS
 
 # In the order the shipped rules have always listed them.
 ALERTS: tuple[Alert, ...] = (
@@ -18,4 +19,5 @@ ALERTS: tuple[Alert, ...] = (
     *EXPORTER,
     DATABASE[-1],
     *PERIODIC,
+    *WORKERS,
 )

@@ -17,6 +17,8 @@ INHIBITIONS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("PgqDatabaseDown", ("job", "instance", "database"), "Pgq.+"),
     ("PgqCollectorFailing", ("job", "instance", "database", "collector"), "PgqCollectorStale"),
     ("PgqXminHorizonTooOld", ("job", "instance", "database", "source"), "PgqXminHorizonHeld"),
+    # Ready jobs and no worker: one incident, paged once, by the alert that says why.
+    ("PgqQueueHasNoWorkers", ("job", "instance", "database", "queue"), "PgqQueueStalled"),
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pgq_exporter.bundle.grafana.panels import (
     BUCKETS,
     NATIVE,
+    QUEUE_SEL,
     TARGET_SEL,
     Dashboard,
     Panel,
@@ -16,6 +17,8 @@ from pgq_exporter.bundle.grafana.panels import (
 from pgq_exporter.bundle.recording import rate_name
 from pgq_exporter.bundle.settings import BundleConfig
 
+# The jobs running, beside the slots of the workers that run them.
+RUNNING_SEL = QUEUE_SEL + ', status="processing"'
 
 def overview(config: BundleConfig) -> Dashboard:
     backlog = config.setting("PgqBacklogTooLarge").threshold
@@ -94,7 +97,9 @@ def overview(config: BundleConfig) -> Dashboard:
             Panel(
                 "Throughput",
                 "Jobs completed and failed per second over 5 minutes, from the counters "
-                "(the recording rules' rates).",
+                "(the recording rules' rates), beside the jobs that arrived where the "
+                "layout counts them: arrivals above service build a backlog, and none "
+                "at all is a producer that stopped.",
                 "ops",
                 (
                     Target(
@@ -104,6 +109,10 @@ def overview(config: BundleConfig) -> Dashboard:
                     Target(
                         f"sum by (queue) ({recorded(rate_name('pgq_jobs_failed_total'))})",
                         "{{queue}} failed",
+                    ),
+                    Target(
+                        f"sum by (queue) ({recorded(rate_name('pgq_jobs_enqueued_total'))})",
+                        "{{queue}} arrived",
                     ),
                 ),
             ),
@@ -177,6 +186,25 @@ def overview(config: BundleConfig) -> Dashboard:
                     Target(f"sum(increase({series(NATIVE, config)}[$__interval]))", "native"),
                 ),
                 kind="heatmap",
+            ),
+            Panel(
+                "Workers and their slots",
+                "Live workers that serve each queue (queue * serves every queue), and the "
+                "jobs they can run at once beside those running, where the layout "
+                "records them: PgqQueueHasNoWorkers pages on ready jobs and no worker.",
+                "short",
+                (
+                    Target(
+                        f"max by (queue) ({series('pgq_workers', config)})", "{{queue}} workers"
+                    ),
+                    Target(
+                        f"max by (queue) ({series('pgq_worker_slots', config)})", "{{queue}} slots"
+                    ),
+                    Target(
+                        f"max by (queue) ({series('pgq_queue_jobs', config, RUNNING_SEL)})",
+                        "{{queue}} running",
+                    ),
+                ),
             ),
             Panel(
                 "Stuck and exhausted jobs",

@@ -180,3 +180,11 @@ SELECT CASE WHEN d.periodic_id = '' THEN d.task_name::text
 FROM {schema}.procrastinate_periodic_defers d
 GROUP BY d.task_name, d.periodic_id
 ORDER BY task;
+
+-- name: workers
+-- Its live workers: those whose heartbeat is within {stalled_worker_timeout}
+-- seconds, as its own rule has it. A worker records neither its queues nor its
+-- concurrency: each counts under every queue ("*").
+SELECT '*' AS queue, count(*) AS workers, NULL::bigint AS slots
+FROM {schema}.procrastinate_workers w
+WHERE w.last_heartbeat >= now() - make_interval(secs => {stalled_worker_timeout});

@@ -12,6 +12,7 @@ PRESET = LibraryPreset(
     detection=Detection("que_jobs", columns=("queue", "run_at", "finished_at", "expired_at")),
     statuses=("pending", "processing", "done", "failed"),
     knows_processing=False,  # Que records no start
+    worker_slots=True,  # a locker records its worker_count
     indexes={
         "index_done": (QUEUE_DEPTH,),
         "index_expired": (QUEUE_DEPTH,),

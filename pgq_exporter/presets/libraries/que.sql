@@ -190,3 +190,13 @@ CREATE INDEX CONCURRENTLY que_jobs_expired_queue_idx
 -- for the feed's range and reads it whole.
 CREATE INDEX CONCURRENTLY que_jobs_ended_idx
     ON {schema}.que_jobs ((coalesce(finished_at, expired_at)));
+
+-- name: workers
+-- Its lockers: one per worker process, while its connection lives (que's own
+-- rule: a locker whose backend is gone is dead), by each queue it works, and
+-- its worker threads.
+SELECT q.queue, count(*) AS workers, sum(l.worker_count) AS slots
+FROM {schema}.que_lockers l
+CROSS JOIN LATERAL unnest(l.queues) AS q(queue)
+WHERE EXISTS (SELECT FROM pg_stat_activity a WHERE a.pid = l.pid)
+GROUP BY q.queue;

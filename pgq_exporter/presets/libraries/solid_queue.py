@@ -20,6 +20,7 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed"),
     # A process silent this long is dead (Solid Queue's process_alive_threshold).
     params={"process_alive_threshold": Param(300.0, 0.1, WEEK, "`process_alive_threshold`")},
+    worker_slots=True,  # a worker process records its thread_pool_size
     knows_processing=False,  # the claimed execution, which held the start, is gone
     stamp_lag=60.0,  # Rails stamps from its clock
     indexes={

@@ -189,3 +189,19 @@ SELECT t.key AS task,
        NULL::text AS zone
 FROM {schema}.solid_queue_recurring_tasks t
 ORDER BY task;
+
+-- name: workers
+-- Its live worker processes (a heartbeat within {process_alive_threshold}
+-- seconds), by each queue their metadata names ("*": every queue), and their
+-- threads. The metadata is the application's text: its two values are read by
+-- pattern, so that a row that is not JSON fails nothing.
+SELECT q.queue, count(*) AS workers,
+       sum(coalesce(left(substring(p.metadata FROM '"thread_pool_size":\s*([0-9]+)'), 6)::bigint,
+                    0)) AS slots
+FROM {schema}.solid_queue_processes p
+CROSS JOIN LATERAL unnest(string_to_array(
+    coalesce(substring(p.metadata FROM '"queues":\s*"([^"]*)"'), '*'), ',')) AS q(queue)
+WHERE p.kind = 'Worker'
+  AND p.last_heartbeat_at >= (now() AT TIME ZONE 'UTC')
+                             - make_interval(secs => {process_alive_threshold})
+GROUP BY q.queue;

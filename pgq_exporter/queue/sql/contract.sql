@@ -42,3 +42,12 @@ SELECT refused FROM {schema}.heartbeat_many(%(ids)b, %(tokens)b, %(lease)s) AS r
 
 -- name: release
 SELECT {schema}.release(%(id)s, %(token)s);
+
+-- name: register_worker
+SELECT {schema}.register_worker(%(name)s, %(queues)s, %(concurrency)s, %(every)s);
+
+-- name: beat_worker
+SELECT {schema}.beat_worker(%(id)s);
+
+-- name: unregister_worker
+SELECT {schema}.unregister_worker(%(id)s);

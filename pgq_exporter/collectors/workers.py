@@ -1,0 +1,34 @@
+"""The live workers that serve each queue, and their slots, where the queue's layout
+records them: the reference schema's registry (version 12 on), a library's heartbeat
+table. A known queue that no live worker names is served 0, so that ready jobs and no
+worker to take them page at once (PgqQueueHasNoWorkers)."""
+
+from __future__ import annotations
+
+from pgq_exporter.catalogue import WORKERS
+from pgq_exporter.collectors.base import Collector, Conn, Context
+from pgq_exporter.samples import AnySample, Sample
+
+EVERY_QUEUE = "*"
+
+
+class Workers(Collector):
+    name = WORKERS
+    reads_queue_tables = False
+
+    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+        live = ctx.source.workers(conn)
+        if live is None:
+            return []
+        known = set(ctx.known_queues(conn))
+        samples: list[AnySample] = []
+        named = set()
+        for queue, workers, slots in live:
+            if queue != EVERY_QUEUE and queue not in known:
+                continue  # a queue with no job: not tracked (max_queues bounds them)
+            named.add(queue)
+            samples.append(Sample("pgq_workers", (queue,), float(workers)))
+            if slots is not None:
+                samples.append(Sample("pgq_worker_slots", (queue,), float(slots)))
+        samples += [Sample("pgq_workers", (queue,), 0.0) for queue in sorted(known - named)]
+        return samples

@@ -1,0 +1,98 @@
+"""The live workers a queue library records, read through its preset: a running
+Procrastinate worker, then none once it is killed and its heartbeat ages past the
+stalled worker timeout; Solid Queue's worker processes and Que's lockers, as they
+write them, by queue with their threads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from pgq_exporter.config import parse_config
+from pgq_exporter.runtime.exporter import Exporter
+from tests.conftest import Database
+from tests.support import wait_for
+from tests.support.exporter import Labels, parse_samples
+
+pytestmark = pytest.mark.library
+
+Samples = dict[str, dict[Labels, float]]
+
+
+def _workers(dsn: str, preset: str, extra: str = "") -> tuple[dict[str, float], dict[str, float]]:
+    text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n{extra}"
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        samples = parse_samples(exporter.collect_once().decode())
+    finally:
+        exporter.stop()
+    success = {dict(k)["collector"]: v for k, v in samples["pgq_collector_success"].items()}
+    assert success["workers"] == 1
+    return tuple(  # type: ignore[return-value]
+        {dict(labels)["queue"]: v for labels, v in samples.get(metric, {}).items()}
+        for metric in ("pgq_workers", "pgq_worker_slots")
+    )
+
+
+def test_a_procrastinate_worker_counts_under_every_queue_while_it_beats(empty_db: Database) -> None:
+    from tests.libraries.procrastinate_app import make_app  # noqa: PLC0415
+
+    app = make_app(empty_db.dsn)
+    with app.open():
+        app.schema_manager.apply_schema()
+        app.tasks["ok"].configure(queue="mail").defer()
+    timeout = "    preset_params:\n      stalled_worker_timeout: 2s\n"
+    worker = subprocess.Popen([sys.executable, "-m", "tests.libraries.procrastinate_app",
+                               empty_db.dsn, "other"])  # fmt: skip
+    try:
+        live, slots = wait_for(lambda: _workers(empty_db.dsn, "procrastinate", timeout),
+                               "the worker's heartbeat", 30,
+                               until=lambda found: found[0].get("*") == 1)  # fmt: skip
+    finally:
+        worker.kill()
+        worker.wait(10)
+    assert live == {"*": 1, "mail": 0} and slots == {}  # it records no concurrency
+    dead, _ = wait_for(lambda: _workers(empty_db.dsn, "procrastinate", timeout),
+                       "the killed worker to age out", 30,
+                       until=lambda found: found[0].get("*") == 0)  # fmt: skip
+    assert dead == {"*": 0, "mail": 0}
+
+
+def test_solid_queue_processes_and_que_lockers_by_queue_with_their_threads(
+    empty_db: Database,
+) -> None:
+    from tests.support.libraries import INSTALL  # noqa: PLC0415
+
+    for preset in ("solid_queue", "que"):
+        INSTALL[preset](empty_db.dsn)
+    with psycopg.connect(empty_db.dsn, autocommit=True) as conn:
+        for queue in ("mail", "reports"):
+            conn.execute("INSERT INTO solid_queue_jobs (queue_name, class_name, created_at,"
+                         " updated_at) VALUES (%s, 'J', now(), now())", (queue,))  # fmt: skip
+            conn.execute("INSERT INTO que_jobs (queue, job_class, job_schema_version)"
+                         " VALUES (%s, 'J', 2)", (queue,))  # fmt: skip
+        conn.execute(
+            "INSERT INTO solid_queue_processes (kind, last_heartbeat_at, pid, hostname,"
+            " metadata, created_at, name) VALUES"
+            " ('Worker', now() AT TIME ZONE 'UTC', 1, 'h',"
+            '  \'{"polling_interval":0.1,"queues":"mail,reports","thread_pool_size":3}\','
+            "  now(), 'w1'),"
+            " ('Worker', now() AT TIME ZONE 'UTC', 2, 'h', 'not json', now(), 'w2'),"
+            " ('Worker', now() AT TIME ZONE 'UTC' - interval '10 minutes', 3, 'h',"
+            '  \'{"queues":"mail","thread_pool_size":5}\', now(), \'gone\'),'
+            " ('Dispatcher', now() AT TIME ZONE 'UTC', 4, 'h', '{}', now(), 'd')"
+        )
+        # A locker of this live session, and one whose backend is gone.
+        conn.execute("INSERT INTO que_lockers (pid, worker_count, worker_priorities, ruby_pid,"
+                     " ruby_hostname, queues, listening) VALUES (pg_backend_pid(), 6, '{}', 1,"
+                     " 'h', ARRAY['mail'], true), (2147483000, 9, '{}', 2, 'h', ARRAY['reports'],"
+                     " true)")  # fmt: skip
+        assert _workers(empty_db.dsn, "solid_queue") == (
+            {"mail": 1, "reports": 1, "*": 1},
+            {"mail": 3, "reports": 3, "*": 0},
+        )
+        assert _workers(empty_db.dsn, "que") == ({"mail": 1, "reports": 0}, {"mail": 6})
