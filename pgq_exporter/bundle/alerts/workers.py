@@ -7,6 +7,9 @@ from pgq_exporter.bundle.alerts.model import Alert, Q, Scenario, T
 
 READY = (f"pgq_queue_ready_jobs{{{Q}}}", "5x10")
 NONE_LIVE = (f"pgq_workers{{{Q}}}", "0x10")
+# Killed at 2m30s: its beats age out 30 s later (three of the reference worker's
+# default 10 s), and for: 2m pages at 5m, 2m30s after the kill.
+KILLED = (f"pgq_workers{{{Q}}}", "1 1 1 0x10")
 EVERY_QUEUE = 'queue="*"'
 
 
@@ -36,7 +39,7 @@ ALERTS: tuple[Alert, ...] = (
         "stopped (a crash loop, an OOM kill, a failed deploy). With a library, its "
         "runbook (docs/runbooks/<preset>.md) says how it lists its workers.",
         fire=Scenario(
-            (READY, NONE_LIVE),
+            (READY, KILLED),
             eval_time="5m",
             labels={"queue": "email"},
             description="5 jobs are ready in queue email of database main, and no live "
@@ -48,6 +51,7 @@ ALERTS: tuple[Alert, ...] = (
                 (READY, NONE_LIVE, (f'pgq_workers{{{T}, queue="*"}}', "2x10")), eval_time="5m"
             ),
             Scenario(((f"pgq_queue_ready_jobs{{{Q}}}", "0x10"), NONE_LIVE), eval_time="5m"),
+            Scenario((READY, KILLED), eval_time="4m"),  # a minute into its for: 2m
         ),
         fix=("5x5", "1x5"),
     ),
