@@ -47,9 +47,12 @@ def _seed_worker(dsn: str) -> None:
             conn.execute(SEED_COMPLETE, (row[0],))
 
 
-def _reference_worker(dsn: str, batch: int, concurrency: int = CONCURRENCY) -> None:
+def _reference_worker(
+    dsn: str, batch: int, concurrency: int = CONCURRENCY, register: bool = True
+) -> None:
     settings = WorkerSettings(queues=("bench",), concurrency=concurrency, batch=batch,
-                              lease=timedelta(minutes=5), poll_max=0.1)  # fmt: skip
+                              lease=timedelta(minutes=5), poll_max=0.1,
+                              register=register)  # fmt: skip
     worker = Worker(dsn, lambda job: None, settings)
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())
     worker.run()
@@ -120,7 +123,8 @@ def _alternating(
 
 def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> list[dict[str, Any]]:
     """What the exporter collecting beside the workers (at its default 15 s interval)
-    costs them, and what keeping exact counts costs them."""
+    costs them, what keeping exact counts costs them, and what the workers' registry
+    costs them at batch 100."""
     from bench.collection import counting_paused  # noqa: PLC0415
     from bench.serving import exporter_process  # noqa: PLC0415
 
@@ -128,7 +132,12 @@ def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> list[dict[s
     counted, uncounted = _alternating(dsn, jobs, workers, rounds,
                                       lambda: counting_paused(dsn))  # fmt: skip
     row = {"batch": 10, "workers": workers, "rounds": rounds}
+    registered, unregistered = _registry_cost(dsn, jobs, workers, rounds)
     return [
+        {**row, "batch": 100, "variant": "reference worker, registered in the workers' table",
+         "jobs_per_s": registered, "alone_jobs_per_s": unregistered,
+         "cost_of": "the workers' registry",
+         "overhead_percent": 100 * (unregistered - registered) / unregistered},
         {**row, "variant": "reference worker beside the exporter (15 s interval)",
          "jobs_per_s": beside, "alone_jobs_per_s": alone, "cost_of": "exporter overhead",
          "overhead_percent": 100 * (alone - beside) / alone},
@@ -136,6 +145,19 @@ def _overhead(dsn: str, jobs: int, workers: int, rounds: int = 5) -> list[dict[s
          "jobs_per_s": counted, "alone_jobs_per_s": uncounted, "cost_of": "cost of the counts",
          "overhead_percent": 100 * (uncounted - counted) / uncounted},
     ]  # fmt: skip
+
+
+def _registry_cost(dsn: str, jobs: int, workers: int, rounds: int) -> tuple[float, float]:
+    """Batch-100 drains by workers that register, beat and leave in the workers' table
+    and by workers that do not, in alternating rounds: the median rate of each."""
+    registered: list[float] = []
+    unregistered: list[float] = []
+    for _ in range(rounds):
+        for register, rates in ((False, unregistered), (True, registered)):
+            _fill(dsn, jobs)
+            rates.append(drain(dsn, workers, jobs, KEPT_LEFT, _reference_worker, 100,
+                               CONCURRENCY, register, confirm=LEFT))  # fmt: skip
+    return statistics.median(registered), statistics.median(unregistered)
 
 
 def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,

@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -68,6 +68,9 @@ class WorkerSettings:
     flush_every: float = 0.005
     flush_size: int = 100
     name: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    # Whether it keeps a row in the workers' registry (schema version 12), which the
+    # exporter reads for pgq_workers.
+    register: bool = True
 
     @property
     def heartbeat_every(self) -> float:
@@ -399,16 +402,30 @@ class Worker:
             try:
                 if conn is None or conn.closed or conn.broken:
                     conn = self._connect()
-                self._registration.beat(conn)
                 self._beat(conn)
+                self._register(conn)
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed", extra={"err": first_line(exc)})
         if conn is not None:
             conn.close()
 
+    def _register(self, conn: Conn) -> None:
+        """Its own beat in the workers' registry, where the schema has one (version 12);
+        its leases are extended first, whatever becomes of it."""
+        if not self.settings.register:
+            return
+        try:
+            self._registration.beat(conn)
+        except psycopg.errors.UndefinedFunction as exc:
+            self.settings = replace(self.settings, register=False)
+            log.warning("not registered: the schema has no workers' registry (version 12); "
+                        "`schema apply` adds it", extra={"err": first_line(exc)})  # fmt: skip
+
     def _leave(self) -> None:
         """Its row deleted: a worker that stopped is not counted live until its beats
         age out."""
+        if self._registration.id is None:
+            return
         try:
             with self._connect() as conn:
                 self._registration.leave(conn)

@@ -33,6 +33,7 @@ from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.rendering import (
     COUNTS_TABLE,
     DELAYED_TABLE,
+    WORKERS_TABLE,
     mapping_parts,
     render,
 )
@@ -151,7 +152,8 @@ class MappedSource(QueueSource):
 
     def tables_read(self, conn: Conn) -> list[str]:
         mapping = self.mapping
-        extras = (COUNTS_TABLE, DELAYED_TABLE, VERSION_TABLE) if mapping.is_reference else ()
+        own = (COUNTS_TABLE, DELAYED_TABLE, VERSION_TABLE, WORKERS_TABLE)
+        extras = own if mapping.is_reference else ()
         names = sorted({mapping.table, *extras})
         params = {"schema": mapping.schema, "names": names}
         rows = conn.execute(query("detect.sql", "existing_tables"), params).fetchall()

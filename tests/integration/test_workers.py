@@ -5,10 +5,13 @@ once, and stays counted when it is archived or deleted."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import pytest
 
 from pgq_exporter.config import parse_config
 from pgq_exporter.queue.worker import Worker, WorkerSettings
@@ -84,3 +87,15 @@ def test_arrivals_are_counted_once_each_and_stay_counted(db: Database) -> None:
     finally:
         exporter.stop()
     assert _by_queue(samples, "pgq_jobs_enqueued_total") == {"a": 5, "b": 2}
+
+
+def test_a_worker_on_a_schema_without_the_registry_works_unregistered(
+    db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    with db.connect(autocommit=True) as conn:
+        conn.execute("DROP FUNCTION register_worker, beat_worker, unregister_worker")
+        conn.execute("SELECT enqueue_batch('a', array_fill('{}'::jsonb, ARRAY[20]))")
+    with caplog.at_level(logging.WARNING), _worker(db.dsn, "a") as worker:
+        wait_for(lambda: worker.stats.completed, "the jobs done", until=lambda n: n == 20)
+    assert worker.stats.lost == 0
+    assert "no workers' registry" in caplog.text

@@ -20,6 +20,7 @@ from pgq_exporter.bundle.settings import BundleConfig
 # The jobs running, beside the slots of the workers that run them.
 RUNNING_SEL = QUEUE_SEL + ', status="processing"'
 
+
 def overview(config: BundleConfig) -> Dashboard:
     backlog = config.setting("PgqBacklogTooLarge").threshold
     oldest = config.setting("PgqOldestReadyJobTooOld").threshold
