@@ -33,6 +33,10 @@ CONFIRMS: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {
                                  "left"),), "stuck"),
     "PgqFailureRatioHigh": ((("finished", "the jobs it finished in the last hour, how "
                               "many failed, and the failure ratio"),), "failed"),
+    "PgqQueueHasNoWorkers": ((("workers", "its live workers by queue, by its own rule"),),
+                             "workers"),
+    "PgqPeriodicTaskLate": ((("periodic", "its periodic tasks, their last runs and due "
+                              "times"),), "periodic"),
 }  # fmt: skip
 # {queues} and {since} as a runbook writes them out; the caps are NULL (no limit).
 QUEUE = "QUEUE"
@@ -111,11 +115,13 @@ def preset_runbook(preset: LibraryPreset, config: BundleConfig) -> str:
     for alert in ALERTS:
         if alert.name not in CONFIRMS:
             continue
+        confirms, remedy = CONFIRMS[alert.name]
+        if remedy not in preset.remedies:  # it records nothing the alert reads
+            continue
         way = way_for(alert, config, served)
         if way is None:
             unavailable.append(f'{alert.name}: see docs/presets.md, "Alerts by preset".')
             continue
-        confirms, remedy = CONFIRMS[alert.name]
         queries = [Query(what, confirm_query(preset, block))
                    for block, what in confirms if block in preset.blocks]  # fmt: skip
         alerts.append({"name": alert.name, "how": _how(alert, way.name),

@@ -155,7 +155,8 @@ class LibraryPreset:
     # and (table, queue column, status column) where a job has one. A value the enum
     # gains later (an upgrade) is counted as the status "unknown".
     # What to do, in the library's own tools and terms, for the runbooks: keys
-    # "workers" (none take jobs), "stuck" (abandoned jobs), "failed" (failures).
+    # "workers" (none take jobs), "stuck" (abandoned jobs), "failed" (failures), and
+    # "periodic" (a scheduled task late), where it records periodic tasks.
     remedies: Mapping[str, str] = field(default_factory=dict)
     # Whether its workers block gives their capacity (pgq_worker_slots).
     worker_slots: bool = False

@@ -17,6 +17,11 @@ PRESET = LibraryPreset(
     indexes={"index_lock_key": (QUEUE_DEPTH,), "index_performed": (QUEUE_LEASES,)},
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "Cron entries run in a process with cron enabled (`GOOD_JOB_ENABLE_CRON=true`, "
+            "or `config.good_job.enable_cron`): start one whose `cron` configuration holds "
+            "the key."
+        ),
         "workers": (
             "Start or restart good_job (`bundle exec good_job start`, or the async "
             "execution mode) with the queue in its `queues` setting; the GoodJob dashboard "

@@ -29,6 +29,11 @@ PRESET = LibraryPreset(
     },
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "The runner executes the crontab: start `graphile-worker` with the crontab file "
+            "(or the `crontab` option) that holds the task; its `?fill=` option runs what "
+            "was missed since."
+        ),
         "workers": (
             "Start or restart graphile-worker (`graphile-worker -c DATABASE_URL`, or "
             "`run()` in your app) with the task of this queue in its task list."

@@ -28,6 +28,10 @@ PRESET = LibraryPreset(
     status_table=("job", "name", "state"),
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "An instance started with `schedule: true` monitors cron and sends each "
+            "schedule when due: start one; `getSchedules()` lists them."
+        ),
         "workers": (
             "Start or restart the processes that call `boss.work('QUEUE', \u2026)`; "
             "`boss.getQueueSize('QUEUE')` shows the backlog pg-boss sees."

@@ -22,6 +22,11 @@ PRESET = LibraryPreset(
     status_table=("pgqueuer", "entrypoint", "status"),
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "The scheduler that `pgq run` starts with the schedules registered by "
+            "`@pgq.schedule` enqueues them: start it from the code that registers the "
+            "entrypoint."
+        ),
         "workers": (
             "Start or restart consumers for the entrypoint (`pgq run MODULE:factory`); `pgq "
             "dashboard` shows what each queue holds."

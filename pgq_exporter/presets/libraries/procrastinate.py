@@ -37,6 +37,12 @@ PRESET = LibraryPreset(
     status_table=("procrastinate_jobs", "queue_name", "status"),
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "A worker runs the periodic deferrer for the tasks its app declares with "
+            "`@app.periodic`: start one (`procrastinate --app=APP worker`) from the code "
+            "that declares the task; a task missing from the app that runs is never "
+            "deferred."
+        ),
         "workers": (
             "Start or restart Procrastinate workers that listen to the queue "
             "(`procrastinate --app=APP worker --queues=QUEUE`); `procrastinate --app=APP "

@@ -29,6 +29,11 @@ PRESET = LibraryPreset(
     },
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={
+        "periodic": (
+            "The scheduler process enqueues the recurring tasks of `config/recurring.yml`: "
+            "check that `bin/jobs` runs with a scheduler and that the task is still in the "
+            "file."
+        ),
         "workers": (
             "Start or restart Solid Queue (`bin/jobs`) with a worker whose `queues` include "
             "this one; Mission Control Jobs shows the backlog."
