@@ -6,7 +6,6 @@ picking is past its due time."""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,10 +14,8 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from pgq_exporter.config import parse_config
-from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.support.exporter import Labels, parse_samples
+from tests.support.exporter import Labels, collect_once
 from tests.support.libraries import asyncpg_connect, install_pgqueuer
 
 pytestmark = pytest.mark.library
@@ -27,12 +24,7 @@ Samples = dict[str, dict[Labels, float]]
 
 
 def _collect(dsn: str, preset: str) -> Samples:
-    text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n"
-    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
-    try:
-        return parse_samples(exporter.collect_once().decode())
-    finally:
-        exporter.stop()
+    return collect_once(f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n")
 
 
 def _task(samples: Samples, scheduler: str, metric: str, name: str) -> float | None:

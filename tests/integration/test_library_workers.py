@@ -5,18 +5,15 @@ write them, by queue with their threads."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import psycopg
 import pytest
 
-from pgq_exporter.config import parse_config
-from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.support import wait_for
-from tests.support.exporter import Labels, parse_samples
+from tests.support.exporter import Labels, collect_once
 
 pytestmark = pytest.mark.library
 
@@ -24,12 +21,9 @@ Samples = dict[str, dict[Labels, float]]
 
 
 def _workers(dsn: str, preset: str, extra: str = "") -> tuple[dict[str, float], dict[str, float]]:
-    text = f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n{extra}"
-    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
-    try:
-        samples = parse_samples(exporter.collect_once().decode())
-    finally:
-        exporter.stop()
+    samples = collect_once(
+        f"databases:\n  - name: main\n    dsn: {dsn!r}\n    preset: {preset}\n{extra}"
+    )
     success = {dict(k)["collector"]: v for k, v in samples["pgq_collector_success"].items()}
     assert success["workers"] == 1
     return tuple(  # type: ignore[return-value]

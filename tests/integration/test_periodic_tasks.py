@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,11 +16,9 @@ from psycopg.conninfo import make_conninfo
 from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.bundle.alerts import ALERTS
 from pgq_exporter.collectors import periodic_tasks
-from pgq_exporter.config import parse_config
 from pgq_exporter.queue.schema import apply_schema
-from pgq_exporter.runtime.exporter import Exporter
 from tests.support import assert_clean_failure, run_cli, wait_for
-from tests.support.exporter import Labels, parse_samples
+from tests.support.exporter import Labels, collect_once, collect_once_with
 from tests.support.pg_cron import cron_server
 
 pytestmark = pytest.mark.pg_cron
@@ -50,15 +47,12 @@ def cron(cron_dsn: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         yield conn
 
 
-def _collect(dsn: str, role: str = MONITOR, runs: int = 1, extra: str = "") -> Samples:
-    text = f"databases:\n  - name: main\n    dsn: {make_conninfo(dsn, user=role)!r}\n{extra}"
-    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
-    try:
-        for _ in range(runs):
-            body = exporter.collect_once()
-    finally:
-        exporter.stop()
-    return parse_samples(body.decode())
+def _config(dsn: str, extra: str = "") -> str:
+    return f"databases:\n  - name: main\n    dsn: {make_conninfo(dsn, user=MONITOR)!r}\n{extra}"
+
+
+def _collect(dsn: str, extra: str = "") -> Samples:
+    return collect_once(_config(dsn, extra))
 
 
 def _task(samples: Samples, metric: str, task: str, **labels: str) -> float | None:
@@ -223,17 +217,14 @@ def test_runs_are_counted_once_each_when_they_finish_and_stay_counted_when_delet
     cron.execute("SELECT cron.schedule('manual', %s, 'SELECT 1')", (f"{minute} 3 * * *",))
     _grant(cron_dsn)
     _insert_runs(cron, "manual", "succeeded", "succeeded", "running", "failed", "succeeded")
-    text = f"databases:\n  - name: main\n    dsn: {make_conninfo(cron_dsn, user=MONITOR)!r}\n"
-    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
-    try:
+    with collect_once_with(_config(cron_dsn)) as collect:
 
         def runs(status: str) -> float | None:
-            samples = parse_samples(exporter.collect_once().decode())
-            return _task(samples, "pgq_periodic_task_runs_total", "manual", status=status)
+            return _task(collect(), "pgq_periodic_task_runs_total", "manual", status=status)
 
         assert runs("succeeded") == 2  # runs 1-2: the first range
         assert runs("succeeded") == 2  # runs 3-4: 3 is running, 4 failed
-        samples = parse_samples(exporter.collect_once().decode())  # run 5: caught up
+        samples = collect()  # run 5: caught up
         assert _task(samples, "pgq_periodic_task_runs_total", "manual", status="succeeded") == 3
         assert _task(samples, "pgq_periodic_task_runs_total", "manual", status="failed") == 1
         assert _task(samples, "pgq_periodic_task_next_run_timestamp_seconds", "manual")
@@ -244,11 +235,9 @@ def test_runs_are_counted_once_each_when_they_finish_and_stay_counted_when_delet
         assert runs("succeeded") == 4
         assert runs("failed") == 2
         cron.execute("DELETE FROM cron.job_run_details")
-        samples = parse_samples(exporter.collect_once().decode())
+        samples = collect()
         assert _task(samples, "pgq_periodic_task_runs_total", "manual", status="succeeded") == 4
         assert _task(samples, "pgq_periodic_task_last_run_timestamp_seconds", "manual")
-    finally:
-        exporter.stop()
 
 
 def test_tasks_past_max_tasks_are_dropped_and_counted(

@@ -6,19 +6,16 @@ once, and stays counted when it is archived or deleted."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
-from pgq_exporter.config import parse_config
 from pgq_exporter.queue.worker import Worker, WorkerSettings
-from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.support import wait_for
-from tests.support.exporter import Labels, basic_config, parse_samples
+from tests.support.exporter import Labels, basic_config, collect_once, collect_once_with
 
 Samples = dict[str, dict[Labels, float]]
 
@@ -49,26 +46,22 @@ def test_a_running_worker_is_served_by_queue_and_leaves_as_it_stops(db: Database
     with db.connect(autocommit=True) as conn:
         for queue in ("a", "b", "c"):
             conn.execute("SELECT enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[2]))", (queue,))
-    exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
-    try:
+    with collect_once_with(basic_config(db.dsn)) as collect:
         with _worker(db.dsn, "a", "b", concurrency=3), _worker(db.dsn, "a", concurrency=2):
             wait_for(lambda: _registered(db), "both workers registered", until=lambda n: n == 2)
-            samples = parse_samples(exporter.collect_once().decode())
+            samples = collect()
         assert _by_queue(samples, "pgq_workers") == {"a": 2, "b": 1, "c": 0}
         assert _by_queue(samples, "pgq_worker_slots") == {"a": 5, "b": 3}
         assert _registered(db) == 0
-        after = parse_samples(exporter.collect_once().decode())
-        assert _by_queue(after, "pgq_workers") == {"a": 0, "b": 0, "c": 0}
+        assert _by_queue(collect(), "pgq_workers") == {"a": 0, "b": 0, "c": 0}
 
         # A worker killed leaves its row: live while its last beat is within three of
         # its intervals (10 s here), not after.
         with db.connect(autocommit=True) as conn:
             conn.execute("SELECT register_worker('killed', ARRAY['c'], 4, interval '10 seconds')")
-            live = parse_samples(exporter.collect_once().decode())
+            live = collect()
             conn.execute("UPDATE workers SET beat_at = now() - interval '31 seconds'")
-            dead = parse_samples(exporter.collect_once().decode())
-    finally:
-        exporter.stop()
+            dead = collect()
     assert _by_queue(live, "pgq_workers")["c"] == 1
     assert _by_queue(dead, "pgq_workers")["c"] == 0
 
@@ -81,11 +74,7 @@ def test_arrivals_are_counted_once_each_and_stay_counted(db: Database) -> None:
         conn.execute("SELECT count(*) FROM claim('a', 2)")
         conn.execute("DELETE FROM jobs WHERE queue = 'b'")
         conn.execute("SELECT recount()")
-    exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
-    try:
-        samples = parse_samples(exporter.collect_once().decode())
-    finally:
-        exporter.stop()
+    samples = collect_once(basic_config(db.dsn))
     assert _by_queue(samples, "pgq_jobs_enqueued_total") == {"a": 5, "b": 2}
 
 
