@@ -15,11 +15,13 @@ from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.bundle.grafana import dashboard_json, periodic
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.queue.schema import apply_schema
+from tests.conftest import Database
 from tests.support import wait_for
 from tests.support.alerts import BUNDLE, watched_config
+from tests.support.libraries import install_pgqueuer, pgqueuer_schedules
 from tests.support.pg_cron import cron_server
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.pg_cron]
+pytestmark = pytest.mark.prometheus
 
 PERIODIC_BUNDLE = BUNDLE + "  PgqPeriodicTaskLate: {for: 0s}\n  PgqPeriodicTaskFailing: {for: 0s}\n"
 
@@ -48,6 +50,7 @@ def _panel_queries() -> dict[str, list[str]]:
     }  # fmt: skip
 
 
+@pytest.mark.pg_cron
 def test_a_stopped_schedule_pages_late_a_failed_run_raises_failing_and_the_panels_fill() -> None:
     with cron_server() as dsn:
         with psycopg.connect(dsn) as conn:
@@ -72,3 +75,21 @@ def test_a_stopped_schedule_pages_late_a_failed_run_raises_failing_and_the_panel
             wait_for(lambda: [t for t, qs in queries.items() if not any(map(watch.api.query, qs))],
                      "every periodic tasks panel to have data", 30, until=lambda e: e == [])  # fmt: skip
     assert firing == {("PgqPeriodicTaskLate", "hourly"), ("PgqPeriodicTaskFailing", "daily")}
+
+
+@pytest.mark.library
+def test_a_pgqueuer_schedule_its_scheduler_stopped_picking_pages_late(empty_db: Database) -> None:
+    """PgQueuer's own scheduler queries make an hourly schedule due three hours ago that
+    nothing picked since: late, from the next run the library records."""
+    install_pgqueuer(empty_db.dsn, 0)
+    pgqueuer_schedules(empty_db.dsn)  # `report` picked and enqueued now; `cleanup` never picked
+    config = (f"databases:\n  - name: main\n    dsn: {empty_db.dsn!r}\n    preset: pgqueuer\n"
+              "collectors:\n  defaults: {interval: 1s, timeout: 1s}\n")  # fmt: skip
+    with watched_config(config, bundle=PERIODIC_BUNDLE) as watch:
+        watch.until_firing({"PgqPeriodicTaskLate"})
+        late = {alert["labels"]["task"] for alert in watch.api.alerts()
+                if alert["state"] == "firing"
+                and alert["labels"]["alertname"] == "PgqPeriodicTaskLate"}  # fmt: skip
+        quiet = watch.watch(3)
+    assert late == {"cleanup"}
+    assert quiet == {"PgqPeriodicTaskLate"}

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.support.exporter import Labels, collect_once
-from tests.support.libraries import asyncpg_connect, install_pgqueuer
+from tests.support.libraries import install_pgqueuer, pgqueuer_schedules
 
 pytestmark = pytest.mark.library
 
@@ -32,37 +31,9 @@ def _task(samples: Samples, scheduler: str, metric: str, name: str) -> float | N
     return samples.get(metric, {}).get(frozenset(labels))
 
 
-def _schedule(dsn: str) -> list[Any]:
-    """Two schedules, as PgQueuer's scheduler keeps them: `report` every 5 minutes,
-    picked and enqueued once; `cleanup` hourly, due 3 hours ago and never picked."""
-    from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
-    from pgqueuer.models import CronExpressionEntrypoint  # noqa: PLC0415
-    from pgqueuer.queries import Queries  # noqa: PLC0415
-    from pgqueuer.types import CronEntrypoint, CronExpression  # noqa: PLC0415
-
-    report = CronExpressionEntrypoint(CronEntrypoint("report"), CronExpression("*/5 * * * *"))
-    cleanup = CronExpressionEntrypoint(CronEntrypoint("cleanup"), CronExpression("0 * * * *"))
-
-    async def main() -> list[Any]:
-        conn = await asyncpg_connect(dsn)
-        queries = Queries(AsyncpgDriver(conn))
-        await queries.insert_schedule({report: timedelta(0), cleanup: timedelta(hours=-3)})
-        picked = await queries.fetch_schedule({report: timedelta(minutes=5)})
-        await queries.set_schedule_queued({s.id for s in picked})
-        rows = await conn.fetch(
-            "SELECT entrypoint, extract(epoch FROM last_run)::float8 AS last_run,"
-            " extract(epoch FROM next_run)::float8 AS next_run FROM pgqueuer_schedules"
-            " ORDER BY entrypoint"
-        )
-        await conn.close()
-        return list(rows)
-
-    return asyncio.run(main())
-
-
 def test_pgqueuers_schedules_show_the_runs_its_scheduler_records(empty_db: Database) -> None:
     install_pgqueuer(empty_db.dsn, 0)
-    recorded = {row["entrypoint"]: row for row in _schedule(empty_db.dsn)}
+    recorded = {row["entrypoint"]: row for row in pgqueuer_schedules(empty_db.dsn)}
     samples = _collect(empty_db.dsn, "pgqueuer")
 
     def task(metric: str, name: str) -> float | None:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,36 @@ def install_pgqueuer(dsn: str, jobs: int) -> None:
         await conn.close()
 
     asyncio.run(main())
+
+
+def pgqueuer_schedules(dsn: str) -> list[Any]:
+    """Two schedules, written by PgQueuer's own scheduler queries: `report` every 5
+    minutes, picked and enqueued once; `cleanup` hourly, due 3 hours ago and never
+    picked (its scheduler stopped). Their rows as the library keeps them."""
+    needs("library", "PgQueuer")
+    from pgqueuer.db import AsyncpgDriver  # noqa: PLC0415
+    from pgqueuer.models import CronExpressionEntrypoint  # noqa: PLC0415
+    from pgqueuer.queries import Queries  # noqa: PLC0415
+    from pgqueuer.types import CronEntrypoint, CronExpression  # noqa: PLC0415
+
+    report = CronExpressionEntrypoint(CronEntrypoint("report"), CronExpression("*/5 * * * *"))
+    cleanup = CronExpressionEntrypoint(CronEntrypoint("cleanup"), CronExpression("0 * * * *"))
+
+    async def main() -> list[Any]:
+        conn = await asyncpg_connect(dsn)
+        queries = Queries(AsyncpgDriver(conn))
+        await queries.insert_schedule({report: timedelta(0), cleanup: timedelta(hours=-3)})
+        picked = await queries.fetch_schedule({report: timedelta(minutes=5)})
+        await queries.set_schedule_queued({s.id for s in picked})
+        rows = await conn.fetch(
+            "SELECT entrypoint, extract(epoch FROM last_run)::float8 AS last_run,"
+            " extract(epoch FROM next_run)::float8 AS next_run FROM pgqueuer_schedules"
+            " ORDER BY entrypoint"
+        )
+        await conn.close()
+        return list(rows)
+
+    return asyncio.run(main())
 
 
 def procrastinate_app(dsn: str) -> Any:
