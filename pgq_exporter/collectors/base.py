@@ -80,6 +80,10 @@ class Source(Protocol):
     def workers(self, conn: Conn) -> list[LiveWorkers] | None:
         """The live workers by queue, where its database records them (else None)."""
 
+    @property
+    def records_worker_slots(self) -> bool:
+        """Whether its workers' rows give their capacity (pgq_worker_slots)."""
+
 
 @dataclass
 class Context:

@@ -20,7 +20,9 @@ class Workers(Collector):
         live = ctx.source.workers(conn)
         if live is None:
             return []
-        known = set(ctx.known_queues(conn))
+        # The queues the queue collectors found: looking again would read the queue's
+        # tables, which a lock may hold, and this collector must not wait on one.
+        known = set(ctx.queues.known())
         samples: list[AnySample] = []
         named = set()
         for queue, workers, slots in live:
@@ -30,5 +32,8 @@ class Workers(Collector):
             samples.append(Sample("pgq_workers", (queue,), float(workers)))
             if slots is not None:
                 samples.append(Sample("pgq_worker_slots", (queue,), float(slots)))
-        samples += [Sample("pgq_workers", (queue,), 0.0) for queue in sorted(known - named)]
+        for queue in sorted(known - named):
+            samples.append(Sample("pgq_workers", (queue,), 0.0))
+            if ctx.source.records_worker_slots:
+                samples.append(Sample("pgq_worker_slots", (queue,), 0.0))
         return samples

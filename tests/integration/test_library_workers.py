@@ -89,4 +89,7 @@ def test_solid_queue_processes_and_que_lockers_by_queue_with_their_threads(
             {"mail": 1, "reports": 1, "*": 1},
             {"mail": 3, "reports": 3, "*": 0},
         )
-        assert _workers(empty_db.dsn, "que") == ({"mail": 1, "reports": 0}, {"mail": 6})
+        assert _workers(empty_db.dsn, "que") == (
+            {"mail": 1, "reports": 0},
+            {"mail": 6, "reports": 0},
+        )

@@ -51,7 +51,7 @@ def test_a_running_worker_is_served_by_queue_and_leaves_as_it_stops(db: Database
             wait_for(lambda: _registered(db), "both workers registered", until=lambda n: n == 2)
             samples = collect()
         assert _by_queue(samples, "pgq_workers") == {"a": 2, "b": 1, "c": 0}
-        assert _by_queue(samples, "pgq_worker_slots") == {"a": 5, "b": 3}
+        assert _by_queue(samples, "pgq_worker_slots") == {"a": 5, "b": 3, "c": 0}
         assert _registered(db) == 0
         assert _by_queue(collect(), "pgq_workers") == {"a": 0, "b": 0, "c": 0}
 
