@@ -8,13 +8,14 @@ import time
 
 import psycopg
 
+from pgq_exporter import sources
 from tests.conftest import Database
 from tests.support import wait_for
 from tests.support.exporter import ExporterProcess, Labels, basic_config, value
 from tests.support.fake_postgres import Tarpit
 
 Samples = dict[str, dict[Labels, float]]
-CATALOG_COLLECTORS = ("table_health", "xmin_horizon", "activity")
+CATALOG_COLLECTORS = tuple(sources.CATALOG_COLLECTORS)
 TARPIT_TARGETS = 4
 ATTEMPTS = 20
 TARPIT_LANES = 2  # a target's connections at once: its catalog group and one queue group
