@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -9,8 +10,10 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any, TypeVar
+from unittest.mock import patch
 
 import psycopg
 import pytest
@@ -82,6 +85,23 @@ def run_cli(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def run_cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``pgq-exporter`` run through its entry point in this process: its exit code and
+    what it prints, as run_cli gives them. For a corpus of cases of one command, each of
+    which would cost a process start far longer than the case; run_cli covers the
+    process itself."""
+    from pgq_exporter.cli import main  # noqa: PLC0415
+
+    out, err = io.StringIO(), io.StringIO()
+    with patch.dict(os.environ, env or {}), redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["pgq-exporter", *args], code, out.getvalue(),
+                                       err.getvalue())  # fmt: skip
 
 
 def assert_clean_failure(result: subprocess.CompletedProcess[str], *fragments: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pgq_exporter.config import AutoLayout, parse_config, parse_duration
 from pgq_exporter.presets.library import LibraryLayout
-from tests.support import assert_clean_failure, run_cli
+from tests.support import assert_clean_failure, run_cli, run_cli_here
 
 DB = "databases:\n  - name: main\n    dsn: postgresql:///app\n"
 ONE_METRIC = "    metrics: [{name: pgq_x, help: X., value: n}]\n"
@@ -558,7 +558,7 @@ CORPUS: list[tuple[str, str, int, str, str]] = [
 def test_bad_config(tmp_path: Path, name: str, text: str, line: int, path: str, words: str) -> None:
     config = tmp_path / f"{name}.yaml"
     config.write_text(text)
-    result = run_cli("check-config", str(config), env={"DATA_SOURCE_NAME": ""})
+    result = run_cli_here("check-config", str(config), env={"DATA_SOURCE_NAME": ""})
     assert result.returncode == 2
     assert_clean_failure(result, f"{config}:{line}: {path}: ", words)
 
