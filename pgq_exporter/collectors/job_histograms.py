@@ -30,8 +30,7 @@ class JobHistograms(Collector):
         known = ctx.known_queues(conn)
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
-        kept = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else None
-        arrived = _kept_arrivals(conn, ctx, self.kept_in) if self.kept_in else None
+        kept, arrived = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else (None, None)
         samples: list[AnySample] = []
         blank = ctx.feed.jobs.blank
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
@@ -44,20 +43,24 @@ class JobHistograms(Collector):
         return samples
 
 
+Totals = dict[str, tuple[int, int]]
+
+
 def _kept_totals(
     conn: Conn, ctx: Context, mapping: SchemaMapping
-) -> dict[str, tuple[int, int]] | None:
-    """Per queue, the jobs that entered done and failed, as the reference schema keeps
-    them; None where it keeps none (a schema before version 7)."""
-    if not fetch(conn, "has_counts_column", ctx, {"column": "completed_total"}, mapping)[0][0]:
-        return None
-    totals = fetch(conn, "kept_totals", ctx, mapping=mapping)
-    return {queue: (int(done), int(failed)) for queue, done, failed in totals}
+) -> tuple[Totals | None, dict[str, int] | None]:
+    """Per queue, the jobs that entered done and failed, and those inserted, as the
+    reference schema keeps them, in one pass over its counts; None for what it keeps
+    not (the finished totals before version 7, the inserted before version 12)."""
 
+    def has(column: str) -> bool:
+        return bool(fetch(conn, "has_counts_column", ctx, {"column": column}, mapping)[0][0])
 
-def _kept_arrivals(conn: Conn, ctx: Context, mapping: SchemaMapping) -> dict[str, int] | None:
-    """Per queue, the jobs inserted, as the reference schema keeps them; None where it
-    keeps none (a schema before version 12)."""
-    if not fetch(conn, "has_counts_column", ctx, {"column": "enqueued_total"}, mapping)[0][0]:
-        return None
-    return {queue: int(n) for queue, n in fetch(conn, "kept_arrivals", ctx, mapping=mapping)}
+    if has("enqueued_total"):
+        rows = fetch(conn, "kept_totals_arrived", ctx, mapping=mapping)
+        totals = {queue: (int(done), int(failed)) for queue, done, failed, _ in rows}
+        return totals, {queue: int(enqueued) for queue, _, _, enqueued in rows}
+    if not has("completed_total"):
+        return None, None
+    rows = fetch(conn, "kept_totals", ctx, mapping=mapping)
+    return {queue: (int(done), int(failed)) for queue, done, failed in rows}, None

@@ -125,6 +125,14 @@ SELECT c.queue, sum(c.completed_total) AS completed, sum(c.failed_total) AS fail
 FROM {counts} c
 GROUP BY c.queue;
 
+-- name: kept_totals_arrived
+-- kept_totals, and the jobs inserted (version 12 and later), in the same pass
+-- over the kept counts: they never go down either.
+SELECT c.queue, sum(c.completed_total) AS completed, sum(c.failed_total) AS failed,
+       sum(c.enqueued_total) AS enqueued
+FROM {counts} c
+GROUP BY c.queue;
+
 -- name: table_pages
 -- Pages, as they are now, of the largest table or partition that holds the
 -- queue's rows: a sample of one queue reads only its partition (pruning).
@@ -467,10 +475,3 @@ FROM {workers} w
 CROSS JOIN LATERAL unnest(w.queues) AS q(queue)
 WHERE w.beat_at > now() - 3 * w.heartbeat_every
 GROUP BY q.queue;
-
--- name: kept_arrivals
--- The reference schema's jobs inserted by queue (version 12 and later), summed
--- over the writers' slots: they never go down.
-SELECT c.queue, sum(c.enqueued_total) AS enqueued
-FROM {counts} c
-GROUP BY c.queue;
