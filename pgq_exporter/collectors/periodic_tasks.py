@@ -34,6 +34,29 @@ def _fetch(conn: Conn, name: str, params: dict[str, Any] | None = None) -> list[
     return conn.execute(query("periodic.sql", name), params).fetchall()
 
 
+class CronAccess(NamedTuple):
+    """pg_cron's version here, and what this role lacks to read every job ("": none)."""
+
+    version: str
+    lacks: str
+
+
+def cron_access(conn: Conn) -> CronAccess | None:
+    """pg_cron in this database, and whether this role reads all of it; None where it is
+    not installed."""
+    rows = _fetch(conn, "pg_cron_access")
+    if not rows:
+        return None
+    [(version, usage, reads, sees_all)] = rows
+    lacks = ""
+    if not (usage and reads):
+        lacks = f"the role cannot read pg_cron's tables in schema cron: {GRANT}"
+    elif not sees_all:
+        lacks = (f"pg_cron's row-level security shows the role only its own jobs: {GRANT} "
+                 "adds a policy that lets it read them all")  # fmt: skip
+    return CronAccess(str(version), lacks)
+
+
 @dataclass(frozen=True, slots=True)
 class Due:
     """A task's next due time and the time between it and the one after."""
@@ -132,7 +155,7 @@ class PeriodicTasks(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         """pg_cron's jobs, then the tasks the queue's library records, max_tasks in all."""
-        run = _Run(UTC, time.time())
+        run = _Run(UTC, time.time(), self._dues)
         limit = ctx.config.max_tasks
         cron, total = self._pg_cron(conn, run, limit)
         library = ctx.source.periodic_tasks(conn)
@@ -149,16 +172,12 @@ class PeriodicTasks(Collector):
     def _pg_cron(self, conn: Conn, run: _Run, limit: int) -> tuple[list[_Job], int]:
         """pg_cron's jobs, at most ``limit`` (its history read on), and how many it has;
         none where it is not installed."""
-        access = _fetch(conn, "pg_cron_access")
-        if not access:
+        access = cron_access(conn)
+        if access is None:
             self._history = CronHistory()
             return [], 0
-        [(_version, usage, reads, sees_all)] = access
-        if not (usage and reads):
-            raise PgqError(f"the role cannot read pg_cron's tables in schema cron: {GRANT}")
-        if not sees_all:
-            raise PgqError("pg_cron's row-level security shows the role only its own jobs: "
-                           f"{GRANT} adds a policy that lets it read them all")  # fmt: skip
+        if access.lacks:
+            raise PgqError(access.lacks)
         [(zone_name,)] = _fetch(conn, "pg_cron_timezone")
         run.cron_zone = _zone(str(zone_name))
         rows = _fetch(conn, "pg_cron_jobs", {"limit": limit})
@@ -189,7 +208,7 @@ class PeriodicTasks(Collector):
             samples.append(Sample("pgq_periodic_task_runs_total", (*labels, status), runs))
         if not job.active or not history.caught_up:
             return samples  # paused; or its last run may be in runs not read yet
-        due = run.due(job.schedule, self._base(labels, started, run), self._dues, run.cron_zone)
+        due = run.due(job.schedule, self._base(labels, started, run), run.cron_zone)
         return samples + _due_samples(labels, due)
 
     def _library_samples(self, task: PeriodicTask, run: _Run) -> list[AnySample]:
@@ -205,7 +224,7 @@ class PeriodicTasks(Collector):
         if task.schedule is not None:
             after = task.after if task.after is not None else task.last_run
             base = self._base(labels, after, run)
-            due = run.due(task.schedule, base, self._dues, _zone(task.zone or "UTC"))
+            due = run.due(task.schedule, base, _zone(task.zone or "UTC"))
         if task.next_run is not None:
             due = Due(task.next_run, due.interval if due else math.nan)
         return samples + _due_samples(labels, due)
@@ -246,13 +265,13 @@ class _Run:
 
     cron_zone: tzinfo
     now: float
+    known: dict[DueKey, Due | None]  # the previous run's
     seen: set[tuple[str, str]] = field(default_factory=set)
     dues: dict[DueKey, Due | None] = field(default_factory=dict)
 
-    def due(
-        self, schedule: str, after: float, known: dict[DueKey, Due | None], zone: tzinfo
-    ) -> Due | None:
+    def due(self, schedule: str, after: float, zone: tzinfo) -> Due | None:
         key = (schedule, str(zone), after)
+        known = self.known
         self.dues[key] = known[key] if key in known else next_due(schedule, after, zone)
         return self.dues[key]
 
@@ -269,15 +288,13 @@ TRIM = (
 def describe_pg_cron(conn: Conn) -> list[str]:
     """What detect and doctor say of pg_cron in this database: nothing when it is not
     there; its jobs and kept runs, or what this role lacks to read them."""
-    access = _fetch(conn, "pg_cron_access")
-    if not access:
+    access = cron_access(conn)
+    if access is None:
         return []
-    [(version, usage, reads, sees_all)] = access
-    if not (usage and reads and sees_all):
-        return [f"pg_cron {version}: this role cannot read every job; the monitoring role "
-                f"needs {GRANT}"]  # fmt: skip
+    if access.lacks:
+        return [f"pg_cron {access.version}: {access.lacks}"]
     [(active, jobs, runs)] = _fetch(conn, "pg_cron_summary")
-    lines = [f"pg_cron {version}: {jobs} job(s), {active} active, about {max(runs, 0):,} "
+    lines = [f"pg_cron {access.version}: {jobs} job(s), {active} active, about {max(runs, 0):,} "
              "run(s) kept: served as periodic tasks, whatever the preset"]  # fmt: skip
     if runs > MANY_RUNS:
         lines.append(f"  pg_cron never trims its run history; trim it on a schedule: {TRIM}")
