@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
+from pgq_exporter.collectors.periodic_tasks import cron_access
 from pgq_exporter.errors import UsageError
 from pgq_exporter.pg.connect import Conn
 from pgq_exporter.sources import QueueSource
@@ -26,8 +27,7 @@ def monitoring_grants(conn: Conn, source: QueueSource, role: str) -> list[sql.Co
     ]
     listed = sql.SQL(", ").join(sql.Identifier(source.schema, table) for table in tables)
     statements.append(sql.SQL(query("roles.sql", "table_select")).format(tables=listed, **names))
-    row = conn.execute(query("roles.sql", "has_pg_cron")).fetchone()
-    if row and row[0]:
+    if cron_access(conn) is not None:
         policy = sql.Identifier(f"pgq_read_{role}"[:63])
         statements.append(
             sql.SQL(query("roles.sql", "pg_cron_select")).format(policy=policy, **names)

@@ -22,10 +22,6 @@ GRANT USAGE ON SCHEMA {schema} TO {role};
 -- name: table_select
 GRANT SELECT ON {tables} TO {role};
 
--- name: has_pg_cron
--- pg_cron in this database: the periodic tasks collector reads its jobs and runs.
-SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'pg_cron');
-
 -- name: pg_cron_select
 -- Its tables show a role only the jobs it scheduled (row-level security); a policy
 -- of the role's own lets it read every job and run, and nothing else. {policy} is
