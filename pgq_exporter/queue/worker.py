@@ -32,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -143,6 +143,7 @@ class Worker:
             self.contract, settings.name, settings.queues, settings.concurrency,
             settings.heartbeat_every,
         )  # fmt: skip
+        self._registering = settings.register  # until the schema is found to lack it
 
     # -- control --------------------------------------------------------------
     def stop(self) -> None:
@@ -412,12 +413,12 @@ class Worker:
     def _register(self, conn: Conn) -> None:
         """Its own beat in the workers' registry, where the schema has one (version 12);
         its leases are extended first, whatever becomes of it."""
-        if not self.settings.register:
+        if not self._registering:
             return
         try:
             self._registration.beat(conn)
         except psycopg.errors.UndefinedFunction as exc:
-            self.settings = replace(self.settings, register=False)
+            self._registering = False
             log.warning("not registered: the schema has no workers' registry (version 12); "
                         "`schema apply` adds it", extra={"err": first_line(exc)})  # fmt: skip
 
