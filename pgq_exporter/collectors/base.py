@@ -77,8 +77,9 @@ class Source(Protocol):
     def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
         """The periodic tasks its library records (none where it records none)."""
 
-    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
-        """The live workers by queue, where its database records them (else None)."""
+    def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
+        """The live workers by queue, where its database records them (else None);
+        ``known``: the queues tracked, for a worker that serves all but some."""
 
     @property
     def records_worker_slots(self) -> bool:

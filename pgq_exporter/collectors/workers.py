@@ -17,12 +17,12 @@ class Workers(Collector):
     reads_queue_tables = False
 
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
-        live = ctx.source.workers(conn)
-        if live is None:
-            return []
         # The queues the queue collectors found: looking again would read the queue's
         # tables, which a lock may hold, and this collector must not wait on one.
         known = set(ctx.queues.known())
+        live = ctx.source.workers(conn, sorted(known))
+        if live is None:
+            return []
         samples: list[AnySample] = []
         named = set()
         for queue, workers, slots in live:

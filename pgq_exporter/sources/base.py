@@ -191,9 +191,11 @@ class QueueSource(ABC):
         """Whether its database records its workers' capacity (pgq_worker_slots)."""
         return False
 
-    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+    def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         """The live workers by queue ("*": every queue), and their slots where recorded;
-        None where this database does not record them (a schema before its registry)."""
+        None where this database does not record them (a schema before its registry).
+        ``known``: the queues tracked, among which a worker that serves every queue but
+        some is counted."""
         return None
 
     def served(self, enabled: frozenset[str] | None = None) -> dict[str, bool]:

@@ -95,10 +95,11 @@ class LibrarySource(QueueSource):
     def records_worker_slots(self) -> bool:
         return self.records_workers and self.library.preset.worker_slots
 
-    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+    def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         if not self.records_workers:
             return None
-        rows = conn.execute(render_block(self.library, "workers")).fetchall()
+        statement = render_block(self.library, "workers")
+        rows = conn.execute(statement, {"queues": known}).fetchall()
         return [LiveWorkers(str(queue), int(n), None if slots is None else int(slots))
                 for queue, n, slots in rows]  # fmt: skip
 

@@ -108,7 +108,7 @@ class MappedSource(QueueSource):
     def records_worker_slots(self) -> bool:
         return self.mapping.is_reference
 
-    def workers(self, conn: Conn) -> list[LiveWorkers] | None:
+    def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         if not self.mapping.is_reference:
             return None
         [(present,)] = conn.execute(render("has_workers", self.mapping)).fetchall()

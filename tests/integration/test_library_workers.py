@@ -1,7 +1,8 @@
 """The live workers a queue library records, read through its preset: a running
 Procrastinate worker, then none once it is killed and its heartbeat ages past the
 stalled worker timeout; Solid Queue's worker processes and Que's lockers, as they
-write them, by queue with their threads."""
+write them, by queue with their threads; good_job's processes by their lock or
+heartbeat, and by each of their thread pools."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.conftest import Database
 from tests.support import wait_for
@@ -92,4 +94,50 @@ def test_solid_queue_processes_and_que_lockers_by_queue_with_their_threads(
         assert _workers(empty_db.dsn, "que") == (
             {"mail": 1, "reports": 0},
             {"mail": 6, "reports": 0},
+        )
+
+
+GOOD_JOB_LOCK = "('x' || substr(md5('good_job_processes-' || %s::text), 1, 16))::bit(64)::bigint"
+
+
+def test_good_job_processes_by_its_lock_or_heartbeat_and_by_each_pool(empty_db: Database) -> None:
+    """A process registered with an advisory lock lives while a session holds it; one
+    without, while its row is fresh. Its pools name queues as good_job's queue string
+    does: "*", a list (optionally "+"-ordered), or "-" all but some."""
+    from tests.support.libraries import INSTALL  # noqa: PLC0415
+
+    INSTALL["good_job"](empty_db.dsn)
+    pools = {
+        "locked": [{"queues": "mail,reports", "max_threads": 5},
+                   {"queues": "*", "max_threads": 2}],
+        "unlocked": [{"queues": "mail", "max_threads": 50}],
+        "fresh": [{"queues": "-mail", "max_threads": 3}],
+        "ordered": [{"queues": "+bulk, mail", "max_threads": "many"}],
+        "stale": [{"queues": "*", "max_threads": 7}],
+        "odd": "not a list",
+    }  # fmt: skip
+    ids: dict[str, str] = {}
+    with psycopg.connect(empty_db.dsn, autocommit=True) as conn:
+        for queue in ("mail", "reports", "bulk"):
+            conn.execute("INSERT INTO good_jobs (queue_name, created_at, updated_at)"
+                         " VALUES (%s, now(), now())", (queue,))  # fmt: skip
+        for name, schedulers in pools.items():
+            lock_type = 1 if name in ("locked", "unlocked") else None
+            updated = "now() - interval '10 minutes'" if name == "stale" else "now()"
+            [(ids[name],)] = conn.execute(
+                "INSERT INTO good_job_processes (created_at, updated_at, state, lock_type)"
+                f" VALUES (now(), {updated}, %s, %s) RETURNING id::text",
+                (Jsonb({"schedulers": schedulers, "hostname": "h"}), lock_type),
+            ).fetchall()
+        with psycopg.connect(empty_db.dsn, autocommit=True) as holder:
+            holder.execute(f"SELECT pg_advisory_lock({GOOD_JOB_LOCK})", (ids["locked"],))
+            assert _workers(empty_db.dsn, "good_job") == (
+                {"mail": 2, "reports": 2, "bulk": 2, "*": 1},
+                {"mail": 5, "reports": 8, "bulk": 3, "*": 2},
+            )
+        # The locked process's session has gone, and its lock with it: no live pool
+        # serves every queue now.
+        assert _workers(empty_db.dsn, "good_job") == (
+            {"mail": 1, "reports": 1, "bulk": 2},
+            {"mail": 0, "reports": 3, "bulk": 3},
         )

@@ -14,6 +14,7 @@ PRESET = LibraryPreset(
     statuses=("pending", "processing", "done", "failed"),
     knows_wait=True,
     stamp_lag=60.0,  # finished_at comes from Ruby's clock
+    worker_slots=True,
     indexes={"index_lock_key": (QUEUE_DEPTH,), "index_performed": (QUEUE_LEASES,)},
     # Its own tools, for the runbooks (docs/runbooks/<preset>.md).
     remedies={

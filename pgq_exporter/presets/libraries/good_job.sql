@@ -217,3 +217,53 @@ FROM {schema}.good_jobs j
 WHERE j.cron_key IS NOT NULL
 GROUP BY j.cron_key
 ORDER BY task;
+
+-- name: workers
+-- Its live processes, by its own rule: one registered with an advisory lock
+-- (lock_type 1) lives while that lock is held, keyed as the jobs' are on
+-- 'good_job_processes-<id>'; one without lives while it updated its row within
+-- 5 minutes. Each of a process's schedulers (a thread pool) serves the queues its
+-- state names: "*" every queue; "a,b" or "+a,b" (in that order) those; "-a,b"
+-- every queue but those, counted under each tracked queue ({queues}) it leaves.
+-- Its slots are the pool's max_threads. The state is the application's: a value
+-- of the wrong shape counts as no pool, or as no threads, and fails nothing.
+WITH held AS MATERIALIZED (
+    SELECT (l.classid::bigint << 32) | (l.objid::bigint & 4294967295) AS key
+    FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+), live AS (
+    SELECT p.id, p.state
+    FROM {schema}.good_job_processes p
+    WHERE CASE WHEN p.lock_type = 1 THEN EXISTS (
+                   SELECT FROM held h
+                   WHERE h.key = ('x' || substr(md5('good_job_processes-' || p.id::text),
+                                                1, 16))::bit(64)::bigint)
+               ELSE p.updated_at > now() - interval '5 minutes' END
+), pools AS (
+    SELECT v.id, btrim(coalesce(s.pool ->> 'queues', '*')) AS queues,
+           CASE WHEN s.pool ->> 'max_threads' ~ '^[0-9]+$'
+                     AND length(s.pool ->> 'max_threads') <= 6
+                THEN (s.pool ->> 'max_threads')::bigint ELSE 0 END AS threads
+    FROM live v
+    CROSS JOIN LATERAL jsonb_array_elements(
+        CASE WHEN jsonb_typeof(v.state -> 'schedulers') = 'array'
+             THEN v.state -> 'schedulers' ELSE '[]'::jsonb END) AS s(pool)
+    WHERE jsonb_typeof(s.pool) = 'object'
+), served AS (
+    SELECT p.id, p.threads, '*' AS queue FROM pools p WHERE p.queues = '*'
+    UNION ALL
+    SELECT p.id, p.threads, k.queue
+    FROM pools p CROSS JOIN unnest({queues}) AS k(queue)
+    WHERE left(p.queues, 1) = '-'
+      AND NOT EXISTS (SELECT FROM unnest(string_to_array(substr(p.queues, 2), ',')) AS n(name)
+                      WHERE btrim(n.name) = k.queue)
+    UNION ALL
+    SELECT p.id, p.threads, btrim(n.name)
+    FROM pools p CROSS JOIN unnest(string_to_array(ltrim(p.queues, '+'), ',')) AS n(name)
+    WHERE p.queues <> '*' AND left(p.queues, 1) <> '-'
+)
+SELECT s.queue, count(DISTINCT s.id) AS workers, sum(s.threads) AS slots
+FROM served s
+WHERE s.queue <> ''
+GROUP BY s.queue;
