@@ -206,9 +206,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                DBQ, JOB_HISTOGRAMS),
     MetricSpec("pgq_jobs_enqueued_total", C,
                "Jobs that arrived in the queue, counted by the reference schema's insert "
-               "trigger (version 12 on: jobs inserted since), whether or not an exporter "
-               "ran; beside pgq_jobs_completed_total, a producer that stopped or outruns "
-               "the workers.",
+               "trigger (version 12 on: jobs inserted since), or by the queue's own id "
+               "sequence (pgmq), whether or not an exporter ran; beside "
+               "pgq_jobs_completed_total, a producer that stopped or outruns the workers.",
                DBQ, JOB_HISTOGRAMS),
     MetricSpec("pgq_jobs_failed_total", C,
                "Jobs that finished with status failed (retries spent). On the reference "

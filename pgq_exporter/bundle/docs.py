@@ -131,6 +131,8 @@ _SERVED_WORDS = (
     (("pgq_job_wait_seconds",), "the wait-time histogram"),
     (("pgq_jobs_completed_total",), "the completed counter"),
     (("pgq_jobs_failed_total",), "the failed counter"),
+    (("pgq_jobs_enqueued_total",), "the arrivals counter"),
+    (("pgq_workers",), "the live workers"),
 )
 
 

@@ -77,6 +77,10 @@ class Source(Protocol):
     def periodic_tasks(self, conn: Conn) -> list[PeriodicTask]:
         """The periodic tasks its library records (none where it records none)."""
 
+    def arrivals(self, conn: Conn, known: list[str]) -> dict[str, int] | None:
+        """The jobs ever enqueued in each of ``known``, where a library's layout counts
+        them (else None; the reference schema's come with its kept totals)."""
+
     def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         """The live workers by queue, where its database records them (else None);
         ``known``: the queues tracked, for a worker that serves all but some."""

@@ -6,7 +6,8 @@ reads on every run. What the feed cannot know (a library that records no start, 
 deletes its done jobs) is not served. On the reference schema (version 7 on) the
 completed and failed totals are the database's own (queue_counts), which count the
 jobs that finished while no exporter ran; elsewhere they count what this process saw.
-There (version 12 on) the jobs that arrived are the database's count too.
+There (version 12 on) the jobs that arrived are the database's count too; for a library
+that numbers each queue's jobs from a sequence of its own (pgmq), the sequence's.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ class JobHistograms(Collector):
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
         kept, arrived = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else (None, None)
+        if arrived is None:
+            arrived = ctx.source.arrivals(conn, known)
         samples: list[AnySample] = []
         blank = ctx.feed.jobs.blank
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
             queue_stats = stats.get(queue, blank)
             totals = kept.get(queue, (0, 0)) if kept is not None else None
             samples += stats_samples(queue, queue_stats, ctx.outcomes, totals)
-            if arrived is not None:
+            if arrived is not None and (self.kept_in or queue in arrived):
                 enqueued = float(arrived.get(queue, 0))
                 samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
         return samples

@@ -40,7 +40,11 @@ served wrong:
   is not its last run (NULL: its last run), and the schedule's time zone (NULL: UTC);
 - ``workers``: its live workers by its own liveness rule, where it records them: per
   queue ("*" for those that serve every queue), the workers and their slots (NULL
-  where it records no capacity; then ``worker_slots`` is False);
+  where it records no capacity; then ``worker_slots`` is False); ``{queues}``: the
+  tracked queues;
+- ``arrivals``: per queue, the jobs ever enqueued, where the layout counts them
+  exactly (a sequence of the queue's own); NULL where the role may not read it. A
+  block run per queue's table has each table's name as text too (``{q_table}``);
 - ``version``: the library's schema version, where it records one;
 - ``table_labels``: table name -> the label it is served under;
 - ``index_<name>``: an index the library does not create, which `doctor` suggests
@@ -74,7 +78,8 @@ FEEDS = {"depth": QUEUE_DEPTH, "oldest_ready": QUEUE_LATENCY, "stuck": QUEUE_LEA
          "finished": JOB_HISTOGRAMS}  # fmt: skip
 REQUIRED_BLOCKS = ("queues", "depth")
 KNOWN_BLOCKS = frozenset({*FEEDS, *REQUIRED_BLOCKS, "version", "table_labels", "totals",
-                          "unfinished", "queues_unfinished", "periodic", "workers"})  # fmt: skip
+                          "unfinished", "queues_unfinished", "periodic", "workers",
+                          "arrivals"})  # fmt: skip
 CANONICAL_STATUSES = ("pending", "processing", "done", "failed", "cancelled")
 # A block's own placeholders, besides the preset's parameters.
 # Each count of the depth block stops at its state's cap: {ready_cap}, {done_cap}...
@@ -212,6 +217,7 @@ class LibraryPreset:
         unknown += [b for b in sorted(index_blocks) if not self.index_name(b)]  # names none
         wrong = [s for s in self.statuses if s not in CANONICAL_STATUSES]
         allowed = _PLACEHOLDERS | set(self.params) | set(self.per_queue)
+        allowed |= {f"{name}_table" for name in self.per_queue}
         allowed |= {"index"} if self.per_queue else set()
         stray = sorted({p for text in self.blocks.values() for p in _PLACEHOLDER.findall(text)}
                        - allowed)  # fmt: skip
@@ -271,11 +277,15 @@ class LibraryLayout:
         return statements
 
     def queue_tables(self, queue: str) -> dict[str, sql.Composable]:
-        """The per-queue placeholders of ``queue``'s blocks, quoted."""
-        return {
+        """The per-queue placeholders of ``queue``'s blocks, quoted: each table, and
+        (``<name>_table``) its qualified name as a text literal, for the catalog's
+        functions that take a table's name."""
+        tables = {
             name: sql.Identifier(self.schema, prefix + queue.lower())
             for name, prefix in self.preset.per_queue.items()
         }
+        return {**tables, **{f"{name}_table": sql.Literal(table.as_string())
+                             for name, table in tables.items()}}  # fmt: skip
 
 
 def _registry() -> dict[str, LibraryPreset]:

@@ -191,6 +191,11 @@ class QueueSource(ABC):
         """Whether its database records its workers' capacity (pgq_worker_slots)."""
         return False
 
+    def arrivals(self, conn: Conn, known: list[str]) -> dict[str, int] | None:
+        """The jobs ever enqueued in each of ``known`` that a library's layout counts
+        (a queue it cannot read is left out); None where it counts none."""
+        return None
+
     def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         """The live workers by queue ("*": every queue), and their slots where recorded;
         None where this database does not record them (a schema before its registry).

@@ -28,7 +28,7 @@ from pgq_exporter.collectors.library_queues import (
     LibraryStuck,
     table_labels,
 )
-from pgq_exporter.collectors.library_sql import plan_block, queue_names, render_block
+from pgq_exporter.collectors.library_sql import plan_block, queue_names, render_block, run_block
 from pgq_exporter.collectors.queue_window import QueueWindow
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.collectors.unknown_statuses import unknown_values
@@ -95,6 +95,16 @@ class LibrarySource(QueueSource):
     def records_worker_slots(self) -> bool:
         return self.records_workers and self.library.preset.worker_slots
 
+    @property
+    def counts_arrivals(self) -> bool:
+        return "arrivals" in self.library.preset.blocks
+
+    def arrivals(self, conn: Conn, known: list[str]) -> dict[str, int] | None:
+        if not self.counts_arrivals:
+            return None
+        rows = run_block(conn, self.library, "arrivals", known)
+        return {str(queue): int(n) for queue, n in rows if n is not None}
+
     def workers(self, conn: Conn, known: list[str]) -> list[LiveWorkers] | None:
         if not self.records_workers:
             return None
@@ -140,6 +150,8 @@ class LibrarySource(QueueSource):
                       for prefix in prefixes}  # fmt: skip
         params = {"schema": library.schema, "names": sorted(names)}
         rows = conn.execute(query("detect.sql", "existing_tables"), params).fetchall()
+        if self.counts_arrivals:  # its arrivals are its tables' sequences' last values
+            rows += conn.execute(query("detect.sql", "owned_sequences"), params).fetchall()
         return sorted(str(name) for (name,) in rows)
 
     def check(self, conn: Conn, config: Config, database: str, where: str) -> None:

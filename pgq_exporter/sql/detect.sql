@@ -42,3 +42,15 @@ SELECT max(version)::text FROM {schema}.schema_version;
 -- Of %(names)s, the tables (plain, partitioned, views) in schema %(schema)s.
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relname = ANY (%(names)s) AND c.relkind IN ('r', 'p', 'v', 'm');
+
+-- name: owned_sequences
+-- Of the tables %(names)s in schema %(schema)s, the sequences their serial or
+-- identity columns own (a library that numbers each queue's jobs from its own).
+SELECT DISTINCT s.relname
+FROM pg_depend d
+JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
+JOIN pg_class t ON t.oid = d.refobjid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass
+  AND d.deptype IN ('a', 'i') AND n.nspname = %(schema)s AND t.relname = ANY (%(names)s)
+  AND s.relnamespace = n.oid;

@@ -68,3 +68,13 @@ SELECT a.msg_id, {queue}::text, true AS done,
        extract(epoch FROM a.archived_at)::float8 AS finished
 FROM {a} a
 WHERE a.archived_at >= to_timestamp({since});
+
+-- name: arrivals
+-- The messages ever sent to the queue: the last value its msg_id sequence gave,
+-- as pgmq's own metrics() counts them (a send rolled back counts too). NULL, and
+-- not served, where the role may not read the sequence (grant-monitor grants it).
+SELECT {queue}::text AS queue,
+       CASE WHEN has_sequence_privilege(s.seq::oid, 'SELECT')
+            THEN coalesce(pg_sequence_last_value(s.seq), 0) END AS enqueued
+FROM (SELECT pg_get_serial_sequence({q_table}, 'msg_id')::regclass AS seq) AS s
+WHERE s.seq IS NOT NULL;
