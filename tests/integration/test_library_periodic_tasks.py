@@ -6,6 +6,7 @@ picking is past its due time."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
+from tests.support import wait_for
 from tests.support.exporter import Labels, collect_once
 from tests.support.libraries import install_pgqueuer, pgqueuer_schedules
 
@@ -157,3 +159,36 @@ def test_recorded_cron_runs_of_good_job_solid_queue_and_graphile_worker(
     assert _task(solid_queue, "solid_queue", due, "reports") is None  # fugit's words
     graphile = _collect(empty_db.dsn, "graphile_worker")
     assert _task(graphile, "graphile_worker", last, "digest") == at["2026-12-02T08:00+00:00"]
+
+
+def test_a_graphile_worker_crontab_run_by_its_own_scheduler(empty_db: Database) -> None:
+    """graphile-worker's scheduler, started with a crontab, runs an hourly task it last
+    ran three hours ago (its backfill, `?fill=`): the task's last run is the last hour
+    it ran, as known_crontabs records it."""
+    from tests.libraries import node_url  # noqa: PLC0415
+    from tests.support.libraries import INSTALL, ROOT  # noqa: PLC0415
+
+    INSTALL["graphile_worker"](empty_db.dsn)
+    with psycopg.connect(empty_db.dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO graphile_worker._private_known_crontabs (identifier, known_since,"
+            " last_execution) VALUES ('digest', now() - interval '3 hours',"
+            " date_trunc('hour', now()) - interval '3 hours')"
+        )
+    driver = ROOT / "tests/libraries/node/graphile.js"
+    worker = subprocess.Popen(["node", str(driver), "cron", node_url(empty_db.dsn),
+                               "0 * * * * ok ?fill=4h&id=digest"])  # fmt: skip
+    last = "pgq_periodic_task_last_run_timestamp_seconds"
+
+    def this_hour() -> float:
+        return float(int(time.time()) // 3600 * 3600)
+
+    try:
+        ran = wait_for(lambda: _task(_collect(empty_db.dsn, "graphile_worker"),
+                                     "graphile_worker", last, "digest"),
+                       "the scheduler's run of this hour", 60,
+                       until=lambda found: found == this_hour())  # fmt: skip
+    finally:
+        worker.kill()
+        worker.wait(10)
+    assert ran == this_hour()

@@ -4,6 +4,8 @@
 //                                             maxAttempts}]; prints ids
 //   node graphile.js once DSN                 run every job that can run now, then exit
 //   node graphile.js hold DSN                 a worker (one job at a time) until killed
+//   node graphile.js cron DSN CRONTAB         a worker with CRONTAB (its crontab
+//                                             file's lines) until killed
 // Tasks: ok returns, boom throws, block never returns.
 'use strict'
 const { Logger, makeWorkerUtils, run, runMigrations, runOnce } = require('graphile-worker')
@@ -38,6 +40,9 @@ async function main () {
     console.log(JSON.stringify(ids))
   } else if (command === 'once') {
     await runOnce({ ...options, taskList })
+  } else if (command === 'cron') {
+    const runner = await run({ ...options, taskList, crontab: rest[0] })
+    await runner.promise
   } else if (command === 'hold') {
     const runner = await run({ ...options, taskList })
     runner.events.on('job:start', ({ job }) => console.log(JSON.stringify([job.id])))
