@@ -66,6 +66,10 @@
         "for": "1m",
         "threshold": 0
       },
+      "PgqPeriodicTaskGone": {
+        "for": "1m",
+        "threshold": 900
+      },
       "PgqPeriodicTaskLate": {
         "for": "1m",
         "share": 0.1,

@@ -37,6 +37,9 @@ DEFAULT_ALERTS: dict[str, tuple[float, str]] = {
     "PgqLockWaits": (0, "5m"),
     "PgqPeriodicTaskLate": (120, "1m"),
     "PgqPeriodicTaskFailing": (0, "1m"),
+    # The seconds it fires for after a task is gone (then it resolves: the task is no
+    # more, and nothing of it is left to alert on).
+    "PgqPeriodicTaskGone": (900, "1m"),
     "PgqQueueHasNoWorkers": (0, "2m"),
 }
 

@@ -1,7 +1,7 @@
 """Periodic tasks under a real Prometheus with the generated rules, on a server whose
 pg_cron holds the tasks: an hourly task whose scheduler stopped three hours ago pages
-as late, one whose last run failed raises the failing alert, and every panel of the
-periodic tasks dashboard has data. Their `for:` is shortened; the default rules' timing
+as late, one whose last run failed raises the failing alert, every panel of the
+periodic tasks dashboard has data, and the failing task, once unscheduled, is gone. Their `for:` is shortened; the default rules' timing
 is held by the promtool tests."""
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from tests.support.pg_cron import cron_server
 
 pytestmark = pytest.mark.prometheus
 
-PERIODIC_BUNDLE = BUNDLE + "  PgqPeriodicTaskLate: {for: 0s}\n  PgqPeriodicTaskFailing: {for: 0s}\n"
+PERIODIC_BUNDLE = BUNDLE + (
+    "  PgqPeriodicTaskLate: {for: 0s}\n  PgqPeriodicTaskFailing: {for: 0s}\n"
+    "  PgqPeriodicTaskGone: {for: 0s, threshold: 20}\n"
+)
 
 
 def _history(conn: psycopg.Connection[tuple[object, ...]], task: str, status: str,
@@ -74,7 +77,14 @@ def test_a_stopped_schedule_pages_late_a_failed_run_raises_failing_and_the_panel
             queries = _panel_queries()
             wait_for(lambda: [t for t, qs in queries.items() if not any(map(watch.api.query, qs))],
                      "every periodic tasks panel to have data", 30, until=lambda e: e == [])  # fmt: skip
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("SELECT cron.unschedule('daily')")
+            watch.until_firing({"PgqPeriodicTaskGone"})
+            gone = {alert["labels"]["task"] for alert in watch.api.alerts()
+                    if alert["state"] == "firing"
+                    and alert["labels"]["alertname"] == "PgqPeriodicTaskGone"}  # fmt: skip
     assert firing == {("PgqPeriodicTaskLate", "hourly"), ("PgqPeriodicTaskFailing", "daily")}
+    assert gone == {"daily"}
 
 
 @pytest.mark.library

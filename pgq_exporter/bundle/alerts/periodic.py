@@ -1,15 +1,40 @@
-"""The alerts on periodic tasks: one that did not run when its schedule said, and one
-whose last run failed."""
+"""The alerts on periodic tasks: one that did not run when its schedule said, one whose
+last run failed, and one that is gone from its scheduler."""
 
 from __future__ import annotations
 
-from pgq_exporter.bundle.alerts.model import Alert, Scenario, T, extra
+from pgq_exporter.bundle.alerts.model import Alert, Scenario, Series, T, extra
+from pgq_exporter.bundle.settings import BundleConfig
 
 TASK = 'scheduler="pg_cron", task="nightly-report"'
 
 # Due at 600 s, every hour; the grace is a tenth of that, 6 minutes.
 DUE = (f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}", "600x30")
 HOURLY = (f"pgq_periodic_task_interval_seconds{{{T}, {TASK}}}", "3600x30")
+READ = f'pgq_collector_success{{{T}, collector="periodic_tasks"}}'
+# A task is there while any of these is served: pg_cron's runs always are; a library's
+# task has its last run or its due time.
+_PRESENT = (
+    "pgq_periodic_task_last_run_timestamp_seconds",
+    "pgq_periodic_task_next_run_timestamp_seconds",
+    "pgq_periodic_task_runs_total",
+)
+_TASK_KEY = "job, instance, database, scheduler, task"
+
+
+def _present(config: BundleConfig, reads: Series, offset: str = "") -> str:
+    served = "\n    or ".join(f"{reads.m(name, config)}{offset}" for name in _PRESENT)
+    return f"group by ({_TASK_KEY}) (\n    {served}\n  )"
+
+
+def _gone(config: BundleConfig, threshold: str, reads: Series) -> str:
+    """Served ``threshold`` seconds ago, not now, while the collector reads the tasks."""
+    success = reads.m("pgq_collector_success", config, 'collector="periodic_tasks"')
+    return (
+        f"  {_present(config, reads, f' offset {threshold}s')}\n"
+        f"unless on ({_TASK_KEY})\n  {_present(config, reads)}\n"
+        f"and on (job, instance, database)\n  {success} == 1"
+    )
 
 
 ALERTS: tuple[Alert, ...] = (
@@ -84,5 +109,85 @@ ALERTS: tuple[Alert, ...] = (
         near_miss=Scenario(((f"pgq_periodic_task_last_run_failed{{{T}, {TASK}}}", "0x10"),)),
         per_queue=False,
         fix=("0x5",),
+    ),
+    Alert(
+        name="PgqPeriodicTaskGone",
+        severity="warning",
+        summary="A periodic task is gone from its scheduler.",
+        description="Periodic task {{ $labels.task }} ({{ $labels.scheduler }}) in database "
+        "{{ $labels.database }} was served a while ago and is no longer: its schedule was "
+        "deleted or renamed.",
+        expr=_gone,
+        meaning="The task's schedule was deleted (cron.unschedule, a dropped schedule row, a "
+        "crontab line removed), renamed, or dropped by max_tasks: nothing will run it again, "
+        "and PgqPeriodicTaskLate cannot notice, since a task that no longer exists is never "
+        "late. It fires for the threshold's seconds after the task went, then resolves: "
+        "nothing of the task is left to alert on.",
+        confirm_sql="-- pg_cron: the jobs it holds now\n"
+        "SELECT jobid, jobname, schedule, active FROM cron.job ORDER BY jobid;\n"
+        "-- and the last runs of the jobs it no longer holds\n"
+        "SELECT d.jobid, max(d.start_time) AS last_run FROM cron.job_run_details d\n"
+        "WHERE NOT EXISTS (SELECT FROM cron.job j WHERE j.jobid = d.jobid)\n"
+        "GROUP BY d.jobid ORDER BY last_run DESC LIMIT 10;",
+        action="If the task was removed on purpose, nothing is to be done. If not, schedule it "
+        "again (cron.schedule, the library's schedule or crontab) and run it once by hand if "
+        "its work cannot wait for the next due time. pgq_periodic_tasks_dropped above 0 says "
+        "max_tasks left tasks out.",
+        fire=Scenario(
+            (
+                (
+                    f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}",
+                    "600x10 stale _ _ _ _ _ _ _ _ _",
+                ),
+                (READ, "1x30"),
+            ),
+            eval_time="20m",
+            labels={"scheduler": "pg_cron", "task": "nightly-report"},
+            drop=("__name__",),
+            description="Periodic task nightly-report (pg_cron) in database main was served "
+            "a while ago and is no longer: its schedule was deleted or renamed.",
+        ),
+        near_miss=Scenario(  # there all along
+            (
+                (f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}", "600x30"),
+                (READ, "1x30"),
+            ),
+            eval_time="15m",
+        ),
+        also_quiet=(
+            Scenario(  # the exporter went away: every series of it with the task's
+                (
+                    (
+                        f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}",
+                        "600x10 stale",
+                    ),
+                    (READ, "1x10 stale"),
+                ),
+                eval_time="15m",
+            ),
+            Scenario(  # pg_cron cannot be read: the collector says so
+                (
+                    (
+                        f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}",
+                        "600x10 stale",
+                    ),
+                    (READ, "1x10 0x20"),
+                ),
+                eval_time="15m",
+            ),
+            Scenario(  # gone longer ago than the threshold: resolved
+                (
+                    (
+                        f"pgq_periodic_task_next_run_timestamp_seconds{{{T}, {TASK}}}",
+                        "600x10 stale",
+                    ),
+                    (READ, "1x40"),
+                ),
+                eval_time="27m",
+            ),
+        ),
+        per_queue=False,
+        keep_firing=False,
+        fix=("600x5", "1x5"),
     ),
 )
