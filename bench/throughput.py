@@ -18,6 +18,7 @@ import psycopg
 
 from bench.competitors import pgqueuer_drain, procrastinate_drain
 from bench.draining import drain
+from pgq_exporter import DEFAULT_SCHEMA
 from pgq_exporter.queue.producer import Producer
 from pgq_exporter.queue.schema import apply_schema
 from pgq_exporter.queue.worker import Worker, WorkerSettings
@@ -158,6 +159,29 @@ def _registry_cost(dsn: str, jobs: int, workers: int, rounds: int) -> tuple[floa
             rates.append(drain(dsn, workers, jobs, KEPT_LEFT, _reference_worker, 100,
                                CONCURRENCY, register, confirm=LEFT))  # fmt: skip
     return statistics.median(registered), statistics.median(unregistered)
+
+
+def registry_calls(dsn: str, calls: int = 500) -> dict[str, float]:
+    """The median seconds of each of the workers' registry calls, from one client on
+    the reference schema at ``dsn``: what a worker adds to the database per register,
+    beat and unregister."""
+    from pgq_exporter.queue.contract import Contract  # noqa: PLC0415
+
+    contract = Contract(DEFAULT_SCHEMA)
+    times: dict[str, list[float]] = {"register": [], "beat": [], "unregister": []}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(calls):
+            started = time.perf_counter()
+            worker = contract.register_worker(conn, "bench", ["bench"], CONCURRENCY,
+                                              timedelta(seconds=100))  # fmt: skip
+            beat = time.perf_counter()
+            contract.beat_worker(conn, worker)
+            unregister = time.perf_counter()
+            contract.unregister_worker(conn, worker)
+            times["register"].append(beat - started)
+            times["beat"].append(unregister - beat)
+            times["unregister"].append(time.perf_counter() - unregister)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def run_throughput(dsn: str, *, jobs: int, workers: int, rounds: int = 5,
