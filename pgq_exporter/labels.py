@@ -52,8 +52,12 @@ def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozens
 
 
 def _plain(labels: tuple[str, ...]) -> bool:
-    """Whether every value is short enough in any encoding (a loop: the check runs for
-    every sample of every run)."""
+    """Whether every value is short enough in any encoding (the check runs for every
+    sample of every run: all the values at once when they are short together, as most
+    are, else a loop)."""
+    joined = "".join(labels)
+    if len(joined) <= _PLAIN_CHARS and joined.isascii():
+        return True
     for value in labels:  # noqa: SIM110 (a loop is 2.5 times faster than all() here)
         if len(value) > _PLAIN_CHARS or not value.isascii():
             return False

@@ -143,6 +143,59 @@ def metric_entries(
     return serialized
 
 
+# A MetricFamily's ``metric`` field: number 4, length-delimited.
+_METRIC_TAG = (4 << 3) | 2
+
+
+class KeptEntries:
+    """One source's serialized ``metric`` entries, kept from one render to the next: a
+    sample the same as at the last render (at thousands of queues, most of them) is not
+    serialized again. Only the last render's entries are kept, by metric."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, bool], dict[AnySample, bytes]] = {}
+
+    def entries(
+        self, spec: MetricSpec, database: str, samples: list[AnySample], *, classic: bool
+    ) -> bytes:
+        """As ``metric_entries``, the unchanged samples' from the last render."""
+        key = (spec.name, classic)
+        kept = self._kept.get(key, {})
+        chunks: list[bytes | None] = [kept.get(sample) for sample in samples]
+        missing = [sample for sample, chunk in zip(samples, chunks, strict=True) if chunk is None]
+        if missing:
+            made = iter(split_entries(metric_entries(spec, database, missing, classic=classic)))
+            chunks = [chunk if chunk is not None else next(made) for chunk in chunks]
+        ready: list[bytes] = chunks  # type: ignore[assignment]  # every None replaced
+        self._kept[key] = dict(zip(samples, ready, strict=True))
+        return b"".join(ready)
+
+
+def split_entries(serialized: bytes) -> list[bytes]:
+    """The ``metric`` entries of a family serialized with nothing else set, one by one
+    (each its tag, length and message), as ``metric_entries`` made them."""
+    entries: list[bytes] = []
+    position, end = 0, len(serialized)
+    while position < end:
+        start = position
+        if serialized[position] != _METRIC_TAG:
+            raise ValueError(f"not a metric entry at byte {position}")
+        position += 1
+        length, shift = 0, 0
+        while True:
+            byte = serialized[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        position += length
+        entries.append(serialized[start:position])
+    return entries
+
+
 def _fill_histogram(histogram: Any, sample: HistogramSample, classic: bool) -> None:
     histogram.sample_count = int(sample.buckets[-1][1]) if sample.buckets else 0
     histogram.sample_sum = sample.sum

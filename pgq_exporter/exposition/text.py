@@ -16,7 +16,12 @@ from prometheus_client.utils import floatToGoString
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
 from pgq_exporter.exposition.fitting import Counting, series_of
-from pgq_exporter.exposition.protobuf import delimited, family_header, metric_entries
+from pgq_exporter.exposition.protobuf import (
+    KeptEntries,
+    delimited,
+    family_header,
+    metric_entries,
+)
 from pgq_exporter.samples import AnySample, HistogramSample
 
 log = logging.getLogger("pgq_exporter.exposition")
@@ -50,7 +55,7 @@ class Part:
     serve: by metric, their text lines and their protobuf entries, each made when a
     scraper first asks for that format, and kept."""
 
-    __slots__ = ("_lines", "_messages", "_specs", "database", "samples")
+    __slots__ = ("_kept", "_lines", "_messages", "_specs", "database", "samples")
 
     def __init__(
         self,
@@ -58,12 +63,15 @@ class Part:
         database: str,
         samples: dict[str, list[AnySample]],
         lines: dict[str, str] | None = None,
+        kept: KeptEntries | None = None,
     ) -> None:
         self._specs = specs
         self.database = database
         self.samples = samples  # by metric, as served
         self._lines = lines
         self._messages: dict[bool, dict[str, bytes]] = {}
+        # The source's entries of its last part, where it keeps them (a collector's).
+        self._kept = kept
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
@@ -94,28 +102,36 @@ class Part:
         classic buckets beside the native ones."""
         made = self._messages.get(classic)
         if made is None:
+            entries = self._kept.entries if self._kept is not None else metric_entries
             made = {
-                name: metric_entries(self._specs[name], self.database, samples, classic=classic)
+                name: entries(self._specs[name], self.database, samples, classic=classic)
                 for name, samples in self.samples.items()
             }
             self._messages[classic] = made
         return made
 
 
-def sample_part(specs: dict[str, MetricSpec], database: str, samples: Iterable[AnySample]) -> Part:
+def sample_part(
+    specs: dict[str, MetricSpec],
+    database: str,
+    samples: Iterable[AnySample],
+    kept: KeptEntries | None = None,
+) -> Part:
     """``samples`` of ``database`` as a part, by metric in the order the samples come. A
     second sample of one label set is left out (Prometheus would keep one of them,
-    silently), with a warning."""
-    kept: dict[str, list[AnySample]] = {}
-    seen: set[tuple[str, tuple[str, ...]]] = set()
+    silently), with a warning. ``kept``: the source's entries of its last part, for
+    those of its samples that did not change."""
+    # By metric, then label set: one dict operation a sample keeps the first of each.
+    by_labels: dict[str, dict[tuple[str, ...], AnySample]] = {}
+    metric, found = "", {}
     for sample in samples:
-        key = (sample.metric, sample.labels)
-        if key in seen:
-            _warn_duplicate(sample.metric)
-            continue
-        seen.add(key)
-        kept.setdefault(sample.metric, []).append(sample)
-    return Part(specs, database, kept)
+        if sample.metric != metric:
+            metric = sample.metric
+            found = by_labels.setdefault(metric, {})
+        if found.setdefault(sample.labels, sample) is not sample:
+            _warn_duplicate(metric)
+    by_metric = {name: list(found.values()) for name, found in by_labels.items()}
+    return Part(specs, database, by_metric, kept=kept)
 
 
 def _metric_lines(spec: MetricSpec, database: str, samples: list[AnySample]) -> Iterable[str]:

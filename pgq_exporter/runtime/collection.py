@@ -25,6 +25,7 @@ from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Part
+from pgq_exporter.exposition.protobuf import KeptEntries
 from pgq_exporter.histograms import EMPTY_NATIVE
 from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
@@ -100,6 +101,8 @@ class Slot:
     due: float = 0.0  # time.monotonic()
     first: bool = True  # its first run is still to come
     part: Part | None = None  # its samples ready to serve, made after each run
+    # Its samples' protobuf entries at the last render, for those that did not change.
+    kept: KeptEntries = field(default_factory=KeptEntries)
 
     @property
     def name(self) -> str:

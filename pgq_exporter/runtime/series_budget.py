@@ -48,10 +48,10 @@ class _Histogram:
 
 
 def fit(specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: Counting) -> Fitted:
-    histograms = list(_queue_histograms(specs, parts))
     total = sum(part.series(name, counting) for part in parts for name in part.samples)
     if total <= limit:
         return Fitted(parts)
+    histograms = list(_queue_histograms(specs, parts))
     rest = total - sum(series_of(h.sample, counting) for h in histograms)
     every = _merging(histograms, rest, limit, counting)
     gone = _folding(histograms, rest, limit, counting, every)

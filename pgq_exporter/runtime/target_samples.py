@@ -96,7 +96,8 @@ class TargetSeries:
         parts = []
         for slot in slots:
             if slot.part is None:
-                slot.part = sample_part(specs, self.database, slot_samples(slot, server_wide))
+                samples = slot_samples(slot, server_wide)
+                slot.part = sample_part(specs, self.database, samples, slot.kept)
             parts.append(slot.part)
         text = self._fit(specs, parts, TEXT_COUNTING)
         protobuf = self._fit(specs, parts, Counting(classic=classic_in_protobuf, native=True))

@@ -138,3 +138,59 @@ def test_protobuf_is_served_with_its_content_type() -> None:
         "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
         "encoding=delimited"
     )
+
+
+def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serialization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A source's entries from one render to the next: equal, byte for byte, to the
+    whole family serialized again, through samples added, changed and gone; only the
+    new and changed samples are serialized (a histogram's entry is past 127 bytes, its
+    length two bytes)."""
+    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
+
+    spec = SPECS["pgq_job_processing_seconds"]
+
+    def histogram(queue: str, values: list[float]) -> HistogramSample:
+        made = Histogram(tuple(0.01 * 2**i for i in range(20)))
+        for value in values:
+            made.observe(value)
+        return HistogramSample(spec.name, (queue,), made.cumulative(), made.total,
+                               made.native_buckets())  # fmt: skip
+
+    first: list[AnySample] = [histogram(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
+    serialized: list[int] = []
+    whole = protobuf.metric_entries
+
+    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
+        serialized.append(len(samples))
+        return whole(spec, database, samples, classic=classic)
+
+    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    kept = protobuf.KeptEntries()
+    assert kept.entries(spec, "main", first, classic=True) == whole(spec, "main", first,
+                                                                    classic=True)  # fmt: skip
+    assert len(whole(spec, "main", first[:1], classic=True)) > 130
+    second: list[AnySample] = [
+        *first[:10],
+        histogram("q10", [9.0]),
+        *first[12:],
+        histogram("new", [0.2]),
+    ]
+    assert kept.entries(spec, "main", second, classic=True) == whole(spec, "main", second,
+                                                                     classic=True)  # fmt: skip
+    assert serialized == [40, 2]  # the changed q10 and the new queue
+    assert kept.entries(spec, "main", second, classic=False) == whole(spec, "main", second,
+                                                                      classic=False)  # fmt: skip
+    assert serialized == [40, 2, 40]  # without classic buckets: entries of their own
+
+
+def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> None:
+    from pgq_exporter.exposition.protobuf import metric_entries, split_entries  # noqa: PLC0415
+
+    samples: list[AnySample] = [Sample("pgq_up", (), float(n)) for n in range(3)]
+    entries = split_entries(metric_entries(SPECS["pgq_up"], "main", samples, classic=False))
+    assert entries == [metric_entries(SPECS["pgq_up"], "main", [s], classic=False)
+                       for s in samples]  # fmt: skip
+    with pytest.raises(ValueError, match="not a metric entry"):
+        split_entries(b"\x0a\x03abc")  # the family's name, field 1
