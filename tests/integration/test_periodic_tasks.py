@@ -280,6 +280,10 @@ def test_the_runbooks_confirm_queries_run_on_pg_cron(
     cron: psycopg.Connection[tuple[object, ...]],
 ) -> None:
     readers = [alert for alert in ALERTS if "cron." in alert.confirm_sql]
-    assert {alert.name for alert in readers} == {"PgqPeriodicTaskLate", "PgqPeriodicTaskFailing"}
+    assert {alert.name for alert in readers} == {
+        "PgqPeriodicTaskLate",
+        "PgqPeriodicTaskFailing",
+        "PgqPeriodicTaskGone",
+    }
     for alert in readers:
         cron.execute(alert.confirm_sql.encode())
