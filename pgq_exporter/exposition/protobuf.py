@@ -150,27 +150,43 @@ _METRIC_TAG = (4 << 3) | 2
 class KeptEntries:
     """One source's serialized ``metric`` entries, kept from one render to the next: a
     sample the same as at the last render (at thousands of queues, most of them) is not
-    serialized again. Only the last render's entries are kept, by metric."""
+    serialized again. Only the last render's are kept, by metric: the joined entries (the
+    bytes the render serves) and where in them each sample's entry lies, packed in one
+    int (an entry of its own per sample held 20 MB more at 10,000 queues)."""
 
     __slots__ = ("_kept",)
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, bool], dict[AnySample, bytes]] = {}
+        self._kept: dict[tuple[str, bool], tuple[bytes, dict[AnySample, int]]] = {}
 
     def entries(
         self, spec: MetricSpec, database: str, samples: list[AnySample], *, classic: bool
     ) -> bytes:
         """As ``metric_entries``, the unchanged samples' from the last render."""
         key = (spec.name, classic)
-        kept = self._kept.get(key, {})
-        chunks: list[bytes | None] = [kept.get(sample) for sample in samples]
-        missing = [sample for sample, chunk in zip(samples, chunks, strict=True) if chunk is None]
-        if missing:
-            made = iter(split_entries(metric_entries(spec, database, missing, classic=classic)))
-            chunks = [chunk if chunk is not None else next(made) for chunk in chunks]
-        ready: list[bytes] = chunks  # type: ignore[assignment]  # every None replaced
-        self._kept[key] = dict(zip(samples, ready, strict=True))
-        return b"".join(ready)
+        joined, spans = self._kept.get(key, (b"", {}))
+        found = [spans.get(sample) for sample in samples]
+        missing = [sample for sample, span in zip(samples, found, strict=True) if span is None]
+        serialized = metric_entries(spec, database, missing, classic=classic) if missing else b""
+        made = iter(split_entries(serialized))
+        chunks = [
+            joined[span >> _SHIFT : span & _END] if span is not None else next(made)
+            for span in found
+        ]
+        now = b"".join(chunks)
+        where: dict[AnySample, int] = {}
+        position = 0
+        for sample, chunk in zip(samples, chunks, strict=True):
+            end = position + len(chunk)
+            where[sample] = (position << _SHIFT) | end
+            position = end
+        self._kept[key] = (now, where)
+        return now
+
+
+# An entry's start and end in the joined entries, in one int.
+_SHIFT = 32
+_END = (1 << _SHIFT) - 1
 
 
 def split_entries(serialized: bytes) -> list[bytes]:
