@@ -42,7 +42,8 @@ def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozens
     cut: set[str] = set()
     for sample in samples:
         labels = sample.labels
-        if _plain(labels):
+        joined = "".join(labels)  # short together, as most are: plain (_plain, inlined)
+        if (len(joined) <= _PLAIN_CHARS and joined.isascii()) or _plain(labels):
             out.append(sample)
             continue
         shortened = tuple(bounded(v) for v in labels)
