@@ -150,20 +150,27 @@ _METRIC_TAG = (4 << 3) | 2
 class KeptEntries:
     """One source's serialized ``metric`` entries, kept from one render to the next: a
     sample the same as at the last render (at thousands of queues, most of them) is not
-    serialized again. Only the last render's are kept, by metric: the joined entries (the
-    bytes the render serves) and where in them each sample's entry lies, packed in one
-    int (an entry of its own per sample held 20 MB more at 10,000 queues)."""
+    serialized again. Only the last render's are kept, by metric (its spec: a metric
+    declared again with other labels is serialized anew): the joined entries (the bytes
+    the render serves) and where in them each sample's entry lies, packed in one int (an
+    entry of its own per sample held 20 MB more at 10,000 queues)."""
 
     __slots__ = ("_kept",)
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, bool], tuple[bytes, dict[AnySample, int]]] = {}
+        self._kept: dict[tuple[MetricSpec, bool], tuple[bytes, dict[AnySample, int]]] = {}
+
+    def retain(self, specs: Iterable[MetricSpec], classic: bool) -> None:
+        """Keep only the entries of ``specs``: the metrics the source serves now."""
+        wanted = {(spec, classic) for spec in specs}
+        for key in [key for key in self._kept if key not in wanted]:
+            del self._kept[key]
 
     def entries(
         self, spec: MetricSpec, database: str, samples: list[AnySample], *, classic: bool
     ) -> bytes:
         """As ``metric_entries``, the unchanged samples' from the last render."""
-        key = (spec.name, classic)
+        key = (spec, classic)
         joined, spans = self._kept.get(key, (b"", {}))
         found = [spans.get(sample) for sample in samples]
         missing = [sample for sample, span in zip(samples, found, strict=True) if span is None]

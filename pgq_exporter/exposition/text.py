@@ -107,6 +107,8 @@ class Part:
                 name: entries(self._specs[name], self.database, samples, classic=classic)
                 for name, samples in self.samples.items()
             }
+            if self._kept is not None:
+                self._kept.retain((self._specs[name] for name in self.samples), classic)
             self._messages[classic] = made
         return made
 

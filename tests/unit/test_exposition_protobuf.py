@@ -194,3 +194,22 @@ def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> No
                        for s in samples]  # fmt: skip
     with pytest.raises(ValueError, match="not a metric entry"):
         split_entries(b"\x0a\x03abc")  # the family's name, field 1
+
+
+def test_kept_entries_of_a_metric_declared_again_are_serialized_anew() -> None:
+    """A custom metric's labels changed by a reload: its entries are not the old ones;
+    the entries of a metric the source no longer serves are let go."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from pgq_exporter.exposition.protobuf import KeptEntries, metric_entries  # noqa: PLC0415
+
+    spec = SPECS["pgq_queue_ready_jobs"]
+    renamed = replace(spec, labels=("database", "tenant"))
+    samples: list[AnySample] = [Sample(spec.name, ("email",), 3.0)]
+    kept = KeptEntries()
+    kept.entries(spec, "main", samples, classic=False)
+    again = kept.entries(renamed, "main", samples, classic=False)
+    assert again == metric_entries(renamed, "main", samples, classic=False)
+    assert b"tenant" in again and b"queue" not in again
+    kept.retain([renamed], classic=False)
+    assert [key for key, _ in kept._kept.items()] == [(renamed, False)]
