@@ -53,3 +53,42 @@ def test_caps_on_queues_and_custom_rows_are_counted(db: Database) -> None:
     assert value(samples, "pgq_queues_dropped", database="main") == 1
     assert len(samples["pgq_test_many"]) == 2
     assert value(samples, "pgq_collector_rows_dropped", database="main", collector="many") == 3
+
+
+def test_an_unchanged_queues_histograms_are_served_again_as_the_same_samples(
+    db: Database,
+) -> None:
+    """job_histograms serves a queue whose jobs did not change the same samples again, so
+    that the render finds their entries by identity; a queue with a new finished job gets
+    new samples, with the job counted."""
+    import psycopg  # noqa: PLC0415
+
+    finish = ("SELECT pgq.complete(c.id, c.lease_token)"
+              " FROM pgq.claim(%s, 1, '5 minutes') AS c")  # fmt: skip
+    with psycopg.connect(db.dsn, autocommit=True) as conn:
+        for queue in ("mail", "mail", "reports"):
+            conn.execute("SELECT pgq.enqueue(%s)", (queue,))
+        exporter = Exporter(parse_config(basic_config(db.dsn), "test.yaml", os.environ))
+        try:
+
+            def histograms() -> dict[str, object]:
+                exporter.collect_once()
+                target = exporter.targets.running("main")
+                assert target is not None
+                return {
+                    sample.labels[0]: sample
+                    for sample in target.slots["job_histograms"].state.samples
+                    if sample.metric == "pgq_job_processing_seconds"
+                }
+
+            first = histograms()
+            again = histograms()
+            assert set(first) == {"mail", "reports"}
+            assert all(again[queue] is first[queue] for queue in first)
+            conn.execute(finish, ("mail",))
+            after = histograms()
+        finally:
+            exporter.stop()
+    assert after["reports"] is first["reports"]
+    assert after["mail"] is not first["mail"]
+    assert after["mail"].buckets[-1][1] == first["mail"].buckets[-1][1] + 1  # type: ignore[attr-defined]

@@ -144,9 +144,9 @@ def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serializat
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A source's entries from one render to the next: equal, byte for byte, to the
-    whole family serialized again, through samples added, changed and gone; only the
-    new and changed samples are serialized (a histogram's entry is past 127 bytes, its
-    length two bytes)."""
+    whole family serialized again, through samples added, changed, made again and gone;
+    only the new, changed and remade samples are serialized (a histogram's entry is past
+    127 bytes, its length two bytes)."""
     from pgq_exporter.exposition import protobuf  # noqa: PLC0415
 
     spec = SPECS["pgq_job_processing_seconds"]
@@ -172,17 +172,20 @@ def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serializat
                                                                     classic=True)  # fmt: skip
     assert len(whole(spec, "main", first[:1], classic=True)) > 130
     second: list[AnySample] = [
-        *first[:10],
+        histogram("q0", [0.0, 0.5, 7.0]),  # the same values, made again
+        *first[1:10],
         histogram("q10", [9.0]),
         *first[12:],
         histogram("new", [0.2]),
     ]
     assert kept.entries(spec, "main", second, classic=True) == whole(spec, "main", second,
                                                                      classic=True)  # fmt: skip
-    assert serialized == [40, 2]  # the changed q10 and the new queue
+    # A histogram's entry is found by its sample's identity: q0, made again, is
+    # serialized again, as are the changed q10 and the new queue.
+    assert serialized == [40, 3]
     assert kept.entries(spec, "main", second, classic=False) == whole(spec, "main", second,
                                                                       classic=False)  # fmt: skip
-    assert serialized == [40, 2, 40]  # without classic buckets: entries of their own
+    assert serialized == [40, 3, 40]  # without classic buckets: entries of their own
 
 
 def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> None:
@@ -213,3 +216,29 @@ def test_kept_entries_of_a_metric_declared_again_are_serialized_anew() -> None:
     assert b"tenant" in again and b"queue" not in again
     kept.retain([renamed], classic=False)
     assert [key for key, _ in kept._kept.items()] == [(renamed, False)]
+
+
+def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gauges are made anew every run: the same values are not serialized again."""
+    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
+
+    spec = SPECS["pgq_queue_ready_jobs"]
+    calls: list[int] = []
+    whole = protobuf.metric_entries
+
+    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
+        calls.append(len(samples))
+        return whole(spec, database, samples, classic=classic)
+
+    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    kept = protobuf.KeptEntries()
+
+    def run(values: list[float]) -> bytes:
+        samples: list[AnySample] = [Sample(spec.name, (f"q{n}",), v) for n, v in enumerate(values)]
+        body = kept.entries(spec, "main", samples, classic=False)
+        assert body == whole(spec, "main", samples, classic=False)
+        return body
+
+    run([1.0, 2.0, 3.0])
+    run([1.0, 5.0, 3.0])
+    assert calls == [3, 1]
