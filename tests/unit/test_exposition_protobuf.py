@@ -159,14 +159,8 @@ def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serializat
                                made.native_buckets())  # fmt: skip
 
     first: list[AnySample] = [histogram(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
-    serialized: list[int] = []
     whole = protobuf.metric_entries
-
-    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
-        serialized.append(len(samples))
-        return whole(spec, database, samples, classic=classic)
-
-    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    serialized = _count_serialized(monkeypatch)
     kept = protobuf.KeptEntries()
     assert kept.entries(spec, "main", first, classic=True) == whole(spec, "main", first,
                                                                     classic=True)  # fmt: skip
@@ -223,14 +217,8 @@ def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.M
     from pgq_exporter.exposition import protobuf  # noqa: PLC0415
 
     spec = SPECS["pgq_queue_ready_jobs"]
-    calls: list[int] = []
     whole = protobuf.metric_entries
-
-    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
-        calls.append(len(samples))
-        return whole(spec, database, samples, classic=classic)
-
-    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    calls = _count_serialized(monkeypatch)
     kept = protobuf.KeptEntries()
 
     def run(values: list[float]) -> bytes:
@@ -242,3 +230,18 @@ def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.M
     run([1.0, 2.0, 3.0])
     run([1.0, 5.0, 3.0])
     assert calls == [3, 1]
+
+
+def _count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The samples of each serialization of entries from now on, as a list that grows."""
+    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
+
+    counts: list[int] = []
+    whole = protobuf.metric_entries
+
+    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
+        counts.append(len(samples))
+        return whole(spec, database, samples, classic=classic)
+
+    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    return counts
