@@ -3,7 +3,7 @@ last run failed, and one that is gone from its scheduler."""
 
 from __future__ import annotations
 
-from pgq_exporter.bundle.alerts.model import Alert, Scenario, Series, T, extra
+from pgq_exporter.bundle.alerts.model import DB_KEY, Alert, Scenario, Series, T, extra
 from pgq_exporter.bundle.settings import BundleConfig
 
 TASK = 'scheduler="pg_cron", task="nightly-report"'
@@ -19,7 +19,7 @@ _PRESENT = (
     "pgq_periodic_task_next_run_timestamp_seconds",
     "pgq_periodic_task_runs_total",
 )
-_TASK_KEY = "job, instance, database, scheduler, task"
+_TASK_KEY = ", ".join((*DB_KEY, "scheduler", "task"))
 
 
 def _present(config: BundleConfig, reads: Series, offset: str = "") -> str:
@@ -33,7 +33,7 @@ def _gone(config: BundleConfig, threshold: str, reads: Series) -> str:
     return (
         f"  {_present(config, reads, f' offset {threshold}s')}\n"
         f"unless on ({_TASK_KEY})\n  {_present(config, reads)}\n"
-        f"and on (job, instance, database)\n  {success} == 1"
+        f"and on ({', '.join(DB_KEY)})\n  {success} == 1"
     )
 
 

@@ -3,7 +3,8 @@ it, where the layout records its workers."""
 
 from __future__ import annotations
 
-from pgq_exporter.bundle.alerts.model import Alert, Q, Scenario, T
+from pgq_exporter.bundle.alerts.model import DB_KEY, Alert, Q, Scenario, T
+from pgq_exporter.bundle.promql import QUEUE_KEY
 
 READY = (f"pgq_queue_ready_jobs{{{Q}}}", "5x10")
 NONE_LIVE = (f"pgq_workers{{{Q}}}", "0x10")
@@ -23,8 +24,8 @@ ALERTS: tuple[Alert, ...] = (
         # Where a worker serves every queue (queue="*"), no queue is without one.
         expr=lambda c, t, s: (
             f"(\n  {s.m('pgq_queue_ready_jobs', c)} > {t}\n"
-            f"  and on (job, instance, database, queue) {s.m('pgq_workers', c)} == 0\n)\n"
-            f"unless on (job, instance, database) {s.m('pgq_workers', c, EVERY_QUEUE)} > 0"
+            f"  and on ({', '.join(QUEUE_KEY)}) {s.m('pgq_workers', c)} == 0\n)\n"
+            f"unless on ({', '.join(DB_KEY)}) {s.m('pgq_workers', c, EVERY_QUEUE)} > 0"
         ),
         meaning="The workers of this queue are gone: stopped, crashed, scaled to zero, or "
         "never deployed for a new queue. Its jobs wait until one starts. The workers' own "
