@@ -55,7 +55,7 @@ class Part:
     serve: by metric, their text lines and their protobuf entries, each made when a
     scraper first asks for that format, and kept."""
 
-    __slots__ = ("_kept", "_lines", "_messages", "_specs", "database", "samples")
+    __slots__ = ("_lines", "_messages", "_specs", "database", "kept", "samples")
 
     def __init__(
         self,
@@ -70,8 +70,9 @@ class Part:
         self.samples = samples  # by metric, as served
         self._lines = lines
         self._messages: dict[bool, dict[str, bytes]] = {}
-        # The source's entries of its last part, where it keeps them (a collector's).
-        self._kept = kept
+        # The source's entries of its last part, where it keeps them (a collector's); a
+        # part fitted to the series budget keeps its source's.
+        self.kept = kept
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
@@ -82,11 +83,12 @@ class Part:
 
     def only(self, names: Iterable[str]) -> Part:
         """The part with only the metrics ``names``."""
-        kept = [name for name in names if name in self.samples]
-        if len(kept) == len(self.samples):
+        served = [name for name in names if name in self.samples]
+        if len(served) == len(self.samples):
             return self
-        lines = {n: self._lines[n] for n in kept} if self._lines is not None else None
-        return Part(self._specs, self.database, {n: self.samples[n] for n in kept}, lines)
+        lines = {n: self._lines[n] for n in served} if self._lines is not None else None
+        samples = {n: self.samples[n] for n in served}
+        return Part(self._specs, self.database, samples, lines, self.kept)
 
     def lines(self) -> dict[str, str]:
         """The text-format lines by metric (the same in OpenMetrics)."""
@@ -102,13 +104,13 @@ class Part:
         classic buckets beside the native ones."""
         made = self._messages.get(classic)
         if made is None:
-            entries = self._kept.entries if self._kept is not None else metric_entries
+            entries = self.kept.entries if self.kept is not None else metric_entries
             made = {
                 name: entries(self._specs[name], self.database, samples, classic=classic)
                 for name, samples in self.samples.items()
             }
-            if self._kept is not None:
-                self._kept.retain((self._specs[name] for name in self.samples), classic)
+            if self.kept is not None:
+                self.kept.retain((self._specs[name] for name in self.samples), classic)
             self._messages[classic] = made
         return made
 

@@ -166,7 +166,7 @@ def _remade_part(
             else:
                 samples.append(merged)
         samples += [folded(group, queue_at) for group in into_other.values()]
-    return sample_part(specs, part.database, samples)
+    return sample_part(specs, part.database, samples, part.kept)
 
 
 def _dropping(

@@ -8,6 +8,8 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
+import pytest
+
 from pgq_exporter.catalogue import MetricSpec
 from pgq_exporter.exposition import Part, sample_part
 from pgq_exporter.exposition.protobuf import MetricFamily
@@ -41,3 +43,19 @@ def read_delimited(body: bytes) -> list[Any]:
         families.append(family)
         at += length
     return families
+
+
+def count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The samples of each serialization of protobuf entries from now on, as a list
+    that grows: what kept entries spared is what it leaves out."""
+    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
+
+    counts: list[int] = []
+    whole = protobuf.metric_entries
+
+    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
+        counts.append(len(samples))
+        return whole(spec, database, samples, classic=classic)
+
+    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    return counts

@@ -14,7 +14,7 @@ from pgq_exporter.exposition.protobuf import spans_and_deltas
 from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
 from pgq_exporter.http.routes import scrape_format
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
-from tests.support.exposition import read_delimited, sample_parts
+from tests.support.exposition import count_serialized, read_delimited, sample_parts
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
 PROTOBUF = Form(Format.PROTOBUF, False)
@@ -160,7 +160,7 @@ def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serializat
 
     first: list[AnySample] = [histogram(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
     whole = protobuf.metric_entries
-    serialized = _count_serialized(monkeypatch)
+    serialized = count_serialized(monkeypatch)
     kept = protobuf.KeptEntries()
     assert kept.entries(spec, "main", first, classic=True) == whole(spec, "main", first,
                                                                     classic=True)  # fmt: skip
@@ -218,7 +218,7 @@ def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.M
 
     spec = SPECS["pgq_queue_ready_jobs"]
     whole = protobuf.metric_entries
-    calls = _count_serialized(monkeypatch)
+    calls = count_serialized(monkeypatch)
     kept = protobuf.KeptEntries()
 
     def run(values: list[float]) -> bytes:
@@ -230,18 +230,3 @@ def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.M
     run([1.0, 2.0, 3.0])
     run([1.0, 5.0, 3.0])
     assert calls == [3, 1]
-
-
-def _count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The samples of each serialization of entries from now on, as a list that grows."""
-    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
-
-    counts: list[int] = []
-    whole = protobuf.metric_entries
-
-    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
-        counts.append(len(samples))
-        return whole(spec, database, samples, classic=classic)
-
-    monkeypatch.setattr(protobuf, "metric_entries", counted)
-    return counts

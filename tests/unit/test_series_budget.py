@@ -4,12 +4,16 @@ every step exact for what it serves, and each format counted as it serves."""
 
 from __future__ import annotations
 
+import pytest
+
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, sample_part
 from pgq_exporter.exposition.fitting import OTHER_QUEUE, TEXT_COUNTING, Counting
+from pgq_exporter.exposition.protobuf import KeptEntries
 from pgq_exporter.histograms import DEFAULT_CLASSIC, Histogram
 from pgq_exporter.runtime.series_budget import fit
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
+from tests.support.exposition import count_serialized
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
 NATIVE = Counting(classic=False, native=True)
@@ -113,3 +117,25 @@ def test_past_folding_whole_metrics_are_left_out_and_counted() -> None:
     fitted = fit(SPECS, _parts(QUEUES), 150, TEXT_COUNTING)
     assert fitted.folded == 100 and fitted.dropped > 0
     assert _served(fitted.parts, TEXT_COUNTING) <= 150
+
+
+def test_fitted_parts_keep_their_sources_protobuf_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget, the parts served are remade: they still find their source's
+    entries from the last render, so that only the folded histograms (made anew each
+    render) and what changed are serialized again."""
+    counts = count_serialized(monkeypatch)
+    gauges = [Sample("pgq_queue_jobs", (q, "ready"), 1.0) for q in QUEUES]
+    histograms = [s for queue, jobs in QUEUES.items() for s in _queue(queue, jobs)]
+    kept = [KeptEntries(), KeptEntries()]
+
+    def render() -> list[bytes]:
+        parts = [sample_part(SPECS, "main", list(gauges), kept[0]),
+                 sample_part(SPECS, "main", list(histograms), kept[1])]  # fmt: skip
+        fitted = fit(SPECS, parts, 300, NATIVE)
+        assert fitted.folded > 0
+        return [b"".join(part.messages(False).values()) for part in fitted.parts]
+
+    first = render()
+    counts.clear()
+    assert render() == first
+    assert counts == [1, 1]  # the two histograms of queue="other", folded again
