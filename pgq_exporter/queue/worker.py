@@ -394,19 +394,21 @@ class Worker:
 
     # -- leases -------------------------------------------------------------------
     def _heartbeat_loop(self) -> None:
-        """The worker's registration at once, then every heartbeat: its own beat and its
-        leases'."""
+        """The worker's registration at once, then every heartbeat: its leases' beat and
+        its own. The leases keep their cadence: extended at once, as the thread starts
+        (late, on a loaded machine), a lease could outlive a stop it was meant to end."""
         conn: Conn | None = None
-        beat_now = True
-        while beat_now or not self._stopping.wait(self.settings.heartbeat_every):
-            beat_now = False
+        starting = True
+        while starting or not self._stopping.wait(self.settings.heartbeat_every):
             try:
                 if conn is None or conn.closed or conn.broken:
                     conn = self._connect()
-                self._beat(conn)
+                if not starting:
+                    self._beat(conn)
                 self._register(conn)
             except DB_ERRORS as exc:
                 log.warning("heartbeat failed", extra={"err": first_line(exc)})
+            starting = False
         if conn is not None:
             conn.close()
 
