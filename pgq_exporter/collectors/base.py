@@ -4,6 +4,7 @@ interface, and the catalog queries it runs against the target's tables."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -155,7 +156,7 @@ class Collector(ABC):
     runs_users_sql: bool = False
 
     @abstractmethod
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]: ...
+    def collect(self, conn: Conn, ctx: Context) -> Sequence[AnySample]: ...
 
     def reads_feed_of(self, ctx: Context) -> bool:
         """Whether this run reads the feed (``reads_feed``, unless the layout decides)."""

@@ -18,7 +18,8 @@ import functools
 from collections.abc import Mapping
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
-from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch
+from pgq_exporter.collectors.chunking import ChunkRun, QueueChunks
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -31,7 +32,7 @@ from pgq_exporter.collectors.counting import (
 )
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 # The columns of capped_counts and kept_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")
@@ -45,14 +46,18 @@ class QueueDepth(Collector):
     def __init__(self, mapping: SchemaMapping) -> None:
         self.mapping = mapping
         self._counts = CappedCounts(UNFINISHED)
+        self._chunks = QueueChunks()
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         mapping = self.mapping
         queues = ctx.known_queues(conn)
+        run = self._chunks.run()
         kept, by_tick = kept_tables(conn, mapping)
+        if kept and by_tick:
+            _by_tick(conn, ctx, mapping, queues, run)
+            return run.handed()
         if kept:
-            read = _by_tick if by_tick else _kept
-            counts = read(conn, ctx, mapping, queues)
+            counts = _kept(conn, ctx, mapping, queues)
         else:
 
             def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
@@ -62,10 +67,10 @@ class QueueDepth(Collector):
             changes = table_changes(conn, ctx)
             counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
                                           changes=changes, count=count)  # fmt: skip
-        samples: list[AnySample] = []
         for queue in queues:
-            samples += _samples(queue, [counts[(queue, s)] for s in COUNTED])
-        return samples
+            found = tuple(counts[(queue, s)] for s in COUNTED)
+            run.add(queue, found, _samples, queue, found)
+        return run.handed()
 
 
 def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -> dict[Key, Count]:
@@ -80,28 +85,32 @@ def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -
     }
 
 
-# The columns of kept_counts_by_tick, after the queue.
-BY_TICK = ("pending", "delayed_later", "delayed_now", "processing", "done", "failed")
-
-
 def _by_tick(
-    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]
-) -> dict[Key, Count]:
+    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str], run: ChunkRun
+) -> None:
     """The kept counts, and the delayed jobs as the ticks after now()'s keep them plus
-    the rest of the current tick: exact, unless that rest passes exact_count_limit."""
+    the rest of the current tick: exact, unless that rest passes exact_count_limit. A
+    queue whose row is the same as at the last run gets its chunk again."""
     limit = ctx.config.exact_count_limit
     params = {"cap": limit + 1, "queues": queues}
     sampled = SampledCounts(conn, ctx, mapping)
-    counts: dict[Key, Count] = {}
-    for queue, *row in fetch(conn, "kept_counts_by_tick", ctx, params, mapping):
-        found = dict(zip(BY_TICK, row, strict=True))
-        later, now = int(found.pop("delayed_later")), int(found.pop("delayed_now"))
-        counts.update({(queue, status): exact(int(n)) for status, n in found.items()})
-        delayed = later + now
-        counts[(queue, "delayed")] = (
-            exact(delayed) if now <= limit else sampled.bounded(queue, "delayed", delayed)
-        )
-    return counts
+    rows = {row[0]: row for row in fetch(conn, "kept_counts_by_tick", ctx, params, mapping)}
+    for queue in queues:
+        row = rows[queue]
+        if row[3] <= limit:  # the rest of the current tick: counted whole
+            run.add(queue, row, _exact_samples, queue, row)
+            continue
+        pending, later, now, processing, done, failed = (int(n) for n in row[1:])
+        delayed = sampled.bounded(queue, "delayed", later + now)
+        found = (exact(pending), delayed, exact(processing), exact(done), exact(failed))
+        run.add(queue, found, _samples, queue, found)
+
+
+def _exact_samples(queue: str, row: Row) -> list[AnySample]:
+    """A row of kept_counts_by_tick whose counts are all exact."""
+    pending, later, now, processing, done, failed = (int(n) for n in row[1:])
+    counted = (pending, later + now, processing, done, failed)
+    return _samples(queue, tuple(exact(n) for n in counted))
 
 
 # The order of _labels' tuples: pgq_queue_jobs's statuses, then the approximate marks'.
@@ -116,7 +125,7 @@ def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
     return (*((queue, s) for s in STATUSES), (queue,), *((queue, s) for s in APPROXIMATE))
 
 
-def _samples(queue: str, counts: list[Count]) -> list[AnySample]:
+def _samples(queue: str, counts: tuple[Count, ...]) -> list[AnySample]:
     """``counts`` in the order of COUNTED."""
     pending, delayed, processing, done, failed = counts
     delayed_value = min(delayed.value, pending.value)

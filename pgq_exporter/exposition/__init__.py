@@ -1,7 +1,9 @@
 """Turning the last samples into the bytes served on /metrics and /probe: the text
-format and OpenMetrics (text.py), protobuf with native histograms (protobuf.py), and
-the snapshot that holds one rendering in the forms scrapers ask for (snapshot.py)."""
+format and OpenMetrics (text.py), protobuf with native histograms (protobuf.py), one
+source's samples ready to serve in both (part.py), and the snapshot that holds one
+rendering in the forms scrapers ask for (snapshot.py)."""
 
+from pgq_exporter.exposition.part import Part, PartMemo, merge, sample_part
 from pgq_exporter.exposition.snapshot import (
     TEXT,
     TEXT_FORM,
@@ -11,7 +13,7 @@ from pgq_exporter.exposition.snapshot import (
     Snapshot,
     content_type,
 )
-from pgq_exporter.exposition.text import Family, Part, merge, render, sample_part
+from pgq_exporter.exposition.text import Family, render
 
 __all__ = [
     "TEXT",
@@ -20,6 +22,7 @@ __all__ = [
     "Form",
     "Format",
     "Part",
+    "PartMemo",
     "Parts",
     "Snapshot",
     "content_type",

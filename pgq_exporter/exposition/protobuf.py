@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -145,74 +145,6 @@ def metric_entries(
 
 # A MetricFamily's ``metric`` field: number 4, length-delimited.
 _METRIC_TAG = (4 << 3) | 2
-
-
-class KeptEntries:
-    """One source's serialized ``metric`` entries, kept from one render to the next: a
-    sample the same as at the last render (at thousands of queues, most of them) is not
-    serialized again. Only the last render's are kept, by metric (its spec: a metric
-    declared again with other labels is serialized anew): the joined entries (the bytes
-    the render serves) and where in them each sample's entry lies, packed in one int (an
-    entry of its own per sample held 20 MB more at 10,000 queues).
-
-    A histogram's entry is found by the sample's identity (its collector serves an
-    unchanged queue's samples again, the same objects), since hashing one costs
-    microseconds; the last render's samples are held, so that no other object can have
-    one of their ids. Other samples are found by their value."""
-
-    __slots__ = ("_kept",)
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple[MetricSpec, bool], _Kept] = {}
-
-    def retain(self, specs: Iterable[MetricSpec], classic: bool) -> None:
-        """Keep only the entries of ``specs``: the metrics the source serves now."""
-        wanted = {(spec, classic) for spec in specs}
-        for key in [key for key in self._kept if key not in wanted]:
-            del self._kept[key]
-
-    def entries(
-        self, spec: MetricSpec, database: str, samples: list[AnySample], *, classic: bool
-    ) -> bytes:
-        """As ``metric_entries``, the unchanged samples' from the last render."""
-        key = (spec, classic)
-        last = self._kept.get(key, _NOTHING_KEPT)
-        by_identity = spec.type is MetricType.HISTOGRAM
-        if by_identity:
-            found = [last.spans.get(id(sample)) for sample in samples]
-        else:
-            found = [last.spans.get(sample) for sample in samples]
-        missing = [sample for sample, span in zip(samples, found, strict=True) if span is None]
-        serialized = metric_entries(spec, database, missing, classic=classic) if missing else b""
-        made = iter(split_entries(serialized))
-        joined = last.joined
-        chunks = [
-            joined[span >> _SHIFT : span & _END] if span is not None else next(made)
-            for span in found
-        ]
-        now = b"".join(chunks)
-        spans: dict[object, int] = {}
-        position = 0
-        for sample, chunk in zip(samples, chunks, strict=True):
-            end = position + len(chunk)
-            spans[id(sample) if by_identity else sample] = (position << _SHIFT) | end
-            position = end
-        self._kept[key] = _Kept(now, spans, samples if by_identity else [])
-        return now
-
-
-class _Kept(NamedTuple):
-    joined: bytes
-    spans: dict[object, int]  # by sample, or by its id
-    held: list[AnySample]  # the samples whose ids are keys: alive while kept
-
-
-_NOTHING_KEPT = _Kept(b"", {}, [])
-
-
-# An entry's start and end in the joined entries, in one int.
-_SHIFT = 32
-_END = (1 << _SHIFT) - 1
 
 
 def split_entries(serialized: bytes) -> list[bytes]:

@@ -12,8 +12,9 @@ from typing import NamedTuple
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 
 from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.exposition.part import Part, merge, merge_messages
 from pgq_exporter.exposition.protobuf import CONTENT_TYPE as PROTOBUF
-from pgq_exporter.exposition.text import Family, Part, merge, merge_messages, render
+from pgq_exporter.exposition.text import Family, render
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 # A snapshot is gzipped after every run of its target: level 1 costs much less than

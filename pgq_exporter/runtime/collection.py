@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
 
-from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, metric_type
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.base import Collector, Context, PartialCollectionError
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Part
-from pgq_exporter.exposition.protobuf import KeptEntries
-from pgq_exporter.histograms import EMPTY_NATIVE
+from pgq_exporter.exposition import Part, PartMemo
 from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
 from pgq_exporter.runtime.connections import (
@@ -34,7 +31,8 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
-from pgq_exporter.samples import AnySample, HistogramSample
+from pgq_exporter.runtime.settling import Settling, serves_cumulative
+from pgq_exporter.samples import AnySample
 from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.collection")
@@ -76,7 +74,7 @@ class Said:
 
 @dataclass
 class CollectorState:
-    samples: list[AnySample] = field(default_factory=list)
+    samples: Sequence[AnySample] = field(default_factory=list)
     success: bool = False
     duration: float = 0.0  # the run's own work, after it had a connection
     connection_wait: float = 0.0
@@ -101,8 +99,9 @@ class Slot:
     due: float = 0.0  # time.monotonic()
     first: bool = True  # its first run is still to come
     part: Part | None = None  # its samples ready to serve, made after each run
-    # Its samples' protobuf entries at the last render, for those that did not change.
-    kept: KeptEntries = field(default_factory=KeptEntries)
+    # What its last run's chunks became, and what its last part made of them.
+    settling: Settling = field(default_factory=Settling)
+    made: PartMemo = field(default_factory=PartMemo)
 
     @property
     def name(self) -> str:
@@ -260,11 +259,9 @@ class GroupRun:
                 raise _SlotFailedError from None
             return
         state = slot.state
-        bounded, state.labels_cut = bound_labels(samples)
-        state.samples = (
-            zero_new_series(bounded, state.series, first=not state.last_success)
-            if serves_cumulative(slot.name)
-            else bounded
+        served = state.series if serves_cumulative(slot.name) else None
+        state.samples, state.labels_cut = slot.settling.settle(
+            samples, served, first=not state.last_success
         )
         state.success, state.error, state.sqlstate = True, "", None
         state.last_success = state.last_run = time.time()
@@ -311,58 +308,6 @@ class GroupRun:
         if again:
             extra["failed_runs_since"] = str(again)
         log.warning("collector still failing" if again else "collector failed", extra=extra)
-
-
-# Series remembered at most, per collector; past it, a new one is served as it is.
-MAX_KEPT_SERIES = 1_000_000
-
-
-def zero_new_series(
-    samples: list[AnySample], served: set[tuple[str, tuple[str, ...]]], *, first: bool
-) -> list[AnySample]:
-    """The samples, where a counter's or histogram's series first appears after the
-    collector's first run (a queue that appeared since) served at zero this once: the
-    jobs it had then finished in between two runs, and increase() counts them only from
-    a sample before them. At the first run, every series is served as it is: a series
-    Prometheus already has from before a restart would read as a reset."""
-    if len(served) > MAX_KEPT_SERIES:
-        first = True
-    out: list[AnySample] = []
-    cumulative: dict[str, bool] = {}
-    for sample in samples:
-        found = cumulative.get(sample.metric)
-        if found is None:
-            found = cumulative[sample.metric] = metric_type(sample.metric) in _CUMULATIVE
-        if not found:
-            out.append(sample)
-            continue
-        key = (sample.metric, sample.labels)
-        if key in served or first:
-            out.append(sample)
-        else:
-            out.append(_zero(sample))
-        if len(served) <= MAX_KEPT_SERIES:
-            served.add(key)
-    return out
-
-
-_CUMULATIVE = frozenset({MetricType.COUNTER, MetricType.HISTOGRAM})
-# The built-in collectors that serve only gauges: nothing of theirs is zeroed.
-_GAUGES_ONLY = frozenset(BUILTIN_COLLECTORS) - {
-    spec.collector for spec in CATALOGUE if spec.type in _CUMULATIVE
-}
-
-
-def serves_cumulative(collector: str) -> bool:
-    """Whether ``collector`` may serve a counter or a histogram (a custom one may)."""
-    return collector not in _GAUGES_ONLY
-
-
-def _zero(sample: AnySample) -> AnySample:
-    if isinstance(sample, HistogramSample):
-        zeros = tuple((le, 0.0) for le, _ in sample.buckets)
-        return sample._replace(buckets=zeros, sum=0.0, native=EMPTY_NATIVE)
-    return sample._replace(value=0.0)
 
 
 class _SlotFailedError(Exception):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pgq_exporter.catalogue import EXPORTER, MetricSpec, MetricType
-from pgq_exporter.exposition import Part, sample_part
+from pgq_exporter.exposition import Part
 from pgq_exporter.exposition.fitting import (
     OTHER_QUEUE,
     Counting,
@@ -19,6 +19,7 @@ from pgq_exporter.exposition.fitting import (
     merged_buckets,
     series_of,
 )
+from pgq_exporter.exposition.part import ChunkMade
 from pgq_exporter.samples import AnySample, HistogramSample
 
 # Classic buckets are merged no further than this many bounds left.
@@ -48,7 +49,7 @@ class _Histogram:
 
 
 def fit(specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: Counting) -> Fitted:
-    total = sum(part.series(name, counting) for part in parts for name in part.samples)
+    total = sum(part.total(counting) for part in parts)
     if total <= limit:
         return Fitted(parts)
     histograms = list(_queue_histograms(specs, parts))
@@ -149,24 +150,40 @@ def _remade(
 def _remade_part(
     specs: dict[str, MetricSpec], part: Part, every: int, gone: frozenset[str]
 ) -> Part:
-    samples: list[AnySample] = []
-    for name, found in part.samples.items():
-        queue_at = _queue_at(specs[name])
-        if queue_at is None:
-            samples += found
-            continue
-        into_other: dict[tuple[str, ...], list[HistogramSample]] = {}
-        for sample in found:
-            if not isinstance(sample, HistogramSample):
-                samples.append(sample)
-                continue
-            merged = merged_buckets(sample, every)
-            if merged.labels[queue_at] in gone:
-                into_other.setdefault(_without(merged.labels, queue_at), []).append(merged)
-            else:
-                samples.append(merged)
-        samples += [folded(group, queue_at) for group in into_other.values()]
-    return sample_part(specs, part.database, samples, part.kept)
+    """The part with its queue histograms merged and folded: a chunk that neither
+    touches is served as it was (what was made of it, its entries, kept)."""
+    made: list[ChunkMade] = []
+    # By metric, the queue label's place, and the labels beside it.
+    into_other: dict[tuple[str, int, tuple[str, ...]], list[HistogramSample]] = {}
+    for chunk in part.made:
+        remade: dict[str, list[AnySample]] = {}
+        changed = False
+        for name, found in chunk.by_metric.items():
+            queue_at = _queue_at(specs[name])
+            kept = remade.setdefault(name, [])
+            for sample in found:
+                if queue_at is None or not isinstance(sample, HistogramSample):
+                    kept.append(sample)
+                    continue
+                merged = merged_buckets(sample, every)
+                changed = changed or merged is not sample
+                if merged.labels[queue_at] in gone:
+                    beside = _without(merged.labels, queue_at)
+                    into_other.setdefault((name, queue_at, beside), []).append(merged)
+                    changed = True
+                else:
+                    kept.append(merged)
+        made.append(ChunkMade(None, _served(remade)) if changed else chunk)
+    other: dict[str, list[AnySample]] = {}
+    for (name, queue_at, _), group in into_other.items():
+        other.setdefault(name, []).append(folded(group, queue_at))
+    if other:
+        made.append(ChunkMade(None, other))
+    return Part(specs, part.database, made)
+
+
+def _served(by_metric: dict[str, list[AnySample]]) -> dict[str, list[AnySample]]:
+    return {name: samples for name, samples in by_metric.items() if samples}
 
 
 def _dropping(

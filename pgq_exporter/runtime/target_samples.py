@@ -17,7 +17,7 @@ from pgq_exporter.runtime.collection import (
     Slot,
 )
 from pgq_exporter.runtime.series_budget import Fitted, fit
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, chunks_of
 from pgq_exporter.sources import QueueSource
 
 log = logging.getLogger("pgq_exporter.targets")
@@ -44,13 +44,25 @@ def layout_samples(source: QueueSource, slots: Iterable[Slot]) -> list[Sample]:
     return samples
 
 
-def slot_samples(slot: Slot, server_wide: bool) -> Iterator[AnySample]:
+def slot_samples(slot: Slot, server_wide: bool) -> Chunks:
+    """The collector's chunks, and one of how its runs went."""
+    chunks = chunks_of(slot.state.samples)
+    if not server_wide:
+        chunks = [_without_server_wide(chunk) for chunk in chunks]
+    own: list[AnySample] = []
     if isinstance(slot.collector, CustomSQL):
-        yield Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
-    for sample in slot.state.samples:
-        if server_wide or sample.metric not in SERVER_WIDE:
-            yield sample
-    yield from run_samples(slot.name, slot.state)
+        own.append(
+            Sample("pgq_collector_rows_dropped", (slot.name,), float(slot.collector.dropped))
+        )
+    own += run_samples(slot.name, slot.state)
+    return Chunks([*chunks, tuple(own)] if own else chunks)
+
+
+def _without_server_wide(chunk: Chunk) -> Chunk:
+    """The chunk, or a new one without its server-wide samples where it has any."""
+    if all(sample.metric not in SERVER_WIDE for sample in chunk):
+        return chunk
+    return tuple(sample for sample in chunk if sample.metric not in SERVER_WIDE)
 
 
 def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
@@ -97,7 +109,7 @@ class TargetSeries:
         for slot in slots:
             if slot.part is None:
                 samples = slot_samples(slot, server_wide)
-                slot.part = sample_part(specs, self.database, samples, slot.kept)
+                slot.part = sample_part(specs, self.database, samples, slot.made)
             parts.append(slot.part)
         text = self._fit(specs, parts, TEXT_COUNTING)
         protobuf = self._fit(specs, parts, Counting(classic=classic_in_protobuf, native=True))

@@ -47,8 +47,8 @@ def read_delimited(body: bytes) -> list[Any]:
 
 def count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The samples of each serialization of protobuf entries from now on, as a list
-    that grows: what kept entries spared is what it leaves out."""
-    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
+    that grows: what the parts' kept chunks spared is what it leaves out."""
+    from pgq_exporter.exposition import part, protobuf  # noqa: PLC0415
 
     counts: list[int] = []
     whole = protobuf.metric_entries
@@ -57,5 +57,5 @@ def count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         counts.append(len(samples))
         return whole(spec, database, samples, classic=classic)
 
-    monkeypatch.setattr(protobuf, "metric_entries", counted)
+    monkeypatch.setattr(part, "metric_entries", counted)
     return counts

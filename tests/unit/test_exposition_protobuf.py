@@ -14,7 +14,7 @@ from pgq_exporter.exposition.protobuf import spans_and_deltas
 from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
 from pgq_exporter.http.routes import scrape_format
 from pgq_exporter.samples import AnySample, HistogramSample, Sample
-from tests.support.exposition import count_serialized, read_delimited, sample_parts
+from tests.support.exposition import read_delimited, sample_parts
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
 PROTOBUF = Form(Format.PROTOBUF, False)
@@ -140,48 +140,6 @@ def test_protobuf_is_served_with_its_content_type() -> None:
     )
 
 
-def test_kept_entries_serialize_only_what_changed_and_read_as_a_fresh_serialization(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A source's entries from one render to the next: equal, byte for byte, to the
-    whole family serialized again, through samples added, changed, made again and gone;
-    only the new, changed and remade samples are serialized (a histogram's entry is past
-    127 bytes, its length two bytes)."""
-    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
-
-    spec = SPECS["pgq_job_processing_seconds"]
-
-    def histogram(queue: str, values: list[float]) -> HistogramSample:
-        made = Histogram(tuple(0.01 * 2**i for i in range(20)))
-        for value in values:
-            made.observe(value)
-        return HistogramSample(spec.name, (queue,), made.cumulative(), made.total,
-                               made.native_buckets())  # fmt: skip
-
-    first: list[AnySample] = [histogram(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
-    whole = protobuf.metric_entries
-    serialized = count_serialized(monkeypatch)
-    kept = protobuf.KeptEntries()
-    assert kept.entries(spec, "main", first, classic=True) == whole(spec, "main", first,
-                                                                    classic=True)  # fmt: skip
-    assert len(whole(spec, "main", first[:1], classic=True)) > 130
-    second: list[AnySample] = [
-        histogram("q0", [0.0, 0.5, 7.0]),  # the same values, made again
-        *first[1:10],
-        histogram("q10", [9.0]),
-        *first[12:],
-        histogram("new", [0.2]),
-    ]
-    assert kept.entries(spec, "main", second, classic=True) == whole(spec, "main", second,
-                                                                     classic=True)  # fmt: skip
-    # A histogram's entry is found by its sample's identity: q0, made again, is
-    # serialized again, as are the changed q10 and the new queue.
-    assert serialized == [40, 3]
-    assert kept.entries(spec, "main", second, classic=False) == whole(spec, "main", second,
-                                                                      classic=False)  # fmt: skip
-    assert serialized == [40, 3, 40]  # without classic buckets: entries of their own
-
-
 def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> None:
     from pgq_exporter.exposition.protobuf import metric_entries, split_entries  # noqa: PLC0415
 
@@ -191,42 +149,3 @@ def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> No
                        for s in samples]  # fmt: skip
     with pytest.raises(ValueError, match="not a metric entry"):
         split_entries(b"\x0a\x03abc")  # the family's name, field 1
-
-
-def test_kept_entries_of_a_metric_declared_again_are_serialized_anew() -> None:
-    """A custom metric's labels changed by a reload: its entries are not the old ones;
-    the entries of a metric the source no longer serves are let go."""
-    from dataclasses import replace  # noqa: PLC0415
-
-    from pgq_exporter.exposition.protobuf import KeptEntries, metric_entries  # noqa: PLC0415
-
-    spec = SPECS["pgq_queue_ready_jobs"]
-    renamed = replace(spec, labels=("database", "tenant"))
-    samples: list[AnySample] = [Sample(spec.name, ("email",), 3.0)]
-    kept = KeptEntries()
-    kept.entries(spec, "main", samples, classic=False)
-    again = kept.entries(renamed, "main", samples, classic=False)
-    assert again == metric_entries(renamed, "main", samples, classic=False)
-    assert b"tenant" in again and b"queue" not in again
-    kept.retain([renamed], classic=False)
-    assert [key for key, _ in kept._kept.items()] == [(renamed, False)]
-
-
-def test_kept_entries_find_a_gauge_made_again_by_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gauges are made anew every run: the same values are not serialized again."""
-    from pgq_exporter.exposition import protobuf  # noqa: PLC0415
-
-    spec = SPECS["pgq_queue_ready_jobs"]
-    whole = protobuf.metric_entries
-    calls = count_serialized(monkeypatch)
-    kept = protobuf.KeptEntries()
-
-    def run(values: list[float]) -> bytes:
-        samples: list[AnySample] = [Sample(spec.name, (f"q{n}",), v) for n, v in enumerate(values)]
-        body = kept.entries(spec, "main", samples, classic=False)
-        assert body == whole(spec, "main", samples, classic=False)
-        return body
-
-    run([1.0, 2.0, 3.0])
-    run([1.0, 5.0, 3.0])
-    assert calls == [3, 1]

@@ -7,12 +7,11 @@ from __future__ import annotations
 import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
-from pgq_exporter.exposition import Part, sample_part
+from pgq_exporter.exposition import Part, PartMemo, sample_part
 from pgq_exporter.exposition.fitting import OTHER_QUEUE, TEXT_COUNTING, Counting
-from pgq_exporter.exposition.protobuf import KeptEntries
 from pgq_exporter.histograms import DEFAULT_CLASSIC, Histogram
 from pgq_exporter.runtime.series_budget import fit
-from pgq_exporter.samples import AnySample, HistogramSample, Sample
+from pgq_exporter.samples import AnySample, Chunks, HistogramSample, Sample
 from tests.support.exposition import count_serialized
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
@@ -120,22 +119,26 @@ def test_past_folding_whole_metrics_are_left_out_and_counted() -> None:
 
 
 def test_fitted_parts_keep_their_sources_protobuf_entries(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past the budget, the parts served are remade: they still find their source's
-    entries from the last render, so that only the folded histograms (made anew each
-    render) and what changed are serialized again."""
+    """Past the budget, the parts served are remade: a chunk that folding leaves as it
+    was keeps what was made of it, so that only what folding changed (the folded queues'
+    counters, the histograms of queue="other") is serialized again."""
     counts = count_serialized(monkeypatch)
-    gauges = [Sample("pgq_queue_jobs", (q, "ready"), 1.0) for q in QUEUES]
-    histograms = [s for queue, jobs in QUEUES.items() for s in _queue(queue, jobs)]
-    kept = [KeptEntries(), KeptEntries()]
+    gauges = Chunks([(Sample("pgq_queue_jobs", (q, "ready"), 1.0),) for q in QUEUES])
+    histograms = Chunks([tuple(_queue(queue, jobs)) for queue, jobs in QUEUES.items()])
+    memos = [PartMemo(), PartMemo()]
 
-    def render() -> list[bytes]:
-        parts = [sample_part(SPECS, "main", list(gauges), kept[0]),
-                 sample_part(SPECS, "main", list(histograms), kept[1])]  # fmt: skip
+    def render() -> list[dict[str, bytes]]:
+        parts = [sample_part(SPECS, "main", gauges, memos[0]),
+                 sample_part(SPECS, "main", histograms, memos[1])]  # fmt: skip
         fitted = fit(SPECS, parts, 300, NATIVE)
         assert fitted.folded > 0
-        return [b"".join(part.messages(False).values()) for part in fitted.parts]
+        return [part.messages(False) for part in fitted.parts]
 
     first = render()
+    fresh = fit(SPECS, _parts(QUEUES), 300, NATIVE)
+    assert first == [part.messages(False) for part in fresh.parts]
     counts.clear()
     assert render() == first
-    assert counts == [1, 1]  # the two histograms of queue="other", folded again
+    # The folded queues' counters (their chunks changed), and the two histograms of
+    # queue="other"; nothing of the other 100 chunks of each part.
+    assert counts == [fresh.folded, 1, 1]

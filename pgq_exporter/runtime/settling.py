@@ -1,0 +1,117 @@
+"""What a collector's samples become before they are served: each label value bounded
+(labels.py), and a counter's or histogram's series that appears after the collector's
+first run served at zero that once. Done a chunk at a time (see samples.Chunks): a
+chunk the collector hands over again becomes what it became at the last run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, metric_type
+from pgq_exporter.histograms import EMPTY_NATIVE
+from pgq_exporter.labels import bound_labels
+from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, chunks_of
+
+Served = set[tuple[str, tuple[str, ...]]]
+
+
+class Settling:
+    """One collector's chunks at its last run, and what each became. A chunk with a
+    series served at zero is not kept: handed over again, it is served as it is."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: dict[int, _Made] = {}
+
+    def settle(
+        self, samples: Sequence[AnySample], served: Served | None, *, first: bool
+    ) -> tuple[Chunks, frozenset[str]]:
+        """The samples settled, and the cut forms of the label values that were cut.
+        ``served``: the counter and histogram series served so far, or None for a
+        collector that serves none."""
+        last: dict[int, _Made] = self._last
+        now: dict[int, _Made] = {}
+        settled: list[Chunk] = []
+        cut: set[str] = set()
+        for chunk in chunks_of(samples):
+            made = last.get(id(chunk))
+            if made is None or made[0] is not chunk:
+                made = _settled(chunk, served, first=first)
+            if made[0] is chunk:
+                now[id(chunk)] = made
+            settled.append(made[1])
+            if made[2]:
+                cut |= made[2]
+        self._last = now
+        return Chunks(settled), frozenset(cut)
+
+
+# A chunk (None: not to be kept), what it became, and the label values cut in it.
+_Made = tuple[Chunk | None, Chunk, frozenset[str]]
+
+
+def _settled(chunk: Chunk, served: Served | None, *, first: bool) -> _Made:
+    """What ``chunk`` becomes (itself, where nothing changed); the first item None when
+    it is not to be kept."""
+    bounded, cut = bound_labels(chunk)
+    out = zero_new_series(bounded, served, first=first) if served is not None else bounded
+    zeroed = served is not None and not _same(out, bounded)
+    settled = chunk if not zeroed and _same(bounded, chunk) else tuple(out)
+    return (None if zeroed else chunk), settled, cut
+
+
+def _same(a: Sequence[AnySample], b: Sequence[AnySample]) -> bool:
+    return all(x is y for x, y in zip(a, b, strict=True))
+
+
+# Series remembered at most, per collector; past it, a new one is served as it is.
+MAX_KEPT_SERIES = 1_000_000
+
+
+def zero_new_series(
+    samples: list[AnySample], served: set[tuple[str, tuple[str, ...]]], *, first: bool
+) -> list[AnySample]:
+    """The samples, where a counter's or histogram's series first appears after the
+    collector's first run (a queue that appeared since) served at zero this once: the
+    jobs it had then finished in between two runs, and increase() counts them only from
+    a sample before them. At the first run, every series is served as it is: a series
+    Prometheus already has from before a restart would read as a reset."""
+    if len(served) > MAX_KEPT_SERIES:
+        first = True
+    out: list[AnySample] = []
+    cumulative: dict[str, bool] = {}
+    for sample in samples:
+        found = cumulative.get(sample.metric)
+        if found is None:
+            found = cumulative[sample.metric] = metric_type(sample.metric) in _CUMULATIVE
+        if not found:
+            out.append(sample)
+            continue
+        key = (sample.metric, sample.labels)
+        if key in served or first:
+            out.append(sample)
+        else:
+            out.append(_zero(sample))
+        if len(served) <= MAX_KEPT_SERIES:
+            served.add(key)
+    return out
+
+
+_CUMULATIVE = frozenset({MetricType.COUNTER, MetricType.HISTOGRAM})
+# The built-in collectors that serve only gauges: nothing of theirs is zeroed.
+_GAUGES_ONLY = frozenset(BUILTIN_COLLECTORS) - {
+    spec.collector for spec in CATALOGUE if spec.type in _CUMULATIVE
+}
+
+
+def serves_cumulative(collector: str) -> bool:
+    """Whether ``collector`` may serve a counter or a histogram (a custom one may)."""
+    return collector not in _GAUGES_ONLY
+
+
+def _zero(sample: AnySample) -> AnySample:
+    if isinstance(sample, HistogramSample):
+        zeros = tuple((le, 0.0) for le, _ in sample.buckets)
+        return sample._replace(buckets=zeros, sum=0.0, native=EMPTY_NATIVE)
+    return sample._replace(value=0.0)

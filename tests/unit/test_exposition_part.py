@@ -1,0 +1,87 @@
+"""A source's part made of its chunks: what was made of a chunk handed over again (its
+grouping, series, text lines and protobuf entries) is used again, and the part reads
+byte for byte as one made from the same samples afresh."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from pgq_exporter.catalogue import CATALOGUE
+from pgq_exporter.exposition import PartMemo, sample_part
+from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
+from pgq_exporter.histograms import Histogram
+from pgq_exporter.samples import Chunk, Chunks, HistogramSample, Sample
+from tests.support.exposition import count_serialized
+
+SPECS = {spec.name: spec for spec in CATALOGUE}
+PROCESSING = SPECS["pgq_job_processing_seconds"]
+
+
+def _chunk(queue: str, values: list[float]) -> Chunk:
+    """A queue's histogram (its entry past 127 bytes: a two-byte length) and counter."""
+    made = Histogram(tuple(0.01 * 2**i for i in range(20)))
+    for value in values:
+        made.observe(value)
+    histogram = HistogramSample(PROCESSING.name, (queue,), made.cumulative(), made.total,
+                                made.native_buckets())  # fmt: skip
+    return (histogram, Sample("pgq_jobs_completed_total", (queue,), float(len(values))))
+
+
+def test_a_part_serializes_only_its_new_chunks_and_reads_as_made_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = [_chunk(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
+    second = [
+        _chunk("q0", [0.0, 0.5, 7.0]),  # the same values, made again: a new chunk
+        *first[1:10],
+        _chunk("q10", [9.0]),
+        *first[12:],  # q11 gone
+        _chunk("new", [0.2]),
+    ]
+    memo = PartMemo()
+    serialized = count_serialized(monkeypatch)
+    for chunks in (first, second):
+        part = sample_part(SPECS, "main", Chunks(chunks), memo)
+        fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
+        assert part.messages(classic=True) == fresh.messages(classic=True)
+        assert part.messages(classic=False) == fresh.messages(classic=False)
+        assert part.lines() == fresh.lines()
+        for counting in (TEXT_COUNTING, Counting(classic=False, native=True)):
+            assert part.total(counting) == sum(fresh.series(n, counting) for n in fresh.samples)
+    # By run: ours and the fresh part's, with classic buckets and without (entries of
+    # their own), a serialization a metric. Ours serialize only the 3 new chunks again.
+    assert serialized[:8] == [40, 40] * 4
+    assert serialized[8:] == [3, 3, 40, 40, 3, 3, 40, 40]
+
+
+def test_chunks_handed_over_again_are_not_grouped_again() -> None:
+    chunks = [_chunk(f"q{n}", [0.1]) for n in range(3)]
+    memo = PartMemo()
+    first = sample_part(SPECS, "main", Chunks(chunks), memo)
+    again = sample_part(SPECS, "main", Chunks([chunks[0], _chunk("q1", [0.2]), chunks[2]]), memo)
+    assert again.made[0] is first.made[0] and again.made[2] is first.made[2]
+    assert again.made[1] is not first.made[1]
+
+
+def test_a_metric_declared_again_is_made_anew() -> None:
+    """A custom metric's labels changed by a reload: its entries and lines are not the
+    old ones, though its chunk is handed over again."""
+    spec = SPECS["pgq_queue_ready_jobs"]
+    renamed = {**SPECS, spec.name: replace(spec, labels=("database", "tenant"))}
+    chunks = Chunks([(Sample(spec.name, ("email",), 3.0),)])
+    memo = PartMemo()
+    before = sample_part(SPECS, "main", chunks, memo)
+    assert b"queue" in before.messages(classic=False)[spec.name]
+    after = sample_part(renamed, "main", chunks, memo)
+    entries = after.messages(classic=False)[spec.name]
+    assert b"tenant" in entries and b"queue" not in entries
+    assert 'tenant="email"' in after.lines()[spec.name]
+
+
+def test_a_second_sample_of_a_label_set_in_a_chunk_is_left_out() -> None:
+    chunk = (Sample("pgq_queue_ready_jobs", ("email",), 1.0),
+             Sample("pgq_queue_ready_jobs", ("email",), 2.0))  # fmt: skip
+    part = sample_part(SPECS, "main", Chunks([chunk]))
+    assert part.samples == {"pgq_queue_ready_jobs": [chunk[0]]}

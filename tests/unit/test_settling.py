@@ -1,0 +1,46 @@
+"""A collector's chunks settled: label values bounded, a new counter series served at
+zero once; a chunk handed over again becomes what it became before."""
+
+from __future__ import annotations
+
+from pgq_exporter.labels import MAX_LABEL_BYTES
+from pgq_exporter.runtime.settling import Served, Settling
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample
+
+
+def _values(samples: list[AnySample] | Chunks) -> list[float]:
+    return [s.value for s in samples if isinstance(s, Sample)]
+
+
+def _counter(queue: str, value: float) -> Chunk:
+    return (Sample("pgq_jobs_completed_total", (queue,), value),)
+
+
+def test_a_chunk_handed_over_again_is_settled_once() -> None:
+    long_name = "q" * (MAX_LABEL_BYTES + 10)
+    chunks = [_counter("mail", 3.0), _counter(long_name, 4.0)]
+    settling, served = Settling(), Served()
+    first, cut = settling.settle(Chunks(chunks), served, first=True)
+    assert len(cut) == 1 and first.chunks[0] is chunks[0]
+    assert first.chunks[1][0].labels != (long_name,)  # cut, with a hash
+    again, cut_again = settling.settle(Chunks(chunks), served, first=False)
+    assert again.chunks[1] is first.chunks[1] and cut_again == cut
+
+
+def test_a_new_series_is_served_at_zero_once_though_its_chunk_is_handed_over_again() -> None:
+    settling, served = Settling(), Served()
+    settling.settle(Chunks([_counter("mail", 3.0)]), served, first=True)
+    appeared = _counter("reports", 5.0)
+    chunks = Chunks([_counter("mail", 4.0), appeared])
+    second, _ = settling.settle(chunks, served, first=False)
+    assert _values(second) == [4.0, 0.0]
+    third, _ = settling.settle(chunks, served, first=False)
+    assert _values(third) == [4.0, 5.0]
+    assert third.chunks[1] is appeared
+
+
+def test_a_collector_of_gauges_only_is_never_zeroed() -> None:
+    settling = Settling()
+    gauges = Chunks([(Sample("pgq_queue_ready_jobs", ("mail",), 2.0),)])
+    settled, _ = settling.settle(gauges, None, first=False)
+    assert _values(settled) == [2.0]
