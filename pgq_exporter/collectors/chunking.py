@@ -40,6 +40,10 @@ class ChunkRun:
             last = (inputs, tuple(make(*args)))
         self._made[queue] = last
 
+    def keys(self) -> Iterable[str]:
+        """The queues added so far."""
+        return self._made.keys()
+
     def handed(self) -> Chunks:
         """The chunks of this run, in the order added."""
         self._owner._last = self._made

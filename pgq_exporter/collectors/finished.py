@@ -119,6 +119,7 @@ class _Window:
         self._durations = SortedList()
         self.done = 0
         self.failed = 0
+        self.changes = 0  # jobs that came and went: its figures change only with it
 
     def add(self, finished: Finished) -> None:
         entry = (finished.at, next(self._arrivals), finished.done, finished.processing)
@@ -136,6 +137,7 @@ class _Window:
         )
 
     def _tally(self, done: bool, processing: float | None, step: int) -> None:
+        self.changes += 1
         if done:
             self.done += step
         else:
@@ -197,6 +199,13 @@ class FinishedJobs:
         cutoff = self.now - window
         for queue_window in self._windows.values():
             queue_window.forget_up_to(cutoff)
+
+    def window_changes(self, queues: list[str]) -> list[int]:
+        """Per queue, how many times a job came into its window or left it: its figures
+        are the same while this is (-1: no job ever did)."""
+        windows = self._windows
+        with self.lock:
+            return [found.changes if (found := windows.get(q)) else -1 for q in queues]
 
     def window(self, queue: str, quantiles: tuple[float, ...]) -> WindowFigures:
         """The jobs of ``queue`` finished in the window before the last read."""

@@ -12,13 +12,12 @@ that numbers each queue's jobs from a sequence of its own (pgmq), the sequence's
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.finished import QueueStats, stats_samples
+from pgq_exporter.collectors.chunking import QueueChunks
+from pgq_exporter.collectors.finished import Outcomes, QueueStats, stats_samples
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 
 class JobHistograms(Collector):
@@ -28,47 +27,45 @@ class JobHistograms(Collector):
     def __init__(self, kept_in: SchemaMapping | None = None) -> None:
         # The reference schema whose totals the database keeps; None: this process's own.
         self.kept_in = kept_in
-        # Each queue's samples at the last run, served again, the same objects, while
-        # nothing they are made of changed: the render then finds their entries by
-        # identity, where hashing a histogram sample costs microseconds.
-        self._made: dict[str, _Made] = {}
+        self._chunks = QueueChunks()
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         known = ctx.known_queues(conn)
         ctx.read_feed(conn)
         stats = ctx.feed.jobs.stats
         kept, arrived = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else (None, None)
         if arrived is None:
             arrived = ctx.source.arrivals(conn, known)
-        samples: list[AnySample] = []
         blank = ctx.feed.jobs.blank
-        made: dict[str, _Made] = {}
+        run = self._chunks.run()
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
             queue_stats = stats.get(queue, blank)
             totals = kept.get(queue, (0, 0)) if kept is not None else None
-            # Every job a queue's stats count changes its completed or failed count.
-            seen = (queue_stats.completed, queue_stats.failed, totals, ctx.outcomes)
-            last = self._made.get(queue)
-            if last is not None and last.stats is queue_stats and last.seen == seen:
-                made[queue] = last
-            else:
-                queue_samples = stats_samples(queue, queue_stats, ctx.outcomes, totals)
-                made[queue] = _Made(queue_stats, seen, queue_samples)
-            samples += made[queue].samples
+            enqueued = None
             if arrived is not None and (self.kept_in or queue in arrived):
                 enqueued = float(arrived.get(queue, 0))
-                samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
-        self._made = made
-        return samples
+            # Every job a queue's stats count changes its completed or failed count; the
+            # stats are compared by identity first (the same object: no field compared).
+            seen = (queue_stats, queue_stats.completed, queue_stats.failed, totals,
+                    ctx.outcomes, enqueued)  # fmt: skip
+            run.add(queue, seen, _samples, queue, queue_stats, ctx.outcomes, totals, enqueued)
+        return run.handed()
+
+
+def _samples(
+    queue: str,
+    stats: QueueStats,
+    outcomes: Outcomes,
+    totals: tuple[int, int] | None,
+    enqueued: float | None,
+) -> list[AnySample]:
+    samples = stats_samples(queue, stats, outcomes, totals)
+    if enqueued is not None:
+        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
+    return samples
 
 
 Totals = dict[str, tuple[int, int]]
-
-
-class _Made(NamedTuple):
-    stats: QueueStats
-    seen: tuple[object, ...]
-    samples: list[AnySample]
 
 
 def _kept_totals(

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 Key = tuple[str, float]
 
@@ -27,23 +28,27 @@ class QueueLatency(Collector):
 
     def __init__(self, mapping: SchemaMapping) -> None:
         self.mapping = mapping
+        # Apart: a queue's age changes as the clock runs, its late jobs seldom.
+        self._ages = QueueChunks()
+        self._late_chunks = QueueChunks()
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         params = {"queues": ctx.known_queues(conn)}
         ages = {
             queue: max(float(age), 0.0)
             for queue, age in fetch(conn, "oldest_ready", ctx, params, self.mapping)
         }
-        samples: list[AnySample] = [
-            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age)
-            for queue, age in ages.items()
-        ]
-        return samples + self._late(conn, ctx, ages)
+        run = self._ages.run()
+        for queue, age in ages.items():
+            run.add(queue, age, _age, queue, age)
+        late = self._late(conn, ctx, ages)
+        return Chunks(run.handed().chunks + late.chunks)
 
-    def _late(self, conn: Conn, ctx: Context, ages: dict[str, float]) -> list[AnySample]:
+    def _late(self, conn: Conn, ctx: Context, ages: dict[str, float]) -> Chunks:
         thresholds = ctx.config.histograms.wait_thresholds
+        run = self._late_chunks.run()
         if not thresholds:
-            return []
+            return run.handed()
         late: dict[Key, int] = {(queue, t): 0 for queue in ages for t in thresholds}
         past = [queue for queue, age in ages.items() if age > thresholds[0]]
         if past:
@@ -55,10 +60,10 @@ class QueueLatency(Collector):
             many = sorted({queue for (queue, _), n in first.items() if n >= look})
             if kept and many:
                 late.update(self._from_the_other_side(conn, ctx, many, thresholds))
-        return [
-            Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
-            for (queue, t), n in late.items()
-        ]
+        for queue in ages:
+            counts = tuple(late[(queue, t)] for t in thresholds)
+            run.add(queue, (counts, thresholds), _late_samples, queue, thresholds, counts)
+        return run.handed()
 
     def _count(self, conn: Conn, ctx: Context, queues: list[str], thresholds: tuple[float, ...],
                cap: int) -> dict[Key, int]:  # fmt: skip
@@ -75,3 +80,16 @@ class QueueLatency(Collector):
             (queue, float(seconds)): max(int(pending) - int(later) - int(recent), 0)
             for queue, seconds, pending, later, recent in rows
         }
+
+
+def _age(queue: str, age: float) -> list[AnySample]:
+    return [Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age)]
+
+
+def _late_samples(
+    queue: str, thresholds: tuple[float, ...], counts: tuple[int, ...]
+) -> list[AnySample]:
+    return [
+        Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
+        for t, n in zip(thresholds, counts, strict=True)
+    ]

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 from pgq_exporter.catalogue import QUEUE_LEASES
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +44,9 @@ class QueueLeases(Collector):
         # and those counted on the expired side that had more than LOOK.
         self._live_shorter: set[str] = set()
         self._past_look: set[str] = set()
+        self._chunks = QueueChunks()
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
         counted: dict[str, Expired] = {}
@@ -67,10 +69,15 @@ class QueueLeases(Collector):
         self._past_look = {queue for queue in over if counted[queue].total > look}
         self._live_shorter &= set(queues)
         sampled = SampledCounts(conn, ctx, self.mapping)
-        samples: list[AnySample] = []
+        run = self._chunks.run()
         for queue in queues:
-            samples += _samples(queue, _counts(counted[queue], limit, queue, sampled))
-        return samples
+            found = counted[queue]
+            if found.total <= limit:
+                run.add(queue, found, _exact_samples, queue, found)
+            else:
+                counts = _estimated(found, queue, sampled)
+                run.add(queue, counts, _samples, queue, counts)
+        return run.handed()
 
     def _scanned(self, conn: Conn, ctx: Context, queues: list[str], cap: int) -> dict[str, Expired]:
         """Each queue's expired leases through the processing index, up to cap + 1."""
@@ -112,11 +119,13 @@ class QueueLeases(Collector):
                 self._live_shorter.add(queue)
 
 
-def _counts(found: Expired, limit: int, queue: str, sampled: SampledCounts) -> dict[str, Count]:
+def _exact_samples(queue: str, found: Expired) -> list[AnySample]:
+    return _samples(queue, {"stuck": exact(found.stuck), "exhausted": exact(found.exhausted)})
+
+
+def _estimated(found: Expired, queue: str, sampled: SampledCounts) -> dict[str, Count]:
+    """The scan stopped at the bound: neither count is complete."""
     counted = {"stuck": found.stuck, "exhausted": found.exhausted}
-    if found.total <= limit:
-        return {what: exact(n) for what, n in counted.items()}
-    # The scan stopped at the bound: neither count is complete.
     return {what: estimated(n, sampled.estimate(queue, what)) for what, n in counted.items()}
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
-from pgq_exporter.collectors.finished import Outcomes, WindowFigures
+from pgq_exporter.collectors.chunking import QueueChunks
+from pgq_exporter.collectors.finished import FinishedJobs, Outcomes, WindowFigures
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 
@@ -23,15 +24,19 @@ class QueueWindow(Collector):
 
     reads_feed = True
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def __init__(self) -> None:
+        self._chunks = QueueChunks()
+
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         window = ctx.config.window
         queues = ctx.known_queues(conn)
         ctx.read_feed(conn)
-        samples: list[AnySample] = []
-        for queue in queues:
-            figures = ctx.feed.jobs.window(queue, tuple(q for _, q in PERCENTILES))
-            samples += window_samples(queue, window, figures, ctx.outcomes)
-        return samples
+        jobs, outcomes = ctx.feed.jobs, ctx.outcomes
+        run = self._chunks.run()
+        for queue, changes in zip(queues, jobs.window_changes(queues), strict=True):
+            run.add(queue, (changes, window, outcomes), _queue_samples, jobs, queue, window,
+                    outcomes)  # fmt: skip
+        return run.handed()
 
 
 class UpdatedWindow(Collector):
@@ -54,6 +59,13 @@ class UpdatedWindow(Collector):
             figures = WindowFigures(done, failed, values)
             samples += window_samples(queue, window, figures, Outcomes())
         return samples
+
+
+def _queue_samples(
+    jobs: FinishedJobs, queue: str, window: float, outcomes: Outcomes
+) -> list[AnySample]:
+    figures = jobs.window(queue, tuple(q for _, q in PERCENTILES))
+    return window_samples(queue, window, figures, outcomes)
 
 
 def window_samples(

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pgq_exporter.catalogue import WORKERS
 from pgq_exporter.collectors.base import Collector, Conn, Context
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.collectors.chunking import QueueChunks
+from pgq_exporter.samples import AnySample, Chunks, Sample
 
 EVERY_QUEUE = "*"
 
@@ -16,24 +17,32 @@ class Workers(Collector):
     name = WORKERS
     reads_queue_tables = False
 
-    def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
+    def __init__(self) -> None:
+        self._chunks = QueueChunks()
+
+    def collect(self, conn: Conn, ctx: Context) -> Chunks:
         # The queues the queue collectors found: looking again would read the queue's
         # tables, which a lock may hold, and this collector must not wait on one.
         known = set(ctx.queues.known())
         live = ctx.source.workers(conn, sorted(known))
+        run = self._chunks.run()
         if live is None:
-            return []
-        samples: list[AnySample] = []
-        named = set()
+            return run.handed()
         for queue, workers, slots in live:
             if queue != EVERY_QUEUE and queue not in known:
                 continue  # a queue with no job: not tracked (max_queues bounds them)
-            named.add(queue)
-            samples.append(Sample("pgq_workers", (queue,), float(workers)))
-            if slots is not None:
-                samples.append(Sample("pgq_worker_slots", (queue,), float(slots)))
+            found = (float(workers), None if slots is None else float(slots))
+            run.add(queue, found, _samples, queue, found)
+        named = set(run.keys())
+        none = (0.0, 0.0 if ctx.source.records_worker_slots else None)
         for queue in sorted(known - named):
-            samples.append(Sample("pgq_workers", (queue,), 0.0))
-            if ctx.source.records_worker_slots:
-                samples.append(Sample("pgq_worker_slots", (queue,), 0.0))
-        return samples
+            run.add(queue, none, _samples, queue, none)
+        return run.handed()
+
+
+def _samples(queue: str, found: tuple[float, float | None]) -> list[AnySample]:
+    workers, slots = found
+    samples: list[AnySample] = [Sample("pgq_workers", (queue,), workers)]
+    if slots is not None:
+        samples.append(Sample("pgq_worker_slots", (queue,), slots))
+    return samples
