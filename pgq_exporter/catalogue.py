@@ -414,6 +414,8 @@ _BY_NAME = {spec.name: spec for spec in CATALOGUE}
 SERVER_WIDE = frozenset(
     spec.name for spec in CATALOGUE if spec.labels[:1] == ("server",) and spec.collector != EXPORTER
 )
+# The collectors that serve any of them.
+SERVES_SERVER_WIDE = frozenset(_BY_NAME[name].collector for name in SERVER_WIDE)
 
 
 def metric(name: str) -> MetricSpec:

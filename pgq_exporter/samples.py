@@ -34,16 +34,17 @@ class HistogramSample(NamedTuple):
 AnySample = Sample | HistogramSample
 
 
-# One queue's samples from one collector, in the order served.
+# Samples from one collector that change together (most often one queue's), in the order
+# served.
 Chunk = tuple[AnySample, ...]
 
 
 class Chunks(Sequence[AnySample]):
-    """A collector's samples in chunks, one a queue. A chunk handed over again, the same
-    object, is known unchanged: what the stages after the collector made of it (its label
-    values bounded, its protobuf entries, its text lines) is used again rather than made
-    again, which at 10,000 queues is most of a run's work. Two chunks never hold a sample
-    of one label set."""
+    """A collector's samples in chunks, most often one a queue. A chunk handed over
+    again, the same object, is known unchanged: what the stages after the collector made
+    of it (its label values bounded, its protobuf entries, its text lines) is used again
+    rather than made again, which at 10,000 queues is most of a run's work. Two chunks
+    never hold a sample of one label set."""
 
     __slots__ = ("chunks",)
 

@@ -36,7 +36,7 @@ class JobHistograms(Collector):
         kept, arrived = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else (None, None)
         if arrived is None:
             arrived = ctx.source.arrivals(conn, known)
-        blank = ctx.feed.jobs.blank
+        blank, outcomes = ctx.feed.jobs.blank, ctx.outcomes
         run = self._chunks.run()
         for queue in sorted(set(known) | set(stats) | set(kept or {})):
             queue_stats = stats.get(queue, blank)
@@ -46,9 +46,9 @@ class JobHistograms(Collector):
                 enqueued = float(arrived.get(queue, 0))
             # Every job a queue's stats count changes its completed or failed count; the
             # stats are compared by identity first (the same object: no field compared).
-            seen = (queue_stats, queue_stats.completed, queue_stats.failed, totals,
-                    ctx.outcomes, enqueued)  # fmt: skip
-            run.add(queue, seen, _samples, queue, queue_stats, ctx.outcomes, totals, enqueued)
+            seen = (queue_stats, queue_stats.completed, queue_stats.failed, totals, outcomes,
+                    enqueued)  # fmt: skip
+            run.add(queue, seen, _samples, queue, queue_stats, outcomes, totals, enqueued)
         return run.handed()
 
 

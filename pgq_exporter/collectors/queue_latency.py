@@ -38,9 +38,10 @@ class QueueLatency(Collector):
             queue: max(float(age), 0.0)
             for queue, age in fetch(conn, "oldest_ready", ctx, params, self.mapping)
         }
+        # One chunk for all: a queue's age changes whenever it has a ready job.
         run = self._ages.run()
-        for queue, age in ages.items():
-            run.add(queue, age, _age, queue, age)
+        found = tuple(ages.items())
+        run.add("", found, _ages, found)
         late = self._late(conn, ctx, ages)
         return Chunks(run.handed().chunks + late.chunks)
 
@@ -82,8 +83,8 @@ class QueueLatency(Collector):
         }
 
 
-def _age(queue: str, age: float) -> list[AnySample]:
-    return [Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age)]
+def _ages(ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
+    return [Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age) for queue, age in ages]
 
 
 def _late_samples(

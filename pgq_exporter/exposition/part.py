@@ -126,7 +126,10 @@ class Part:
 
     def total(self, counting: Counting) -> int:
         """All its series as a scraper that counts them so gets them."""
-        return sum(made.count(self._specs, counting) for made in self._made)
+        specs = self._specs
+        return sum(
+            [made.series.get(counting) or made.count(specs, counting) for made in self._made]
+        )
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
@@ -192,11 +195,8 @@ def _joined(by_chunk: list[dict[str, T]], empty: T) -> dict[str, T]:
     """Each metric's text or entries, the chunks' one after another."""
     if len(by_chunk) == 1:
         return by_chunk[0]
-    pieces: dict[str, list[T]] = {}
-    for found in by_chunk:
-        for name, piece in found.items():
-            pieces.setdefault(name, []).append(piece)
-    return {name: empty.join(found) for name, found in pieces.items()}
+    names: set[str] = set().union(*by_chunk)
+    return {name: empty.join([found.get(name, empty) for found in by_chunk]) for name in names}
 
 
 def sample_part(

@@ -127,18 +127,22 @@ def metric_entries(
     """The ``metric`` entries of ``spec``'s family for ``samples``, serialized: the
     entries of several sources, one after another, are one family's."""
     family = MetricFamily()
-    with_database = spec.labels[:1] == ("database",)
+    add = family.metric.add
+    # Each entry is added with its labels and value from plain dicts, the database's one
+    # dict for all: at 10,000 samples, half the time of setting each field in turn.
+    head = [{"name": "database", "value": database}] if spec.labels[:1] == ("database",) else []
+    names = spec.labels[len(head) :]
+    field = "counter" if spec.type is MetricType.COUNTER else "gauge"
     for sample in samples:
-        values = (database, *sample.labels) if with_database else sample.labels
-        metric = family.metric.add()
-        for name, value in zip(spec.labels, values, strict=True):
-            metric.label.add(name=name, value=value)
-        if isinstance(sample, HistogramSample):
-            _fill_histogram(metric.histogram, sample, classic)
-        elif spec.type is MetricType.COUNTER:
-            metric.counter.value = sample.value
+        labels = head.copy()
+        if len(names) == 1:
+            labels.append({"name": names[0], "value": sample.labels[0]})
         else:
-            metric.gauge.value = sample.value
+            labels += [{"name": n, "value": v} for n, v in zip(names, sample.labels, strict=True)]
+        if isinstance(sample, HistogramSample):
+            _fill_histogram(add(label=labels).histogram, sample, classic)
+        else:
+            add(label=labels, **{field: {"value": sample.value}})
     serialized: bytes = family.SerializeToString()
     return serialized
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
-from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
+from pgq_exporter.catalogue import SERVER_WIDE, SERVES_SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.exposition import Part, Parts, sample_part
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
@@ -47,7 +47,7 @@ def layout_samples(source: QueueSource, slots: Iterable[Slot]) -> list[Sample]:
 def slot_samples(slot: Slot, server_wide: bool) -> Chunks:
     """The collector's chunks, and one of how its runs went."""
     chunks = chunks_of(slot.state.samples)
-    if not server_wide:
+    if not server_wide and slot.name in SERVES_SERVER_WIDE:
         chunks = [_without_server_wide(chunk) for chunk in chunks]
     own: list[AnySample] = []
     if isinstance(slot.collector, CustomSQL):
