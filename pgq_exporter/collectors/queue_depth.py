@@ -46,12 +46,14 @@ class QueueDepth(Collector):
     def __init__(self, mapping: SchemaMapping) -> None:
         self.mapping = mapping
         self._counts = CappedCounts(UNFINISHED)
+        # Apart: the counts change with every job, their approximate marks seldom.
         self._chunks = QueueChunks()
+        self._marks = QueueChunks()
 
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         mapping = self.mapping
         queues = ctx.known_queues(conn)
-        run = self._chunks.run()
+        run = _Run(self._chunks.run(), self._marks.run())
         kept, by_tick = kept_tables(conn, mapping)
         if kept and by_tick:
             _by_tick(conn, ctx, mapping, queues, run)
@@ -68,9 +70,31 @@ class QueueDepth(Collector):
             counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
                                           changes=changes, count=count)  # fmt: skip
         for queue in queues:
-            found = tuple(counts[(queue, s)] for s in COUNTED)
-            run.add(queue, found, _samples, queue, found)
+            run.add(queue, tuple(counts[(queue, s)] for s in COUNTED))
         return run.handed()
+
+
+class _Run:
+    """A run's chunks: each queue's counts, and apart their approximate marks."""
+
+    __slots__ = ("counts", "marks")
+
+    def __init__(self, counts: ChunkRun, marks: ChunkRun) -> None:
+        self.counts, self.marks = counts, marks
+
+    def add(self, queue: str, counts: tuple[Count, ...]) -> None:
+        """``counts`` in the order of COUNTED."""
+        self.counts.add(queue, counts, _samples, queue, counts)
+        found = _approximate(counts)
+        self.marks.add(queue, found, _marks, queue, found)
+
+    def add_exact(self, queue: str, row: Row) -> None:
+        """A row of kept_counts_by_tick whose counts are all exact."""
+        self.counts.add(queue, row, _exact_samples, queue, row)
+        self.marks.add(queue, _EXACT, _marks, queue, _EXACT)
+
+    def handed(self) -> Chunks:
+        return Chunks(self.counts.handed().chunks + self.marks.handed().chunks)
 
 
 def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -> dict[Key, Count]:
@@ -86,7 +110,7 @@ def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -
 
 
 def _by_tick(
-    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str], run: ChunkRun
+    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str], run: _Run
 ) -> None:
     """The kept counts, and the delayed jobs as the ticks after now()'s keep them plus
     the rest of the current tick: exact, unless that rest passes exact_count_limit. A
@@ -98,12 +122,11 @@ def _by_tick(
     for queue in queues:
         row = rows[queue]
         if row[3] <= limit:  # the rest of the current tick: counted whole
-            run.add(queue, row, _exact_samples, queue, row)
+            run.add_exact(queue, row)
             continue
         pending, later, now, processing, done, failed = (int(n) for n in row[1:])
         delayed = sampled.bounded(queue, "delayed", later + now)
-        found = (exact(pending), delayed, exact(processing), exact(done), exact(failed))
-        run.add(queue, found, _samples, queue, found)
+        run.add(queue, (exact(pending), delayed, exact(processing), exact(done), exact(failed)))
 
 
 def _exact_samples(queue: str, row: Row) -> list[AnySample]:
@@ -129,9 +152,7 @@ def _samples(queue: str, counts: tuple[Count, ...]) -> list[AnySample]:
     """``counts`` in the order of COUNTED."""
     pending, delayed, processing, done, failed = counts
     delayed_value = min(delayed.value, pending.value)
-    ready_approximate = pending.approximate or delayed.approximate
-    (l_pending, l_processing, l_done, l_failed, l_queue, a_pending, a_ready, a_delayed,
-     a_processing, a_done, a_failed) = _labels(queue)  # fmt: skip
+    (l_pending, l_processing, l_done, l_failed, l_queue) = _labels(queue)[:5]
     return [
         Sample("pgq_queue_jobs", l_pending, pending.value),
         Sample("pgq_queue_jobs", l_processing, processing.value),
@@ -139,10 +160,22 @@ def _samples(queue: str, counts: tuple[Count, ...]) -> list[AnySample]:
         Sample("pgq_queue_jobs", l_failed, failed.value),
         Sample("pgq_queue_ready_jobs", l_queue, pending.value - delayed_value),
         Sample("pgq_queue_delayed_jobs", l_queue, delayed_value),
-        Sample("pgq_queue_count_approximate", a_pending, float(pending.approximate)),
-        Sample("pgq_queue_count_approximate", a_ready, float(ready_approximate)),
-        Sample("pgq_queue_count_approximate", a_delayed, float(delayed.approximate)),
-        Sample("pgq_queue_count_approximate", a_processing, float(processing.approximate)),
-        Sample("pgq_queue_count_approximate", a_done, float(done.approximate)),
-        Sample("pgq_queue_count_approximate", a_failed, float(failed.approximate)),
+    ]
+
+
+def _approximate(counts: tuple[Count, ...]) -> tuple[bool, ...]:
+    """Which of APPROXIMATE are estimates, for ``counts`` in the order of COUNTED."""
+    pending, delayed, processing, done, failed = counts
+    ready = pending.approximate or delayed.approximate
+    return (pending.approximate, ready, delayed.approximate, processing.approximate,
+            done.approximate, failed.approximate)  # fmt: skip
+
+
+_EXACT = (False,) * len(APPROXIMATE)
+
+
+def _marks(queue: str, approximate: tuple[bool, ...]) -> list[AnySample]:
+    return [
+        Sample("pgq_queue_count_approximate", labels, float(mark))
+        for labels, mark in zip(_labels(queue)[5:], approximate, strict=True)
     ]

@@ -9,14 +9,15 @@ counted and serialized."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from typing import TypeVar
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
 from pgq_exporter.exposition.fitting import Counting, series_of
 from pgq_exporter.exposition.protobuf import (
-    delimited,
     family_header,
+    length_prefix,
     metric_entries,
     split_entries,
 )
@@ -195,8 +196,11 @@ def _joined(by_chunk: list[dict[str, T]], empty: T) -> dict[str, T]:
     """Each metric's text or entries, the chunks' one after another."""
     if len(by_chunk) == 1:
         return by_chunk[0]
-    names: set[str] = set().union(*by_chunk)
-    return {name: empty.join([found.get(name, empty) for found in by_chunk]) for name in names}
+    pieces: defaultdict[str, list[T]] = defaultdict(list)
+    for found in by_chunk:
+        for name, piece in found.items():
+            pieces[name].append(piece)
+    return {name: empty.join(found) for name, found in pieces.items()}
 
 
 def sample_part(
@@ -229,6 +233,9 @@ def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic:
     for part in parts:
         for name, entries in part.messages(classic).items():
             pieces.setdefault(name, []).append(entries)
-    return b"".join(
-        delimited(family_header(specs[name]) + b"".join(pieces[name])) for name in sorted(pieces)
-    )
+    # One copy of the entries, into the body: each family's length is summed, not joined.
+    body: list[bytes] = []
+    for name in sorted(pieces):
+        header = family_header(specs[name])
+        body += (length_prefix(len(header) + sum(map(len, pieces[name]))), header, *pieces[name])
+    return b"".join(body)

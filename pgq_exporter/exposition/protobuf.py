@@ -211,12 +211,9 @@ def spans_and_deltas(native: NativeBuckets) -> tuple[list[tuple[int, int]], list
     return [(offset, length) for offset, length in spans], deltas
 
 
-def delimited(message: bytes) -> bytes:
-    """``message`` after its length as a varint, as the delimited encoding frames it."""
-    return _varint(len(message)) + message
-
-
-def _varint(value: int) -> bytes:
+def length_prefix(value: int) -> bytes:
+    """What the delimited encoding puts before a message of ``value`` bytes: its length
+    as a varint."""
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
