@@ -35,6 +35,9 @@ def bounded(value: str) -> str:
     return f"{kept}~{digest}"
 
 
+NOTHING_CUT: frozenset[str] = frozenset()
+
+
 def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozenset[str]]:
     """The samples with every label value bounded, and the cut forms of the values that
     were cut."""
@@ -50,7 +53,9 @@ def bound_labels(samples: Iterable[AnySample]) -> tuple[list[AnySample], frozens
         shortened = tuple(bounded(v) for v in labels)
         cut.update(s for s, v in zip(shortened, labels, strict=True) if _too_long(v))
         out.append(sample._replace(labels=shortened))
-    return out, frozenset(cut)
+    # An empty frozenset is a new object each time: kept for each chunk, 14 MB at 10,000
+    # queues.
+    return out, frozenset(cut) if cut else NOTHING_CUT
 
 
 def _each_plain(labels: tuple[str, ...]) -> bool:

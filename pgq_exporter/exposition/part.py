@@ -25,45 +25,88 @@ from pgq_exporter.exposition.text import Family, headers, metric_lines, warn_dup
 from pgq_exporter.samples import AnySample, Chunk, chunks_of
 
 T = TypeVar("T", str, bytes)
+# A chunk's text or protobuf entries, by metric.
+Pieces = tuple[tuple[str, T], ...]
 
 
 class ChunkMade:
-    """A chunk's samples by metric (a second sample of one label set left out, with a
-    warning: Prometheus would keep one of them, silently), and what was made of them,
-    each when first asked for."""
+    """What was made of a chunk, each when first asked for: its series, its protobuf
+    entries and its text lines, by metric. Its samples are grouped by metric (a second
+    sample of one label set left out, with a warning: Prometheus would keep one of
+    them, silently) whenever one of those is made, and not kept: at 10,000 queues a
+    grouping kept for each chunk held 32 MB."""
 
-    __slots__ = ("by_metric", "chunk", "entries", "lines", "series")
+    __slots__ = ("_classic_entries", "_entries", "_given", "_lines", "_series", "chunk")
 
-    def __init__(self, chunk: Chunk | None, by_metric: dict[str, list[AnySample]]) -> None:
-        self.chunk = chunk  # None for samples that came in no chunk
-        self.by_metric = by_metric
-        self.series: dict[Counting, int] = {}
-        self.lines: dict[str, str] | None = None
-        self.entries: dict[bool, dict[str, bytes]] = {}  # by classic, then metric
+    def __init__(
+        self, chunk: Chunk | None, given: dict[str, list[AnySample]] | None = None
+    ) -> None:
+        self.chunk = chunk
+        self._given = given  # the samples by metric, for a part made of no chunk
+        # Its series: one number where it has no histogram, else by counting.
+        self._series: int | dict[Counting, int] | None = None
+        # Apart for histograms with classic buckets and without: a dict per chunk held
+        # 10 MB more at 10,000 queues.
+        self._entries: Pieces[bytes] | None = None
+        self._classic_entries: Pieces[bytes] | None = None
+        self._lines: Pieces[str] | None = None
 
-    @classmethod
-    def of(cls, chunk: Chunk) -> ChunkMade:
-        # By metric, then label set: one dict operation a sample keeps the first of each.
-        by_labels: dict[str, dict[tuple[str, ...], AnySample]] = {}
-        metric, found = "", {}
-        for sample in chunk:
-            if sample.metric != metric:
-                metric = sample.metric
-                found = by_labels.setdefault(metric, {})
-            if found.setdefault(sample.labels, sample) is not sample:
-                warn_duplicate(metric)
-        return cls(chunk, {name: list(found.values()) for name, found in by_labels.items()})
+    def grouped(self) -> dict[str, list[AnySample]]:
+        """Its samples by metric."""
+        if self._given is not None:
+            return self._given
+        return _grouped(self.chunk or ())
 
     def count(self, specs: dict[str, MetricSpec], counting: Counting) -> int:
-        counted = self.series.get(counting)
-        if counted is None:
-            counted = self.series[counting] = sum(
+        """Its series as a scraper that counts them so gets them."""
+        series = self._series
+        if isinstance(series, int):
+            return series
+        if series is None:
+            grouped = self.grouped()
+            if all(specs[name].type is not MetricType.HISTOGRAM for name in grouped):
+                self._series = sum(map(len, grouped.values()))
+                return self._series
+            series = self._series = {}
+        found = series.get(counting)
+        if found is None:
+            found = series[counting] = sum(
                 len(samples)
                 if specs[name].type is not MetricType.HISTOGRAM
                 else sum(series_of(sample, counting) for sample in samples)
-                for name, samples in self.by_metric.items()
+                for name, samples in self.grouped().items()
             )
-        return counted
+        return found
+
+    def entries(self, classic: bool) -> Pieces[bytes] | None:
+        return self._classic_entries if classic else self._entries
+
+    def keep_entries(self, classic: bool, entries: Pieces[bytes]) -> None:
+        if classic:
+            self._classic_entries = entries
+        else:
+            self._entries = entries
+
+    def lines(self, specs: dict[str, MetricSpec], database: str) -> Pieces[str]:
+        if self._lines is None:
+            self._lines = tuple(
+                (name, "".join(metric_lines(specs[name], database, samples)))
+                for name, samples in self.grouped().items()
+            )
+        return self._lines
+
+
+def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
+    # By metric, then label set: one dict operation a sample keeps the first of each.
+    by_labels: dict[str, dict[tuple[str, ...], AnySample]] = {}
+    metric, found = "", {}
+    for sample in chunk:
+        if sample.metric != metric:
+            metric = sample.metric
+            found = by_labels.setdefault(metric, {})
+        if found.setdefault(sample.labels, sample) is not sample:
+            warn_duplicate(metric)
+    return {name: list(found.values()) for name, found in by_labels.items()}
 
 
 class PartMemo:
@@ -85,7 +128,7 @@ class PartMemo:
         for chunk in chunks:
             found = last.get(id(chunk))
             if found is None or found.chunk is not chunk:
-                found = ChunkMade.of(chunk)
+                found = ChunkMade(chunk)
             now[id(chunk)] = found
             made.append(found)
         self._made = now
@@ -94,17 +137,18 @@ class PartMemo:
 
 class Part:
     """One source's samples of one database, ready to serve: by metric, their text lines
-    and their protobuf entries, each made when a scraper first asks for that format."""
+    and their protobuf entries, each made when a scraper first asks for that format.
+    Both are kept as each chunk's pieces, which the body is joined from: joined here
+    too, they were another copy of the body."""
 
-    __slots__ = ("_lines", "_made", "_messages", "_samples", "_specs", "database")
+    __slots__ = ("_lines", "_made", "_messages", "_specs", "database")
 
     def __init__(self, specs: dict[str, MetricSpec], database: str, made: list[ChunkMade]) -> None:
         self._specs = specs
         self.database = database
         self._made = made
-        self._samples: dict[str, list[AnySample]] | None = None
-        self._lines: dict[str, str] | None = None
-        self._messages: dict[bool, dict[str, bytes]] = {}
+        self._lines: dict[str, list[str]] | None = None
+        self._messages: dict[bool, dict[str, list[bytes]]] = {}
 
     @property
     def made(self) -> list[ChunkMade]:
@@ -113,24 +157,20 @@ class Part:
 
     @property
     def samples(self) -> dict[str, list[AnySample]]:
-        """The samples by metric, as served."""
-        if self._samples is None:
-            if len(self._made) == 1:
-                self._samples = self._made[0].by_metric
-            else:
-                merged: dict[str, list[AnySample]] = {}
-                for made in self._made:
-                    for name, samples in made.by_metric.items():
-                        merged.setdefault(name, []).extend(samples)
-                self._samples = merged
-        return self._samples
+        """The samples by metric, as served: grouped each time (fitting past the series
+        budget asks, and then seldom)."""
+        if len(self._made) == 1:
+            return self._made[0].grouped()
+        merged: dict[str, list[AnySample]] = {}
+        for made in self._made:
+            for name, samples in made.grouped().items():
+                merged.setdefault(name, []).extend(samples)
+        return merged
 
     def total(self, counting: Counting) -> int:
         """All its series as a scraper that counts them so gets them."""
         specs = self._specs
-        return sum(
-            [made.series.get(counting) or made.count(specs, counting) for made in self._made]
-        )
+        return sum([made.count(specs, counting) for made in self._made])
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
@@ -141,33 +181,29 @@ class Part:
 
     def only(self, names: Iterable[str]) -> Part:
         """The part with only the metrics ``names``."""
-        served = [name for name in names if name in self.samples]
-        if len(served) == len(self.samples):
+        samples = self.samples
+        served = [name for name in names if name in samples]
+        if len(served) == len(samples):
             return self
-        by_metric = {name: self.samples[name] for name in served}
+        by_metric = {name: samples[name] for name in served}
         return Part(self._specs, self.database, [ChunkMade(None, by_metric)])
 
-    def lines(self) -> dict[str, str]:
-        """The text-format lines by metric (the same in OpenMetrics)."""
+    def lines(self) -> dict[str, list[str]]:
+        """The text-format lines by metric (the same in OpenMetrics), in pieces."""
         if self._lines is None:
-            for made in self._made:
-                if made.lines is None:
-                    made.lines = {
-                        name: "".join(metric_lines(self._specs[name], self.database, samples))
-                        for name, samples in made.by_metric.items()
-                    }
-            self._lines = _joined([made.lines for made in self._made if made.lines], "")
+            specs, database = self._specs, self.database
+            self._lines = _by_metric([made.lines(specs, database) for made in self._made])
         return self._lines
 
-    def messages(self, classic: bool) -> dict[str, bytes]:
-        """The protobuf ``metric`` entries by metric; ``classic``: histograms with their
-        classic buckets beside the native ones."""
+    def messages(self, classic: bool) -> dict[str, list[bytes]]:
+        """The protobuf ``metric`` entries by metric, in pieces; ``classic``: histograms
+        with their classic buckets beside the native ones."""
         found = self._messages.get(classic)
         if found is None:
-            new = [made for made in self._made if classic not in made.entries]
+            new = [made for made in self._made if made.entries(classic) is None]
             if new:
                 self._serialize(new, classic)
-            found = _joined([made.entries[classic] for made in self._made], b"")
+            found = _by_metric([made.entries(classic) or () for made in self._made])
             self._messages[classic] = found
         return found
 
@@ -175,32 +211,34 @@ class Part:
         """The entries of the new chunks: one serialization a metric for all of them,
         split back into each chunk's."""
         samples: dict[str, list[AnySample]] = {}
-        owners: dict[str, list[tuple[dict[str, bytes], int]]] = {}
-        for made in new:
-            entries = made.entries[classic] = {}
-            for name, found in made.by_metric.items():
+        owners: dict[str, list[tuple[int, int]]] = {}  # by metric: each chunk's, and count
+        grouped = [made.grouped() for made in new]
+        for index, by_metric in enumerate(grouped):
+            for name, found in by_metric.items():
                 samples.setdefault(name, []).extend(found)
-                owners.setdefault(name, []).append((entries, len(found)))
+                owners.setdefault(name, []).append((index, len(found)))
+        entries: list[list[tuple[str, bytes]]] = [[] for _ in new]
         for name, found in samples.items():
             serialized = metric_entries(self._specs[name], self.database, found, classic=classic)
             if len(owners[name]) == 1:
-                owners[name][0][0][name] = serialized
+                entries[owners[name][0][0]].append((name, serialized))
                 continue
             split, at = split_entries(serialized), 0
-            for entries, count in owners[name]:
-                entries[name] = b"".join(split[at : at + count])
+            for index, count in owners[name]:
+                piece = split[at] if count == 1 else b"".join(split[at : at + count])
+                entries[index].append((name, piece))
                 at += count
+        for made, found_entries in zip(new, entries, strict=True):
+            made.keep_entries(classic, tuple(found_entries))
 
 
-def _joined(by_chunk: list[dict[str, T]], empty: T) -> dict[str, T]:
-    """Each metric's text or entries, the chunks' one after another."""
-    if len(by_chunk) == 1:
-        return by_chunk[0]
+def _by_metric(by_chunk: list[Pieces[T]]) -> dict[str, list[T]]:
+    """Each metric's pieces, the chunks' one after another."""
     pieces: defaultdict[str, list[T]] = defaultdict(list)
     for found in by_chunk:
-        for name, piece in found.items():
+        for name, piece in found:
             pieces[name].append(piece)
-    return {name: empty.join(found) for name, found in pieces.items()}
+    return pieces
 
 
 def sample_part(
@@ -212,7 +250,7 @@ def sample_part(
     """``samples`` of ``database`` as a part, by metric in the order the samples come.
     ``memo``: what the source's last part made of its chunks."""
     chunks = chunks_of(samples)
-    made = memo.made(specs, chunks) if memo is not None else [ChunkMade.of(c) for c in chunks]
+    made = memo.made(specs, chunks) if memo is not None else [ChunkMade(c) for c in chunks]
     return Part(specs, database, made)
 
 
@@ -221,8 +259,8 @@ def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
     metric after the previous one's."""
     pieces: dict[str, list[str]] = {}
     for part in parts:
-        for name, text in part.lines().items():
-            pieces.setdefault(name, []).append(text)
+        for name, found in part.lines().items():
+            pieces.setdefault(name, []).extend(found)
     return [Family(*headers(specs[name]), "".join(pieces[name])) for name in sorted(pieces)]
 
 
@@ -231,8 +269,8 @@ def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic:
     name order, each source's entries after the previous one's."""
     pieces: dict[str, list[bytes]] = {}
     for part in parts:
-        for name, entries in part.messages(classic).items():
-            pieces.setdefault(name, []).append(entries)
+        for name, found in part.messages(classic).items():
+            pieces.setdefault(name, []).extend(found)
     # One copy of the entries, into the body: each family's length is summed, not joined.
     body: list[bytes] = []
     for name in sorted(pieces):

@@ -158,7 +158,7 @@ def _remade_part(
     for chunk in part.made:
         remade: dict[str, list[AnySample]] = {}
         changed = False
-        for name, found in chunk.by_metric.items():
+        for name, found in chunk.grouped().items():
             queue_at = _queue_at(specs[name])
             kept = remade.setdefault(name, [])
             for sample in found:
