@@ -5,6 +5,8 @@
 -- {c_<column>} a quoted column and {s_<status>} a status literal. Every query
 -- reads only unfinished jobs through the partial indexes, or a bounded slice
 -- of finished ones, so its cost does not grow with the finished rows.
+-- %(queues)b, the tracked queues, is bound in binary: 10,000 names took 6 ms a
+-- query in text and 2 in binary.
 
 -- name: queue_partitions
 -- Queues with a list partition of their own (one value per partition).
@@ -59,7 +61,7 @@ SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_failed}
             LIMIT %(failed_cap)s) AS c) AS failed
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest(%(queues)b::text[]) AS q(queue);
 
 -- name: has_counts
 -- Whether the reference schema keeps exact counts (version 3 and later), and
@@ -79,7 +81,7 @@ SELECT q.queue,
        coalesce(k.processing, 0) AS processing,
        coalesce(k.done, 0) AS done,
        coalesce(k.failed, 0) AS failed
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS processing,
                   sum(c.done) AS done, sum(c.failed) AS failed
            FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
@@ -88,23 +90,25 @@ LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS proce
 -- The reference schema's exact counts, as kept_counts, and its delayed jobs in two
 -- parts: the ticks after now()'s, kept by the triggers (see migration 8), and the
 -- rest of the current tick, counted through the pending index up to %(cap)s. The
--- cost follows the jobs due within ten seconds, not the delayed ones.
+-- cost follows the jobs due within ten seconds, not the delayed ones. The current
+-- tick is worked out once (a scalar subquery), not for each queue: 10,000 queues took
+-- 44 ms where they took 54.
 SELECT q.queue,
        coalesce(k.pending, 0) AS pending,
        coalesce((SELECT sum(d.jobs) FROM {delayed} d
                  WHERE d.queue = q.queue
-                   AND d.tick > floor(extract(epoch FROM now()) / 10)::bigint), 0)::bigint
-           AS delayed_later,
+                   AND d.tick > (SELECT floor(extract(epoch FROM now()) / 10)::bigint)),
+                0)::bigint AS delayed_later,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} > now()
               AND j.{c_scheduled_at}
-                  < to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)
+                  < (SELECT to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10))
             LIMIT %(cap)s) AS c) AS delayed_now,
        coalesce(k.processing, 0) AS processing,
        coalesce(k.done, 0) AS done,
        coalesce(k.failed, 0) AS failed
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 LEFT JOIN (SELECT c.queue, sum(c.pending) AS pending, sum(c.processing) AS processing,
                   sum(c.done) AS done, sum(c.failed) AS failed
            FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
@@ -164,7 +168,7 @@ SELECT q.queue,
            SELECT min(j.{c_scheduled_at}) FROM {jobs} j
            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
              AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest(%(queues)b::text[]) AS q(queue);
 
 -- name: late_ready
 -- Per queue and wait threshold: the ready jobs that have waited longer than the
@@ -176,7 +180,7 @@ SELECT q.queue, t.seconds,
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} <= now() - make_interval(secs => t.seconds)
             LIMIT %(cap)s) AS late) AS late
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
 
 -- name: not_late_kept
@@ -191,15 +195,15 @@ SELECT q.queue, t.seconds,
            AS pending,
        coalesce((SELECT sum(d.jobs) FROM {delayed} d
                  WHERE d.queue = q.queue
-                   AND d.tick > floor(extract(epoch FROM now()) / 10)::bigint), 0)::bigint
-           AS later,
+                   AND d.tick > (SELECT floor(extract(epoch FROM now()) / 10)::bigint)),
+                0)::bigint AS later,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} > now() - make_interval(secs => t.seconds)
               AND j.{c_scheduled_at}
-                  < to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)
+                  < (SELECT to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10))
             LIMIT %(cap)s) AS c) AS recent
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
 
 -- name: expired_leases
@@ -207,7 +211,7 @@ CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
 -- and max_attempts are included in it), stopped at %(cap)s rows: the cost
 -- follows the expired leases, up to the bound.
 SELECT q.queue, l.stuck, l.exhausted
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE e.attempts < e.max_attempts) AS stuck,
            count(*) FILTER (WHERE e.attempts >= e.max_attempts) AS exhausted
@@ -222,7 +226,7 @@ CROSS JOIN LATERAL (
 -- The reference schema's kept counts of processing jobs, per queue.
 SELECT c.queue, sum(c.processing)::bigint AS processing
 FROM {counts} c
-WHERE c.queue = ANY (%(queues)s::text[])
+WHERE c.queue = ANY (%(queues)b::text[])
 GROUP BY c.queue;
 
 -- name: live_leases
@@ -233,7 +237,7 @@ GROUP BY c.queue;
 -- lease there: a check of the table says so). A count stops past half of the
 -- queue's processing jobs, or %(limit)s: beyond it the expired side is shorter.
 SELECT q.queue, k.processing, k.last, k.cap, l.live, l.live_last
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 CROSS JOIN LATERAL (
     SELECT s.processing, s.last, least(s.processing / 2, %(limit)s) AS cap
     FROM (SELECT coalesce(sum(c.processing), 0)::bigint AS processing,
@@ -276,11 +280,11 @@ SELECT j.{c_id} AS id, j.{c_queue} AS queue, j.{c_status} = {s_done} AS done,
        extract(epoch FROM j.{c_finished_at})::float8 AS finished
 FROM (
     SELECT * FROM {jobs} f
-    WHERE f.{c_queue} = ANY (%(queues)s::text[]) AND f.{c_status} = {s_done}
+    WHERE f.{c_queue} = ANY (%(queues)b::text[]) AND f.{c_status} = {s_done}
       AND f.{c_finished_at} > now() - make_interval(secs => %(window)s)
     UNION ALL
     SELECT * FROM {jobs} f
-    WHERE f.{c_queue} = ANY (%(queues)s::text[]) AND f.{c_status} = {s_failed}
+    WHERE f.{c_queue} = ANY (%(queues)b::text[]) AND f.{c_status} = {s_failed}
       AND f.{c_finished_at} > now() - make_interval(secs => %(window)s)
 ) AS j
 WHERE NOT coalesce(j.{c_finished_xid} >= %(since)s::xid8, false);
@@ -438,7 +442,7 @@ SELECT q.queue,
        count(j.{c_status}) FILTER (WHERE j.{c_status} = {s_failed}) AS failed,
        percentile_cont(ARRAY[0.5, 0.95, 0.99]::float8[]) WITHIN GROUP (
            ORDER BY extract(epoch FROM j.{c_updated_at} - j.{c_created_at})) AS percentiles
-FROM unnest(%(queues)s::text[]) AS q(queue)
+FROM unnest(%(queues)b::text[]) AS q(queue)
 LEFT JOIN {jobs} j
        ON j.{c_queue} = q.queue AND j.{c_status} IN ({s_done}, {s_failed})
       AND j.{c_updated_at} > now() - make_interval(secs => %(window)s)
@@ -460,7 +464,7 @@ SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {table} j
             WHERE j.{queue_column} = q.queue AND j.{status_column}::text = ANY (%(values)s)
             LIMIT %(limit)s) AS c) AS unknown
-FROM unnest(%(queues)s::text[]) AS q(queue);
+FROM unnest(%(queues)b::text[]) AS q(queue);
 
 -- name: has_workers
 -- Whether the reference schema keeps its workers (version 12 and later).
