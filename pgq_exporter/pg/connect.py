@@ -11,7 +11,7 @@ from psycopg import sql
 from psycopg.abc import Buffer
 from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.types.string import StrDumperUnknown
+from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 
 from pgq_exporter.errors import DatabaseUnavailableError
 from pgq_exporter.pg.dsn import describe_connect_error, parse_dsn
@@ -44,6 +44,13 @@ class _RawTextDumper(StrDumperUnknown):
         return obj.encode("utf-8", "surrogateescape")
 
 
+class _RawTextBinaryDumper(StrBinaryDumper):
+    """The same, in binary (the tracked queues are bound so, see collectors.sql)."""
+
+    def dump(self, obj: str) -> Buffer | None:
+        return obj.encode("utf-8", "surrogateescape")
+
+
 # The text types a collector reads names from.
 _TEXT_TYPES = ("text", "varchar", "bpchar", "name", '"char"')
 
@@ -54,6 +61,8 @@ def readable(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     if conn.info.parameter_status("server_encoding") == "SQL_ASCII":
         for name in _TEXT_TYPES:
             conn.adapters.register_loader(name, _RawTextLoader)
+        # The binary one first: %s takes the last registered.
+        conn.adapters.register_dumper(str, _RawTextBinaryDumper)
         conn.adapters.register_dumper(str, _RawTextDumper)
     return conn
 
