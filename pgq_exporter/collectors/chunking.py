@@ -4,47 +4,41 @@ makes the samples of the few hundred queues whose rows moved, not 350,000."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from pgq_exporter.samples import AnySample, Chunk, Chunks
+from pgq_exporter.samples import AnySample, Chunk
+
+Make = Callable[[str, Any], Iterable[AnySample]]
 
 
 class QueueChunks:
     """Each queue's chunk at the collector's last run, and what it was made from."""
 
-    __slots__ = ("_last",)
+    __slots__ = ("_chunks", "_inputs", "_queues")
 
     def __init__(self) -> None:
-        self._last: dict[str, tuple[object, Chunk]] = {}
+        self._queues: list[str] = []
+        self._inputs: Sequence[object] = []
+        self._chunks: list[Chunk] = []
 
-    def run(self) -> ChunkRun:
-        """A new run; what it hands over becomes the last run's."""
-        return ChunkRun(self)
-
-
-class ChunkRun:
-    __slots__ = ("_made", "_owner")
-
-    def __init__(self, owner: QueueChunks) -> None:
-        self._owner = owner
-        self._made: dict[str, tuple[object, Chunk]] = {}
-
-    def add(
-        self, queue: str, inputs: object, make: Callable[..., Iterable[AnySample]], *args: Any
-    ) -> None:
-        """``queue``'s chunk: the last run's while ``inputs`` (what ``make(*args)`` makes
-        it from, compared by value) are the same, else made."""
-        last = self._owner._last.get(queue)
-        if last is None or last[0] != inputs:
-            last = (inputs, tuple(make(*args)))
-        self._made[queue] = last
-
-    def keys(self) -> Iterable[str]:
-        """The queues added so far."""
-        return self._made.keys()
-
-    def handed(self) -> Chunks:
-        """The chunks of this run, in the order added."""
-        self._owner._last = self._made
-        return Chunks([chunk for _, chunk in self._made.values()])
+    def of(self, queues: list[str], inputs: Sequence[object], make: Make) -> list[Chunk]:
+        """Each queue's chunk, ``make(queue, inputs[i])`` for queue i: the last run's
+        while its inputs (compared by value) are the same. Where the queues are those of
+        the last run, in its order (most runs), they are compared place by place, a
+        comparison each: 10,000 queues' inputs in about a millisecond."""
+        last = self._inputs
+        if queues == self._queues:
+            chunks = self._chunks.copy()
+            changed = [i for i, (a, b) in enumerate(zip(inputs, last, strict=True)) if a != b]
+            for i in changed:
+                chunks[i] = tuple(make(queues[i], inputs[i]))
+        else:
+            before = dict(zip(self._queues, zip(last, self._chunks, strict=True), strict=True))
+            chunks = []
+            for queue, found in zip(queues, inputs, strict=True):
+                kept = before.get(queue)
+                same = kept is not None and kept[0] == found
+                chunks.append(kept[1] if kept is not None and same else tuple(make(queue, found)))
+        self._queues, self._inputs, self._chunks = list(queues), inputs, chunks
+        return chunks

@@ -12,6 +12,8 @@ that numbers each queue's jobs from a sequence of its own (pgmq), the sequence's
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
@@ -37,8 +39,9 @@ class JobHistograms(Collector):
         if arrived is None:
             arrived = ctx.source.arrivals(conn, known)
         blank, outcomes = ctx.feed.jobs.blank, ctx.outcomes
-        run = self._chunks.run()
-        for queue in sorted(set(known) | set(stats) | set(kept or {})):
+        queues = sorted(set(known) | set(stats) | set(kept or {}))
+        seen: list[_Seen] = []
+        for queue in queues:
             queue_stats = stats.get(queue, blank)
             totals = kept.get(queue, (0, 0)) if kept is not None else None
             enqueued = None
@@ -46,22 +49,24 @@ class JobHistograms(Collector):
                 enqueued = float(arrived.get(queue, 0))
             # Every job a queue's stats count changes its completed or failed count; the
             # stats are compared by identity first (the same object: no field compared).
-            seen = (queue_stats, queue_stats.completed, queue_stats.failed, totals, outcomes,
-                    enqueued)  # fmt: skip
-            run.add(queue, seen, _samples, queue, queue_stats, outcomes, totals, enqueued)
-        return run.handed()
+            seen.append(_Seen(queue_stats, queue_stats.completed, queue_stats.failed, totals,
+                              outcomes, enqueued))  # fmt: skip
+        return Chunks(self._chunks.of(queues, seen, _samples))
 
 
-def _samples(
-    queue: str,
-    stats: QueueStats,
-    outcomes: Outcomes,
-    totals: tuple[int, int] | None,
-    enqueued: float | None,
-) -> list[AnySample]:
-    samples = stats_samples(queue, stats, outcomes, totals)
-    if enqueued is not None:
-        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
+class _Seen(NamedTuple):
+    stats: QueueStats
+    completed: int
+    failed: int
+    totals: tuple[int, int] | None
+    outcomes: Outcomes
+    enqueued: float | None
+
+
+def _samples(queue: str, seen: _Seen) -> list[AnySample]:
+    samples = stats_samples(queue, seen.stats, seen.outcomes, seen.totals)
+    if seen.enqueued is not None:
+        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), seen.enqueued))
     return samples
 
 

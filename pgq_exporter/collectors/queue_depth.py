@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
 from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch
-from pgq_exporter.collectors.chunking import ChunkRun, QueueChunks
+from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import (
     CappedCounts,
     Count,
@@ -53,48 +54,36 @@ class QueueDepth(Collector):
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         mapping = self.mapping
         queues = ctx.known_queues(conn)
-        run = _Run(self._chunks.run(), self._marks.run())
         kept, by_tick = kept_tables(conn, mapping)
         if kept and by_tick:
-            _by_tick(conn, ctx, mapping, queues, run)
-            return run.handed()
-        if kept:
-            counts = _kept(conn, ctx, mapping, queues)
+            found = _by_tick(conn, ctx, mapping, queues)
         else:
+            counts = self._counted(conn, ctx, queues, kept=kept)
+            found = [Counts(tuple(counts[(queue, s)] for s in COUNTED)) for queue in queues]
+        marks = [_approximate(f.counts) if isinstance(f, Counts) else _EXACT for f in found]
+        return Chunks(self._chunks.of(queues, found, _samples)
+                      + self._marks.of(queues, marks, _marks))  # fmt: skip
 
-            def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
-                params = {"queues": queues, **{f"{s}_cap": caps[s] for s in COUNTED}}
-                return by_key(fetch(conn, "capped_counts", ctx, params, mapping), COUNTED)
+    def _counted(
+        self, conn: Conn, ctx: Context, queues: list[str], *, kept: bool
+    ) -> dict[Key, Count]:
+        mapping = self.mapping
+        if kept:
+            return _kept(conn, ctx, mapping, queues)
 
-            changes = table_changes(conn, ctx)
-            counts = self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
-                                          changes=changes, count=count)  # fmt: skip
-        for queue in queues:
-            run.add(queue, tuple(counts[(queue, s)] for s in COUNTED))
-        return run.handed()
+        def count(caps: Mapping[str, int | None]) -> dict[Key, int]:
+            params = {"queues": queues, **{f"{s}_cap": caps[s] for s in COUNTED}}
+            return by_key(fetch(conn, "capped_counts", ctx, params, mapping), COUNTED)
+
+        changes = table_changes(conn, ctx)
+        return self._counts.collect(conn, queues, COUNTED, cap=count_cap(ctx),
+                                    changes=changes, count=count)  # fmt: skip
 
 
-class _Run:
-    """A run's chunks: each queue's counts, and apart their approximate marks."""
+class Counts(NamedTuple):
+    """A queue's counts in the order of COUNTED, where one may be an estimate."""
 
-    __slots__ = ("counts", "marks")
-
-    def __init__(self, counts: ChunkRun, marks: ChunkRun) -> None:
-        self.counts, self.marks = counts, marks
-
-    def add(self, queue: str, counts: tuple[Count, ...]) -> None:
-        """``counts`` in the order of COUNTED."""
-        self.counts.add(queue, counts, _samples, queue, counts)
-        found = _approximate(counts)
-        self.marks.add(queue, found, _marks, queue, found)
-
-    def add_exact(self, queue: str, row: Row) -> None:
-        """A row of kept_counts_by_tick whose counts are all exact."""
-        self.counts.add(queue, row, _exact_samples, queue, row)
-        self.marks.add(queue, _EXACT, _marks, queue, _EXACT)
-
-    def handed(self) -> Chunks:
-        return Chunks(self.counts.handed().chunks + self.marks.handed().chunks)
+    counts: tuple[Count, ...]
 
 
 def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -> dict[Key, Count]:
@@ -110,30 +99,24 @@ def _kept(conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]) -
 
 
 def _by_tick(
-    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str], run: _Run
-) -> None:
+    conn: Conn, ctx: Context, mapping: SchemaMapping, queues: list[str]
+) -> list[Row | Counts]:
     """The kept counts, and the delayed jobs as the ticks after now()'s keep them plus
-    the rest of the current tick: exact, unless that rest passes exact_count_limit. A
-    queue whose row is the same as at the last run gets its chunk again."""
+    the rest of the current tick: each queue's row as read, its counts all exact, unless
+    that rest passes exact_count_limit."""
     limit = ctx.config.exact_count_limit
     params = {"cap": limit + 1, "queues": queues}
     sampled = SampledCounts(conn, ctx, mapping)
     rows = {row[0]: row for row in fetch(conn, "kept_counts_by_tick", ctx, params, mapping)}
-    for queue in queues:
+    found: list[Row | Counts] = [rows[queue] for queue in queues]
+    for i, queue in enumerate(queues):
         row = rows[queue]
-        if row[3] <= limit:  # the rest of the current tick: counted whole
-            run.add_exact(queue, row)
-            continue
-        pending, later, now, processing, done, failed = (int(n) for n in row[1:])
-        delayed = sampled.bounded(queue, "delayed", later + now)
-        run.add(queue, (exact(pending), delayed, exact(processing), exact(done), exact(failed)))
-
-
-def _exact_samples(queue: str, row: Row) -> list[AnySample]:
-    """A row of kept_counts_by_tick whose counts are all exact."""
-    pending, later, now, processing, done, failed = (int(n) for n in row[1:])
-    counted = (pending, later + now, processing, done, failed)
-    return _samples(queue, tuple(exact(n) for n in counted))
+        if row[3] > limit:  # the rest of the current tick, past the bound
+            pending, later, now, processing, done, failed = (int(n) for n in row[1:])
+            delayed = sampled.bounded(queue, "delayed", later + now)
+            found[i] = Counts((exact(pending), delayed, exact(processing), exact(done),
+                               exact(failed)))  # fmt: skip
+    return found
 
 
 # The order of _labels' tuples: pgq_queue_jobs's statuses, then the approximate marks'.
@@ -148,18 +131,22 @@ def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
     return (*((queue, s) for s in STATUSES), (queue,), *((queue, s) for s in APPROXIMATE))
 
 
-def _samples(queue: str, counts: tuple[Count, ...]) -> list[AnySample]:
-    """``counts`` in the order of COUNTED."""
-    pending, delayed, processing, done, failed = counts
-    delayed_value = min(delayed.value, pending.value)
+def _samples(queue: str, found: Row | Counts) -> list[AnySample]:
+    """A row of kept_counts_by_tick, whose counts are all exact, or a queue's counts."""
+    if isinstance(found, Counts):
+        pending, delayed, processing, done, failed = (c.value for c in found.counts)
+    else:
+        pending, later, now, processing, done, failed = (int(n) for n in found[1:])
+        delayed = later + now
+    delayed = min(delayed, pending)
     (l_pending, l_processing, l_done, l_failed, l_queue) = _labels(queue)[:5]
     return [
-        Sample("pgq_queue_jobs", l_pending, pending.value),
-        Sample("pgq_queue_jobs", l_processing, processing.value),
-        Sample("pgq_queue_jobs", l_done, done.value),
-        Sample("pgq_queue_jobs", l_failed, failed.value),
-        Sample("pgq_queue_ready_jobs", l_queue, pending.value - delayed_value),
-        Sample("pgq_queue_delayed_jobs", l_queue, delayed_value),
+        Sample("pgq_queue_jobs", l_pending, pending),
+        Sample("pgq_queue_jobs", l_processing, processing),
+        Sample("pgq_queue_jobs", l_done, done),
+        Sample("pgq_queue_jobs", l_failed, failed),
+        Sample("pgq_queue_ready_jobs", l_queue, pending - delayed),
+        Sample("pgq_queue_delayed_jobs", l_queue, delayed),
     ]
 
 

@@ -18,7 +18,7 @@ from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample
 
 Key = tuple[str, float]
 
@@ -39,17 +39,13 @@ class QueueLatency(Collector):
             for queue, age in fetch(conn, "oldest_ready", ctx, params, self.mapping)
         }
         # One chunk for all: a queue's age changes whenever it has a ready job.
-        run = self._ages.run()
         found = tuple(ages.items())
-        run.add("", found, _ages, found)
-        late = self._late(conn, ctx, ages)
-        return Chunks(run.handed().chunks + late.chunks)
+        return Chunks(self._ages.of([""], [found], _ages) + self._late(conn, ctx, ages))
 
-    def _late(self, conn: Conn, ctx: Context, ages: dict[str, float]) -> Chunks:
+    def _late(self, conn: Conn, ctx: Context, ages: dict[str, float]) -> list[Chunk]:
         thresholds = ctx.config.histograms.wait_thresholds
-        run = self._late_chunks.run()
         if not thresholds:
-            return run.handed()
+            return []
         late: dict[Key, int] = {(queue, t): 0 for queue in ages for t in thresholds}
         past = [queue for queue, age in ages.items() if age > thresholds[0]]
         if past:
@@ -61,10 +57,9 @@ class QueueLatency(Collector):
             many = sorted({queue for (queue, _), n in first.items() if n >= look})
             if kept and many:
                 late.update(self._from_the_other_side(conn, ctx, many, thresholds))
-        for queue in ages:
-            counts = tuple(late[(queue, t)] for t in thresholds)
-            run.add(queue, (counts, thresholds), _late_samples, queue, thresholds, counts)
-        return run.handed()
+        queues = list(ages)
+        counts = [(thresholds, tuple(late[(queue, t)] for t in thresholds)) for queue in queues]
+        return self._late_chunks.of(queues, counts, _late_samples)
 
     def _count(self, conn: Conn, ctx: Context, queues: list[str], thresholds: tuple[float, ...],
                cap: int) -> dict[Key, int]:  # fmt: skip
@@ -83,13 +78,12 @@ class QueueLatency(Collector):
         }
 
 
-def _ages(ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
+def _ages(_: str, ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
     return [Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age) for queue, age in ages]
 
 
-def _late_samples(
-    queue: str, thresholds: tuple[float, ...], counts: tuple[int, ...]
-) -> list[AnySample]:
+def _late_samples(queue: str, found: tuple[tuple[float, ...], tuple[int, ...]]) -> list[AnySample]:
+    thresholds, counts = found
     return [
         Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
         for t, n in zip(thresholds, counts, strict=True)

@@ -69,15 +69,12 @@ class QueueLeases(Collector):
         self._past_look = {queue for queue in over if counted[queue].total > look}
         self._live_shorter &= set(queues)
         sampled = SampledCounts(conn, ctx, self.mapping)
-        run = self._chunks.run()
-        for queue in queues:
-            found = counted[queue]
-            if found.total <= limit:
-                run.add(queue, found, _exact_samples, queue, found)
-            else:
-                counts = _estimated(found, queue, sampled)
-                run.add(queue, counts, _samples, queue, counts)
-        return run.handed()
+        found: list[Expired | dict[str, Count]] = [counted[queue] for queue in queues]
+        for i, queue in enumerate(queues):
+            expired = counted[queue]
+            if expired.total > limit:
+                found[i] = _estimated(expired, queue, sampled)
+        return Chunks(self._chunks.of(queues, found, _queue_samples))
 
     def _scanned(self, conn: Conn, ctx: Context, queues: list[str], cap: int) -> dict[str, Expired]:
         """Each queue's expired leases through the processing index, up to cap + 1."""
@@ -119,8 +116,11 @@ class QueueLeases(Collector):
                 self._live_shorter.add(queue)
 
 
-def _exact_samples(queue: str, found: Expired) -> list[AnySample]:
-    return _samples(queue, {"stuck": exact(found.stuck), "exhausted": exact(found.exhausted)})
+def _queue_samples(queue: str, found: Expired | dict[str, Count]) -> list[AnySample]:
+    """A queue's expired leases, exact, or its counts where one is an estimate."""
+    if isinstance(found, Expired):
+        found = {"stuck": exact(found.stuck), "exhausted": exact(found.exhausted)}
+    return _samples(queue, found)
 
 
 def _estimated(found: Expired, queue: str, sampled: SampledCounts) -> dict[str, Count]:

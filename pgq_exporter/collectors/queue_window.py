@@ -12,7 +12,7 @@ from __future__ import annotations
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
-from pgq_exporter.collectors.finished import FinishedJobs, Outcomes, WindowFigures
+from pgq_exporter.collectors.finished import Outcomes, WindowFigures
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample
 
@@ -32,11 +32,13 @@ class QueueWindow(Collector):
         queues = ctx.known_queues(conn)
         ctx.read_feed(conn)
         jobs, outcomes = ctx.feed.jobs, ctx.outcomes
-        run = self._chunks.run()
-        for queue, changes in zip(queues, jobs.window_changes(queues), strict=True):
-            run.add(queue, (changes, window, outcomes), _queue_samples, jobs, queue, window,
-                    outcomes)  # fmt: skip
-        return run.handed()
+        changes = [(n, window, outcomes) for n in jobs.window_changes(queues)]
+
+        def made(queue: str, _changes: object) -> list[AnySample]:
+            figures = jobs.window(queue, tuple(q for _, q in PERCENTILES))
+            return window_samples(queue, window, figures, outcomes)
+
+        return Chunks(self._chunks.of(queues, changes, made))
 
 
 class UpdatedWindow(Collector):
@@ -59,13 +61,6 @@ class UpdatedWindow(Collector):
             figures = WindowFigures(done, failed, values)
             samples += window_samples(queue, window, figures, Outcomes())
         return samples
-
-
-def _queue_samples(
-    jobs: FinishedJobs, queue: str, window: float, outcomes: Outcomes
-) -> list[AnySample]:
-    figures = jobs.window(queue, tuple(q for _, q in PERCENTILES))
-    return window_samples(queue, window, figures, outcomes)
 
 
 def window_samples(

@@ -25,19 +25,17 @@ class Workers(Collector):
         # tables, which a lock may hold, and this collector must not wait on one.
         known = set(ctx.queues.known())
         live = ctx.source.workers(conn, sorted(known))
-        run = self._chunks.run()
         if live is None:
-            return run.handed()
+            return Chunks([])
+        found: dict[str, tuple[float, float | None]] = {}
         for queue, workers, slots in live:
             if queue != EVERY_QUEUE and queue not in known:
                 continue  # a queue with no job: not tracked (max_queues bounds them)
-            found = (float(workers), None if slots is None else float(slots))
-            run.add(queue, found, _samples, queue, found)
-        named = set(run.keys())
+            found[queue] = (float(workers), None if slots is None else float(slots))
         none = (0.0, 0.0 if ctx.source.records_worker_slots else None)
-        for queue in sorted(known - named):
-            run.add(queue, none, _samples, queue, none)
-        return run.handed()
+        for queue in sorted(known - set(found)):
+            found[queue] = none
+        return Chunks(self._chunks.of(list(found), list(found.values()), _samples))
 
 
 def _samples(queue: str, found: tuple[float, float | None]) -> list[AnySample]:
