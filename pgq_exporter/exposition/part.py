@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
 from pgq_exporter.exposition.fitting import Counting, series_of
@@ -141,14 +141,15 @@ class Part:
     Both are kept as each chunk's pieces, which the body is joined from: joined here
     too, they were another copy of the body."""
 
-    __slots__ = ("_lines", "_made", "_messages", "_specs", "database")
+    __slots__ = ("_lines", "_made", "_messages", "_specs", "_totals", "database")
 
     def __init__(self, specs: dict[str, MetricSpec], database: str, made: list[ChunkMade]) -> None:
         self._specs = specs
         self.database = database
         self._made = made
         self._lines: dict[str, list[str]] | None = None
-        self._messages: dict[bool, dict[str, list[bytes]]] = {}
+        self._messages: dict[bool, dict[str, Entries]] = {}
+        self._totals: dict[Counting, int] = {}
 
     @property
     def made(self) -> list[ChunkMade]:
@@ -169,8 +170,11 @@ class Part:
 
     def total(self, counting: Counting) -> int:
         """All its series as a scraper that counts them so gets them."""
-        specs = self._specs
-        return sum([made.count(specs, counting) for made in self._made])
+        found = self._totals.get(counting)
+        if found is None:
+            specs = self._specs
+            found = self._totals[counting] = sum([m.count(specs, counting) for m in self._made])
+        return found
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
@@ -195,7 +199,7 @@ class Part:
             self._lines = _by_metric([made.lines(specs, database) for made in self._made])
         return self._lines
 
-    def messages(self, classic: bool) -> dict[str, list[bytes]]:
+    def messages(self, classic: bool) -> dict[str, Entries]:
         """The protobuf ``metric`` entries by metric, in pieces; ``classic``: histograms
         with their classic buckets beside the native ones."""
         found = self._messages.get(classic)
@@ -203,7 +207,8 @@ class Part:
             new = [made for made in self._made if made.entries(classic) is None]
             if new:
                 self._serialize(new, classic)
-            found = _by_metric([made.entries(classic) or () for made in self._made])
+            pieces = _by_metric([made.entries(classic) or () for made in self._made])
+            found = {name: Entries(sum(map(len, p)), p) for name, p in pieces.items()}
             self._messages[classic] = found
         return found
 
@@ -230,6 +235,13 @@ class Part:
                 at += count
         for made, found_entries in zip(new, entries, strict=True):
             made.keep_entries(classic, tuple(found_entries))
+
+
+class Entries(NamedTuple):
+    """A part's protobuf entries of one metric, in pieces, and their length."""
+
+    length: int
+    pieces: list[bytes]
 
 
 def _by_metric(by_chunk: list[Pieces[T]]) -> dict[str, list[T]]:
@@ -267,13 +279,16 @@ def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
 def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic: bool) -> bytes:
     """The protobuf body of several sources: one length-delimited family per metric, in
     name order, each source's entries after the previous one's."""
-    pieces: dict[str, list[bytes]] = {}
+    by_metric: dict[str, list[Entries]] = {}
     for part in parts:
-        for name, found in part.messages(classic).items():
-            pieces.setdefault(name, []).extend(found)
+        for name, entries in part.messages(classic).items():
+            by_metric.setdefault(name, []).append(entries)
     # One copy of the entries, into the body: each family's length is summed, not joined.
     body: list[bytes] = []
-    for name in sorted(pieces):
+    for name in sorted(by_metric):
         header = family_header(specs[name])
-        body += (length_prefix(len(header) + sum(map(len, pieces[name]))), header, *pieces[name])
+        found = by_metric[name]
+        body += (length_prefix(len(header) + sum(e.length for e in found)), header)
+        for entries in found:
+            body += entries.pieces
     return b"".join(body)

@@ -145,4 +145,4 @@ def test_fitted_parts_keep_their_sources_protobuf_entries(monkeypatch: pytest.Mo
 
 
 def _entries(part: Part) -> dict[str, bytes]:
-    return {name: b"".join(pieces) for name, pieces in part.messages(False).items()}
+    return {name: b"".join(e.pieces) for name, e in part.messages(False).items()}
