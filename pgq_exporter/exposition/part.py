@@ -9,6 +9,7 @@ counted and serialized."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import NamedTuple, TypeVar
@@ -276,19 +277,38 @@ def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
     return [Family(*headers(specs[name]), "".join(pieces[name])) for name in sorted(pieces)]
 
 
-def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic: bool) -> bytes:
-    """The protobuf body of several sources: one length-delimited family per metric, in
-    name order, each source's entries after the previous one's."""
+class Families(NamedTuple):
+    """The protobuf body as the pieces of each family's length-delimited message (its
+    length, its header, its entries' pieces), in name order, and its size."""
+
+    pieces: list[list[bytes]]
+    size: int
+
+
+def message_families(
+    specs: dict[str, MetricSpec], parts: Iterable[Part], classic: bool
+) -> Families:
+    """The families of several sources' protobuf entries, each source's entries after
+    the previous one's. Each family's length is summed, not joined."""
     by_metric: dict[str, list[Entries]] = {}
     for part in parts:
         for name, entries in part.messages(classic).items():
             by_metric.setdefault(name, []).append(entries)
-    # One copy of the entries, into the body: each family's length is summed, not joined.
-    body: list[bytes] = []
+    families, size = [], 0
     for name in sorted(by_metric):
         header = family_header(specs[name])
         found = by_metric[name]
-        body += (length_prefix(len(header) + sum(e.length for e in found)), header)
+        length = len(header) + sum(e.length for e in found)
+        family = [length_prefix(length), header]
         for entries in found:
-            body += entries.pieces
-    return b"".join(body)
+            family += entries.pieces
+        families.append(family)
+        size += len(family[0]) + length
+    return Families(families, size)
+
+
+def merge_messages(specs: dict[str, MetricSpec], parts: Iterable[Part], classic: bool) -> bytes:
+    """The protobuf body of several sources: one length-delimited family per metric,
+    each piece copied once, into the body."""
+    families = message_families(specs, parts, classic).pieces
+    return b"".join(itertools.chain.from_iterable(families))

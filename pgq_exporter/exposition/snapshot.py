@@ -4,6 +4,7 @@ ask for: the text format, OpenMetrics or protobuf, plain or gzipped."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import threading
 from collections.abc import Iterable
 from enum import StrEnum
@@ -12,7 +13,13 @@ from typing import NamedTuple
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 
 from pgq_exporter.catalogue import MetricSpec
-from pgq_exporter.exposition.part import Part, merge, merge_messages
+from pgq_exporter.exposition.part import (
+    Families,
+    Part,
+    merge,
+    merge_messages,
+    message_families,
+)
 from pgq_exporter.exposition.protobuf import CONTENT_TYPE as PROTOBUF
 from pgq_exporter.exposition.text import Family, render
 
@@ -34,6 +41,7 @@ class Form(NamedTuple):
 
 
 TEXT_FORM = Form(Format.TEXT, False)
+PROTOBUF_GZIP = Form(Format.PROTOBUF, True)
 _CONTENT_TYPES = {Format.TEXT: TEXT, Format.OPENMETRICS: OPENMETRICS,
                   Format.PROTOBUF: PROTOBUF}  # fmt: skip
 
@@ -64,6 +72,40 @@ class Parts(NamedTuple):
         return cls(text, protobuf)
 
 
+# A smaller body is gzipped whole: a member a family compresses it less, for no time.
+MEMBERS_FROM = 1 << 20
+
+
+class GzipMembers:
+    """The protobuf body gzipped one family at a time, each family's member kept from one
+    render to the next while its pieces are the same: at 10,000 queues, compressing the
+    whole 22 MB body took 28 ms at every render, though the families of the collectors
+    that had not run since were the same. Members one after another are one gzip file
+    (RFC 1952, 2.2), which Go's reader, as Prometheus scrapes with, reads whole; the
+    text formats, which people and other tools read too, are gzipped whole."""
+
+    def __init__(self) -> None:
+        self._last: dict[bytes, tuple[list[bytes], bytes]] = {}  # by family header
+        self._lock = threading.Lock()
+
+    def body(self, families: Families) -> bytes:
+        if families.size < MEMBERS_FROM:
+            return gzip.compress(b"".join(itertools.chain.from_iterable(families.pieces)),
+                                 compresslevel=GZIP_LEVEL)  # fmt: skip
+        members = []
+        with self._lock:
+            last, now = self._last, {}
+            for family in families.pieces:
+                header = family[1]
+                found = last.get(header)
+                if found is None or found[0] != family:  # the same objects: a quick look
+                    found = (family, gzip.compress(b"".join(family), compresslevel=GZIP_LEVEL))
+                now[header] = found
+                members.append(found[1])
+            self._last = now
+        return b"".join(members)
+
+
 class Snapshot:
     """The parts' samples in each form. The forms scrapers asked for so far (``forms``)
     are made here, by the job that renders after a collection, so that a scrape only
@@ -77,10 +119,12 @@ class Snapshot:
         forms: Iterable[Form] = (),
         *,
         classic: bool = False,
+        members: GzipMembers | None = None,
     ) -> None:
         self._specs = specs
         self._parts = parts
         self._classic = classic
+        self._members = members  # the source's gzipped families at its last render
         self._metrics: list[Family] | None = None  # merged when a text form is first made
         self._forms: dict[Form, bytes] = {}
         self._lock = threading.Lock()
@@ -101,6 +145,9 @@ class Snapshot:
         return body
 
     def _render(self, form: Form) -> bytes:
+        if form == PROTOBUF_GZIP and self._members is not None:
+            families = message_families(self._specs, self._parts.protobuf, self._classic)
+            return self._members.body(families)
         if form.gzipped:
             plain_form = Form(form.format, False)
             plain = self._forms.get(plain_form) or self._render(plain_form)

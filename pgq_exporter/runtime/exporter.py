@@ -27,7 +27,7 @@ from pgq_exporter.config import (
 )
 from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
-from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
+from pgq_exporter.exposition import Form, GzipMembers, Parts, Snapshot, sample_part
 from pgq_exporter.runtime.budgets import PROBES, budget_caps
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
@@ -80,6 +80,7 @@ class Exporter:
         self.discovery = Discovery(config.discover, self._discovered)
         self._discovery_jobs: list[DiscoveryJob] = []
         self._snapshot = Snapshot({}, Parts.same([]))
+        self._members = GzipMembers()  # /metrics' protobuf families, gzipped
         self._render_seconds = 0.0
         self._forms: frozenset[Form] = frozenset()  # asked for: see Target.want
         self._ready = False
@@ -223,8 +224,9 @@ class Exporter:
                           sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
         parts = Parts.joined([*(target.parts() for target in static), own])
         self._snapshot = Snapshot(
-            self._specs, parts, self._forms, classic=self.config.histograms.classic_in_protobuf
-        )
+            self._specs, parts, self._forms,
+            classic=self.config.histograms.classic_in_protobuf, members=self._members,
+        )  # fmt: skip
         self._ready = ready
         self._render_seconds = time.perf_counter() - started
 

@@ -46,7 +46,11 @@ from pgq_exporter.runtime.redetect import REDETECT_CAP, Backoff, layout_in_doubt
 from pgq_exporter.runtime.scheduler import UNBUDGETED, Lane, Scheduler
 from pgq_exporter.runtime.spec import TargetSpec
 from pgq_exporter.runtime.target_jobs import GroupJob, RenderJob, SetupJob
-from pgq_exporter.runtime.target_samples import TargetSeries, layout_samples
+from pgq_exporter.runtime.target_samples import (
+    TargetSeries,
+    layout_samples,
+    may_serve_server_wide,
+)
 from pgq_exporter.samples import AnySample, Sample
 from pgq_exporter.sources import QueueSource, resolve, source_for
 
@@ -451,6 +455,7 @@ class Target:
         return [
             sample
             for slot in list(self.slots.values())
+            if may_serve_server_wide(slot)  # not the queue collectors' 350,000
             for sample in slot.state.samples
             if sample.metric in SERVER_WIDE
         ]

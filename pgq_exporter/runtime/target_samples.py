@@ -47,7 +47,7 @@ def layout_samples(source: QueueSource, slots: Iterable[Slot]) -> list[Sample]:
 def slot_samples(slot: Slot, server_wide: bool) -> Chunks:
     """The collector's chunks, and one of how its runs went."""
     chunks = chunks_of(slot.state.samples)
-    if not server_wide and slot.name in SERVES_SERVER_WIDE:
+    if not server_wide and may_serve_server_wide(slot):
         chunks = [_without_server_wide(chunk) for chunk in chunks]
     own: list[AnySample] = []
     if isinstance(slot.collector, CustomSQL):
@@ -56,6 +56,12 @@ def slot_samples(slot: Slot, server_wide: bool) -> Chunks:
         )
     own += run_samples(slot.name, slot.state)
     return Chunks([*chunks, tuple(own)] if own else chunks)
+
+
+def may_serve_server_wide(slot: Slot) -> bool:
+    """Whether the slot's collector may serve a metric of its server (the queue
+    collectors, whose samples are most of a target's, never do)."""
+    return slot.name in SERVES_SERVER_WIDE or isinstance(slot.collector, CustomSQL)
 
 
 def _without_server_wide(chunk: Chunk) -> Chunk:
