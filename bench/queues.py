@@ -158,6 +158,12 @@ def _get(url: str, accept: str = "text/plain", encoding: str = "identity") -> by
     return body
 
 
+def _scraped(url: str) -> bytes:
+    """The protobuf body as Prometheus asks for it, gzipped: a plain form asked for once
+    would be made at every render after."""
+    return gzip.decompress(_get(url, PROTOBUF_ACCEPT, "gzip"))
+
+
 def _gauges(families: list[Any], name: str, database: str | None = None) -> list[float]:
     return [
         metric.gauge.value
@@ -199,10 +205,10 @@ def measure_queues(
         time.sleep(interval * 1.1)  # the first cycle
         for _ in range(READS):
             time.sleep(interval / 2)
-            families = read_delimited(_get(url, PROTOBUF_ACCEPT))
+            families = read_delimited(_scraped(url))
             cycles.append(1000 * sum(_gauges(families, "pgq_collector_duration_seconds", "bench")))
             renders += [1000 * v for v in _gauges(families, "pgq_metrics_render_seconds")]
-        protobuf = _get(url, PROTOBUF_ACCEPT)
+        protobuf = _scraped(url)
         scrapes = paced(url, seconds=seconds, scrapers=10, every=1.0, protobuf=True)
         rss = tree.rss_bytes() / 2**20
         plain = _get(url)
