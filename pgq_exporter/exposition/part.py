@@ -113,27 +113,42 @@ def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
 class PartMemo:
     """What a source's last part made of its chunks, for its next part."""
 
-    __slots__ = ("_made", "_specs")
+    __slots__ = ("_made", "_specs", "_totals")
 
     def __init__(self) -> None:
         self._made: dict[int, ChunkMade] = {}
         self._specs: dict[str, MetricSpec] = {}
+        self._totals: dict[Counting, int] = {}  # the last part's, as it counts them
 
-    def made(self, specs: dict[str, MetricSpec], chunks: list[Chunk]) -> list[ChunkMade]:
-        """Each chunk's ChunkMade: the last part's for a chunk it had, the same object,
-        while the metrics are declared as they were."""
-        if specs != self._specs:
-            self._made, self._specs = {}, specs  # a reload: every chunk is made anew
+    def part(self, specs: dict[str, MetricSpec], database: str, chunks: list[Chunk]) -> Part:
+        """A part of ``chunks``: each chunk's ChunkMade the last part's for a chunk it
+        had, the same object, while the metrics are declared as they were; its totals
+        of series the last part's, less the chunks gone and with the new ones."""
+        if specs != self._specs:  # a reload: every chunk is made anew
+            self._made, self._specs, self._totals = {}, specs, {}
         last, now = self._made, {}
-        made = []
+        made, new = [], []
         for chunk in chunks:
             found = last.get(id(chunk))
             if found is None or found.chunk is not chunk:
                 found = ChunkMade(chunk)
+                new.append(found)
             now[id(chunk)] = found
             made.append(found)
+        gone = [found for key, found in last.items() if key not in now]
         self._made = now
-        return made
+        part = Part(specs, database, made, _Since(self._totals, new, gone))
+        self._totals = part.totals
+        return part
+
+
+class _Since(NamedTuple):
+    """A part's chunks against the part before: that part's totals (filled as it counts
+    them), and the chunks new and gone since."""
+
+    totals: dict[Counting, int]
+    new: list[ChunkMade]
+    gone: list[ChunkMade]
 
 
 class Part:
@@ -142,15 +157,22 @@ class Part:
     Both are kept as each chunk's pieces, which the body is joined from: joined here
     too, they were another copy of the body."""
 
-    __slots__ = ("_lines", "_made", "_messages", "_specs", "_totals", "database")
+    __slots__ = ("_lines", "_made", "_messages", "_since", "_specs", "database", "totals")
 
-    def __init__(self, specs: dict[str, MetricSpec], database: str, made: list[ChunkMade]) -> None:
+    def __init__(
+        self,
+        specs: dict[str, MetricSpec],
+        database: str,
+        made: list[ChunkMade],
+        since: _Since | None = None,
+    ) -> None:
         self._specs = specs
         self.database = database
         self._made = made
+        self._since = since
         self._lines: dict[str, list[str]] | None = None
         self._messages: dict[bool, dict[str, Entries]] = {}
-        self._totals: dict[Counting, int] = {}
+        self.totals: dict[Counting, int] = {}  # by counting, as asked for
 
     @property
     def made(self) -> list[ChunkMade]:
@@ -170,11 +192,20 @@ class Part:
         return merged
 
     def total(self, counting: Counting) -> int:
-        """All its series as a scraper that counts them so gets them."""
-        found = self._totals.get(counting)
-        if found is None:
-            specs = self._specs
-            found = self._totals[counting] = sum([m.count(specs, counting) for m in self._made])
+        """All its series as a scraper that counts them so gets them: the part before's,
+        where it counted them so, with the chunks new and gone since (at 10,000 queues,
+        counting every chunk's again took 20 ms a render)."""
+        found = self.totals.get(counting)
+        if found is not None:
+            return found
+        specs, since = self._specs, self._since
+        if since is not None and counting in since.totals:
+            found = since.totals[counting]
+            found += sum([m.count(specs, counting) for m in since.new])
+            found -= sum([m.count(specs, counting) for m in since.gone])
+        else:
+            found = sum([m.count(specs, counting) for m in self._made])
+        self.totals[counting] = found
         return found
 
     def series(self, name: str, counting: Counting) -> int:
@@ -263,8 +294,9 @@ def sample_part(
     """``samples`` of ``database`` as a part, by metric in the order the samples come.
     ``memo``: what the source's last part made of its chunks."""
     chunks = chunks_of(samples)
-    made = memo.made(specs, chunks) if memo is not None else [ChunkMade(c) for c in chunks]
-    return Part(specs, database, made)
+    if memo is not None:
+        return memo.part(specs, database, chunks)
+    return Part(specs, database, [ChunkMade(c) for c in chunks])
 
 
 def merge(specs: dict[str, MetricSpec], parts: Iterable[Part]) -> list[Family]:
