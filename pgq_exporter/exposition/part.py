@@ -157,7 +157,16 @@ class Part:
     Both are kept as each chunk's pieces, which the body is joined from: joined here
     too, they were another copy of the body."""
 
-    __slots__ = ("_lines", "_made", "_messages", "_since", "_specs", "database", "totals")
+    __slots__ = (
+        "_lines",
+        "_made",
+        "_messages",
+        "_samples",
+        "_since",
+        "_specs",
+        "database",
+        "totals",
+    )
 
     def __init__(
         self,
@@ -170,6 +179,7 @@ class Part:
         self.database = database
         self._made = made
         self._since = since
+        self._samples: dict[str, list[AnySample]] | None = None
         self._lines: dict[str, list[str]] | None = None
         self._messages: dict[bool, dict[str, Entries]] = {}
         self.totals: dict[Counting, int] = {}  # by counting, as asked for
@@ -181,15 +191,18 @@ class Part:
 
     @property
     def samples(self) -> dict[str, list[AnySample]]:
-        """The samples by metric, as served: grouped each time (fitting past the series
-        budget asks, and then seldom)."""
-        if len(self._made) == 1:
-            return self._made[0].grouped()
-        merged: dict[str, list[AnySample]] = {}
-        for made in self._made:
-            for name, samples in made.grouped().items():
-                merged.setdefault(name, []).extend(samples)
-        return merged
+        """The samples by metric, as served: grouped when first asked for (fitting past
+        the series budget asks), and kept, a list a metric."""
+        if self._samples is None:
+            if len(self._made) == 1:
+                self._samples = self._made[0].grouped()
+            else:
+                merged: dict[str, list[AnySample]] = {}
+                for made in self._made:
+                    for name, samples in made.grouped().items():
+                        merged.setdefault(name, []).extend(samples)
+                self._samples = merged
+        return self._samples
 
     def total(self, counting: Counting) -> int:
         """All its series as a scraper that counts them so gets them: the part before's,
