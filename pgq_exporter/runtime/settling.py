@@ -17,38 +17,39 @@ Served = set[tuple[str, tuple[str, ...]]]
 
 class Settling:
     """One collector's chunks at its last run, and what each became. A chunk with a
-    series served at zero is not kept: handed over again, it is served as it is."""
+    series served at zero is not kept: handed over again, it is settled again, and
+    served as it is."""
 
-    __slots__ = ("_last",)
+    __slots__ = ("_made",)
 
     def __init__(self) -> None:
-        self._last: dict[int, _Made] = {}
+        self._made: list[_Made] = []  # the last run's, in its order
 
     def settle(
         self, samples: Sequence[AnySample], served: Served | None, *, first: bool
     ) -> tuple[Chunks, frozenset[str]]:
         """The samples settled, and the cut forms of the label values that were cut.
         ``served``: the counter and histogram series served so far, or None for a
-        collector that serves none."""
-        last: dict[int, _Made] = self._last
-        now: dict[int, _Made] = {}
-        settled: list[Chunk] = []
-        cut: set[str] = set()
-        for chunk in chunks_of(samples):
-            made = last.get(id(chunk))
-            if made is None or made[0] is not chunk:
-                made = _settled(chunk, served, first=first)
-            if made[0] is chunk:
-                now[id(chunk)] = made
-            settled.append(made[1])
-            if made[2]:
-                cut |= made[2]
-        self._last = now
-        return Chunks(settled), frozenset(cut)
+        collector that serves none. Where the chunks are as many as at the last run
+        (most runs), each is compared with the one in its place, by identity."""
+        chunks, last = chunks_of(samples), self._made
+        if len(chunks) == len(last):
+            made = last.copy()
+        else:  # by identity, wherever each is now (the last run's are alive: held here)
+            kept = {id(m[0]): m for m in last if m[0] is not None}
+            made = [kept.get(id(chunk), _NOT_KEPT) for chunk in chunks]
+        pairs = enumerate(zip(chunks, made, strict=True))
+        changed = [i for i, (chunk, m) in pairs if m[0] is not chunk]
+        for i in changed:
+            made[i] = _settled(chunks[i], served, first=first)
+        self._made = made
+        cut = frozenset().union(*[m[2] for m in made if m[2]])
+        return Chunks([m[1] for m in made]), cut
 
 
 # A chunk (None: not to be kept), what it became, and the label values cut in it.
 _Made = tuple[Chunk | None, Chunk, frozenset[str]]
+_NOT_KEPT: _Made = (None, (), frozenset())
 
 
 def _settled(chunk: Chunk, served: Served | None, *, first: bool) -> _Made:

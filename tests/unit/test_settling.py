@@ -44,3 +44,16 @@ def test_a_collector_of_gauges_only_is_never_zeroed() -> None:
     gauges = Chunks([(Sample("pgq_queue_ready_jobs", ("mail",), 2.0),)])
     settled, _ = settling.settle(gauges, None, first=False)
     assert _values(settled) == [2.0]
+
+
+def test_chunks_that_moved_are_found_again_by_identity() -> None:
+    """A queue added before the others: the chunks are no longer in their places, and
+    each is found by its identity, not settled again."""
+    settling, served = Settling(), Served()
+    long_a, long_b = "a" * (MAX_LABEL_BYTES + 1), "b" * (MAX_LABEL_BYTES + 1)
+    chunks = [_counter(long_a, 1.0), _counter(long_b, 2.0)]
+    first, _ = settling.settle(Chunks(chunks), served, first=True)
+    second, _ = settling.settle(Chunks([_counter("new", 0.0), *chunks]), served, first=False)
+    assert second.chunks[1] is first.chunks[0] and second.chunks[2] is first.chunks[1]
+    third, _ = settling.settle(Chunks(chunks), served, first=False)
+    assert third.chunks[0] is first.chunks[0] and third.chunks[1] is first.chunks[1]
