@@ -97,6 +97,9 @@ class ChunkMade:
         return self._lines
 
 
+_NO_CHUNK = ChunkMade(None, {})
+
+
 def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
     # By metric, then label set: one dict operation a sample keeps the first of each.
     by_labels: dict[str, dict[tuple[str, ...], AnySample]] = {}
@@ -116,27 +119,39 @@ class PartMemo:
     __slots__ = ("_made", "_specs", "_totals")
 
     def __init__(self) -> None:
-        self._made: dict[int, ChunkMade] = {}
+        self._made: list[ChunkMade] = []  # the last part's, in its order
         self._specs: dict[str, MetricSpec] = {}
         self._totals: dict[Counting, int] = {}  # the last part's, as it counts them
 
     def part(self, specs: dict[str, MetricSpec], database: str, chunks: list[Chunk]) -> Part:
         """A part of ``chunks``: each chunk's ChunkMade the last part's for a chunk it
         had, the same object, while the metrics are declared as they were; its totals
-        of series the last part's, less the chunks gone and with the new ones."""
+        of series the last part's, less the chunks gone and with the new ones. Where the
+        chunks are as many as the last part's (most parts), each is compared with the
+        one in its place."""
         if specs != self._specs:  # a reload: every chunk is made anew
-            self._made, self._specs, self._totals = {}, specs, {}
-        last, now = self._made, {}
-        made, new = [], []
-        for chunk in chunks:
-            found = last.get(id(chunk))
-            if found is None or found.chunk is not chunk:
-                found = ChunkMade(chunk)
-                new.append(found)
-            now[id(chunk)] = found
-            made.append(found)
-        gone = [found for key, found in last.items() if key not in now]
-        self._made = now
+            self._made, self._specs, self._totals = [], specs, {}
+        last = self._made
+        same_places = len(chunks) == len(last)
+        made = last.copy() if same_places else [_NO_CHUNK] * len(chunks)
+        pairs = enumerate(zip(chunks, made, strict=True))
+        changed = [i for i, (chunk, found) in pairs if found.chunk is not chunk]
+        new: list[ChunkMade] = []
+        if changed:
+            by_identity = {id(found.chunk): found for found in last}
+            for i in changed:
+                found = by_identity.get(id(chunks[i]))
+                if found is None or found.chunk is not chunks[i]:
+                    found = ChunkMade(chunks[i])
+                    new.append(found)
+                made[i] = found
+        if same_places:  # a chunk in a changed place was there, or is gone
+            placed = {id(made[i]) for i in changed}
+            gone = [last[i] for i in changed if id(last[i]) not in placed]
+        else:
+            placed = {id(found) for found in made}
+            gone = [found for found in last if id(found) not in placed]
+        self._made = made
         part = Part(specs, database, made, _Since(self._totals, new, gone))
         self._totals = part.totals
         return part

@@ -98,3 +98,21 @@ def test_a_second_sample_of_a_label_set_in_a_chunk_is_left_out() -> None:
              Sample("pgq_queue_ready_jobs", ("email",), 2.0))  # fmt: skip
     part = sample_part(SPECS, "main", Chunks([chunk]))
     assert part.samples == {"pgq_queue_ready_jobs": [chunk[0]]}
+
+
+def test_chunks_that_moved_are_found_again_and_counted_once() -> None:
+    """Chunks in other places (a queue added before them, two swapped) keep what was
+    made of them, and the totals of series, from the part before, read as counted
+    afresh."""
+    a, b, c, x = (_chunk(q, [0.1, 0.2]) for q in ("a", "b", "c", "x"))
+    memo = PartMemo()
+    counting = Counting(classic=True, native=False)
+    before = sample_part(SPECS, "main", Chunks([a, b, c]), memo)
+    before.total(counting)
+    first = {id(made.chunk): made for made in before.made}
+    for chunks in ([b, a, c], [x, b, a, c], [b, c]):
+        part = sample_part(SPECS, "main", Chunks(chunks), memo)
+        fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
+        assert part.total(counting) == fresh.total(counting)
+        for chunk, made in zip(chunks, part.made, strict=True):
+            assert made is first[id(chunk)] if chunk is not x else made.chunk is x
