@@ -2,10 +2,9 @@
 in every format, and the merge of several sources into one body.
 
 A part is made of its source's chunks (see samples.Chunks). What it makes of a chunk,
-its samples by metric, their series, their text lines and their protobuf entries, is
-kept in the chunk's ChunkMade; a collector's PartMemo hands the next part the ChunkMade
-of each chunk the collector handed over again, so that only new chunks are grouped,
-counted and serialized."""
+its series, its text lines and its protobuf entries, is kept in the chunk's ChunkMade;
+a collector's PartMemo hands the next part the ChunkMade of each chunk the collector
+handed over again, so that only new chunks are counted and serialized."""
 
 from __future__ import annotations
 
