@@ -13,6 +13,7 @@ import pytest
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, PartMemo, sample_part
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
+from pgq_exporter.exposition.part import FEW_CHUNKS
 from pgq_exporter.histograms import Histogram
 from pgq_exporter.samples import Chunk, Chunks, HistogramSample, Sample
 from tests.support.exposition import count_serialized
@@ -45,7 +46,7 @@ def _bodies(part: Part, classic: bool) -> dict[str, bytes]:
 def test_a_part_serializes_only_its_new_chunks_and_reads_as_made_afresh(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    first = [_chunk(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(40)]
+    first = [_chunk(f"q{n}", [0.05 * n, 0.5, 7.0 + n]) for n in range(100)]
     second = [
         _chunk("q0", [0.0, 0.5, 7.0]),  # the same values, made again: a new chunk
         *first[1:10],
@@ -64,9 +65,11 @@ def test_a_part_serializes_only_its_new_chunks_and_reads_as_made_afresh(
         for counting in (TEXT_COUNTING, Counting(classic=False, native=True)):
             assert part.total(counting) == sum(fresh.series(n, counting) for n in fresh.samples)
     # By run: ours and the fresh part's, with classic buckets and without (entries of
-    # their own), a serialization a metric. Ours serialize only the 3 new chunks again.
-    assert serialized[:8] == [40, 40] * 4
-    assert serialized[8:] == [3, 3, 40, 40, 3, 3, 40, 40]
+    # their own), a serialization a metric. Ours serialize only the 3 new chunks again
+    # (past FEW_CHUNKS: a part of fewer is serialized whole).
+    assert len(first) > FEW_CHUNKS
+    assert serialized[:8] == [100, 100] * 4
+    assert serialized[8:] == [3, 3, 100, 100, 3, 3, 100, 100]
 
 
 def test_chunks_handed_over_again_are_not_grouped_again() -> None:
@@ -76,6 +79,21 @@ def test_chunks_handed_over_again_are_not_grouped_again() -> None:
     again = sample_part(SPECS, "main", Chunks([chunks[0], _chunk("q1", [0.2]), chunks[2]]), memo)
     assert again.made[0] is first.made[0] and again.made[2] is first.made[2]
     assert again.made[1] is not first.made[1]
+
+
+def test_a_part_of_few_chunks_is_made_whole_and_reads_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunks = [_chunk(f"q{n}", [0.1 * n]) for n in range(3)]
+    memo = PartMemo()
+    serialized = count_serialized(monkeypatch)
+    for _ in range(2):
+        part = sample_part(SPECS, "main", Chunks(chunks), memo)
+        fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
+        assert _bodies(part, classic=False) == _bodies(fresh, classic=False)
+        assert _joined(part.lines()) == _joined(fresh.lines())
+    assert serialized == [3, 3] * 4  # whole, each time
+    assert all(made.entries(False) is None for made in part.made)
 
 
 def test_a_metric_declared_again_is_made_anew() -> None:
