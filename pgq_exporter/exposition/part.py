@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import NamedTuple, TypeVar
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
@@ -22,7 +23,7 @@ from pgq_exporter.exposition.protobuf import (
     split_entries,
 )
 from pgq_exporter.exposition.text import Family, headers, metric_lines, warn_duplicate
-from pgq_exporter.samples import AnySample, Chunk, chunks_of
+from pgq_exporter.samples import AnySample, Chunk, chunks_of, matched
 
 T = TypeVar("T", str, bytes)
 # A chunk's text or protobuf entries, by metric.
@@ -124,27 +125,19 @@ class PartMemo:
 
     def part(self, specs: dict[str, MetricSpec], database: str, chunks: list[Chunk]) -> Part:
         """A part of ``chunks``: each chunk's ChunkMade the last part's for a chunk it
-        had, the same object, while the metrics are declared as they were; its totals
-        of series the last part's, less the chunks gone and with the new ones. Where the
-        chunks are as many as the last part's (most parts), each is compared with the
-        one in its place."""
+        had, the same object (samples.matched), while the metrics are declared as they
+        were; its totals of series the last part's, less the chunks gone and with the new
+        ones."""
         if specs != self._specs:  # a reload: every chunk is made anew
             self._made, self._specs, self._totals = [], specs, {}
         last = self._made
-        same_places = len(chunks) == len(last)
-        made = last.copy() if same_places else [_NO_CHUNK] * len(chunks)
-        pairs = enumerate(zip(chunks, made, strict=True))
-        changed = [i for i, (chunk, found) in pairs if found.chunk is not chunk]
+        made, changed = matched(chunks, last, attrgetter("chunk"), _NO_CHUNK)
         new: list[ChunkMade] = []
-        if changed:
-            by_identity = {id(found.chunk): found for found in last}
-            for i in changed:
-                found = by_identity.get(id(chunks[i]))
-                if found is None or found.chunk is not chunks[i]:
-                    found = ChunkMade(chunks[i])
-                    new.append(found)
-                made[i] = found
-        if same_places:  # a chunk in a changed place was there, or is gone
+        for i in changed:
+            if made[i] is _NO_CHUNK:
+                made[i] = ChunkMade(chunks[i])
+                new.append(made[i])
+        if len(made) == len(last):  # a chunk in a changed place was there, or is gone
             placed = {id(made[i]) for i in changed}
             gone = [last[i] for i in changed if id(last[i]) not in placed]
         else:

@@ -6,11 +6,12 @@ chunk the collector hands over again becomes what it became at the last run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, metric_type
 from pgq_exporter.histograms import EMPTY_NATIVE
 from pgq_exporter.labels import bound_labels
-from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, chunks_of
+from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, chunks_of, matched
 
 Served = set[tuple[str, tuple[str, ...]]]
 
@@ -30,18 +31,12 @@ class Settling:
     ) -> tuple[Chunks, frozenset[str]]:
         """The samples settled, and the cut forms of the label values that were cut.
         ``served``: the counter and histogram series served so far, or None for a
-        collector that serves none. Where the chunks are as many as at the last run
-        (most runs), each is compared with the one in its place, by identity."""
-        chunks, last = chunks_of(samples), self._made
-        if len(chunks) == len(last):
-            made = last.copy()
-        else:  # by identity, wherever each is now (the last run's are alive: held here)
-            kept = {id(m[0]): m for m in last if m[0] is not None}
-            made = [kept.get(id(chunk), _NOT_KEPT) for chunk in chunks]
-        pairs = enumerate(zip(chunks, made, strict=True))
-        changed = [i for i, (chunk, m) in pairs if m[0] is not chunk]
+        collector that serves none."""
+        chunks = chunks_of(samples)
+        made, changed = matched(chunks, self._made, itemgetter(0), _NOT_KEPT)
         for i in changed:
-            made[i] = _settled(chunks[i], served, first=first)
+            if made[i] is _NOT_KEPT:
+                made[i] = _settled(chunks[i], served, first=first)
         self._made = made
         cut = frozenset().union(*[m[2] for m in made if m[2]])
         return Chunks([m[1] for m in made]), cut
