@@ -72,9 +72,7 @@ class ChunkMade:
         found = series.get(counting)
         if found is None:
             found = series[counting] = sum(
-                len(samples)
-                if specs[name].type is not MetricType.HISTOGRAM
-                else sum(series_of(sample, counting) for sample in samples)
+                metric_series(specs[name], samples, counting)
                 for name, samples in self.grouped().items()
             )
         return found
@@ -98,6 +96,13 @@ class ChunkMade:
 
 
 _NO_CHUNK = ChunkMade(None, {})
+
+
+def metric_series(spec: MetricSpec, samples: list[AnySample], counting: Counting) -> int:
+    """The series of one metric's samples as a scraper that counts them so gets them."""
+    if spec.type is not MetricType.HISTOGRAM:
+        return len(samples)  # one series each, in every format
+    return sum(series_of(sample, counting) for sample in samples)
 
 
 def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
@@ -242,10 +247,7 @@ class Part:
 
     def series(self, name: str, counting: Counting) -> int:
         """The series of ``name`` as a scraper that counts them so gets them."""
-        samples = self.samples[name]
-        if self._specs[name].type is not MetricType.HISTOGRAM:
-            return len(samples)  # one series each, in every format
-        return sum(series_of(sample, counting) for sample in samples)
+        return metric_series(self._specs[name], self.samples[name], counting)
 
     def only(self, names: Iterable[str]) -> Part:
         """The part with only the metrics ``names``."""
@@ -273,20 +275,25 @@ class Part:
         """The protobuf ``metric`` entries by metric, in pieces; ``classic``: histograms
         with their classic buckets beside the native ones."""
         found = self._messages.get(classic)
-        if found is None and self._few:
-            found = {}
-            for name, samples in self._grouped().items():
-                entries = metric_entries(self._specs[name], self.database, samples, classic=classic)
-                found[name] = Entries(len(entries), [entries])
-            self._messages[classic] = found
         if found is None:
-            new = [made for made in self._made if made.entries(classic) is None]
-            if new:
-                self._serialize(new, classic)
-            pieces = _by_metric([made.entries(classic) or () for made in self._made])
-            found = {name: Entries(sum(map(len, p)), p) for name, p in pieces.items()}
+            found = self._whole_entries(classic) if self._few else self._chunks_entries(classic)
             self._messages[classic] = found
         return found
+
+    def _whole_entries(self, classic: bool) -> dict[str, Entries]:
+        found = {}
+        for name, samples in self._grouped().items():
+            entries = metric_entries(self._specs[name], self.database, samples, classic=classic)
+            found[name] = Entries(len(entries), [entries])
+        return found
+
+    def _chunks_entries(self, classic: bool) -> dict[str, Entries]:
+        """Each chunk's entries, those of the new chunks serialized now."""
+        new = [made for made in self._made if made.entries(classic) is None]
+        if new:
+            self._serialize(new, classic)
+        pieces = _by_metric([made.entries(classic) or () for made in self._made])
+        return {name: Entries(sum(map(len, p)), p) for name, p in pieces.items()}
 
     def _serialize(self, new: list[ChunkMade], classic: bool) -> None:
         """The entries of the new chunks: one serialization a metric for all of them,
