@@ -38,7 +38,9 @@ class QueueChunks:
             chunks = []
             for queue, found in zip(queues, inputs, strict=True):
                 kept = before.get(queue)
-                same = kept is not None and kept[0] == found
-                chunks.append(kept[1] if kept is not None and same else tuple(make(queue, found)))
+                if kept is not None and kept[0] == found:
+                    chunks.append(kept[1])
+                else:
+                    chunks.append(tuple(make(queue, found)))
         self._queues, self._inputs, self._chunks = list(queues), inputs, chunks
         return chunks

@@ -108,14 +108,16 @@ def _by_tick(
     params = {"cap": limit + 1, "queues": queues}
     sampled = SampledCounts(conn, ctx, mapping)
     rows = {row[0]: row for row in fetch(conn, "kept_counts_by_tick", ctx, params, mapping)}
-    found: list[Row | Counts] = [rows[queue] for queue in queues]
-    for i, queue in enumerate(queues):
+    found: list[Row | Counts] = []
+    for queue in queues:
         row = rows[queue]
-        if row[3] > limit:  # the rest of the current tick, past the bound
-            pending, later, now, processing, done, failed = (int(n) for n in row[1:])
-            delayed = sampled.bounded(queue, "delayed", later + now)
-            found[i] = Counts((exact(pending), delayed, exact(processing), exact(done),
-                               exact(failed)))  # fmt: skip
+        if row[3] <= limit:  # the rest of the current tick, counted whole
+            found.append(row)
+            continue
+        pending, later, now, processing, done, failed = (int(n) for n in row[1:])
+        delayed = sampled.bounded(queue, "delayed", later + now)
+        found.append(Counts((exact(pending), delayed, exact(processing), exact(done),
+                             exact(failed))))  # fmt: skip
     return found
 
 

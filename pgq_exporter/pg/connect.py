@@ -37,18 +37,19 @@ class _RawTextLoader(Loader):
         return bytes(data).decode("utf-8", "surrogateescape")
 
 
-class _RawTextDumper(StrDumperUnknown):
+class _RawText:
     """A str back to a SQL_ASCII database: its surrogates as the bytes they stand for."""
 
     def dump(self, obj: str) -> Buffer | None:
         return obj.encode("utf-8", "surrogateescape")
 
 
-class _RawTextBinaryDumper(StrBinaryDumper):
-    """The same, in binary (the tracked queues are bound so, see collectors.sql)."""
+class _RawTextDumper(_RawText, StrDumperUnknown):
+    pass
 
-    def dump(self, obj: str) -> Buffer | None:
-        return obj.encode("utf-8", "surrogateescape")
+
+class _RawTextBinaryDumper(_RawText, StrBinaryDumper):
+    """In binary: the tracked queues are bound so (see collectors.sql)."""
 
 
 # The text types a collector reads names from.
