@@ -12,6 +12,7 @@ import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, PartMemo, sample_part
+from pgq_exporter.exposition import part as made_of_chunks
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
 from pgq_exporter.exposition.part import FEW_CHUNKS
 from pgq_exporter.histograms import Histogram
@@ -134,3 +135,45 @@ def test_chunks_that_moved_are_found_again_and_counted_once() -> None:
         assert part.total(counting) == fresh.total(counting)
         for chunk, made in zip(chunks, part.made, strict=True):
             assert made is first[id(chunk)] if chunk is not x else made.chunk is x
+
+
+def _gauges(queue: str, **values: float) -> Chunk:
+    return tuple(Sample(f"pgq_queue_{name}", (queue,), v) for name, v in values.items())
+
+
+def test_the_part_befores_entries_with_the_changed_places_read_as_made_afresh() -> None:
+    """As many chunks as the part before: its entries, the changed places replaced;
+    a metric new in a changed chunk, and one no chunk has any more, read as a part made
+    afresh (no empty family is served)."""
+    first = [_gauges(f"q{n}", ready_jobs=n, delayed_jobs=1) for n in range(FEW_CHUNKS + 2)]
+    runs = [
+        [_gauges("q0", ready_jobs=5, delayed_jobs=2), *first[1:]],
+        [_gauges("q0", ready_jobs=5, delayed_jobs=2, oldest_ready_age_seconds=1), *first[1:]],
+        [_gauges(f"q{n}", ready_jobs=n) for n in range(FEW_CHUNKS + 2)],
+    ]
+    memo = PartMemo()
+    _bodies(sample_part(SPECS, "main", Chunks(first), memo), classic=False)
+    for chunks in runs:
+        part = sample_part(SPECS, "main", Chunks(chunks), memo)
+        fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
+        assert _bodies(part, classic=False) == _bodies(fresh, classic=False)
+    assert set(part.messages(False)) == {"pgq_queue_ready_jobs"}
+
+
+def test_a_new_chunk_is_grouped_once_for_its_count_and_its_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    grouped: list[int] = []
+    group = made_of_chunks._grouped
+    monkeypatch.setattr(made_of_chunks, "_grouped", lambda c: grouped.append(1) or group(c))
+    chunks = [_chunk(f"q{n}", [0.1]) for n in range(FEW_CHUNKS + 1)]
+    memo = PartMemo()
+    first = sample_part(SPECS, "main", Chunks(chunks), memo)
+    first.total(TEXT_COUNTING)
+    _bodies(first, classic=False)
+    grouped.clear()
+    chunks[3] = _chunk("q3", [0.2])
+    part = sample_part(SPECS, "main", Chunks(chunks), memo)
+    part.total(TEXT_COUNTING)
+    _bodies(part, classic=False)
+    assert grouped == [1]
