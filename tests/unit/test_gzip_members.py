@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 import pytest
+from isal import igzip
 
 from pgq_exporter.exposition.part import Families
 from pgq_exporter.exposition.snapshot import MEMBERS_FROM, GzipMembers
@@ -22,13 +23,13 @@ def _families(*sizes: int) -> Families:
 
 def _compressed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     sizes: list[int] = []
-    whole = gzip.compress
+    whole = igzip.compress
 
     def counted(data: bytes, *args: Any, **kwargs: Any) -> bytes:
         sizes.append(len(data))
         return whole(data, *args, **kwargs)
 
-    monkeypatch.setattr(gzip, "compress", counted)
+    monkeypatch.setattr(igzip, "compress", counted)
     return sizes
 
 
