@@ -87,13 +87,16 @@ def matched(
     the others. Where the chunks are as many as the last run's (most runs), each is
     compared with the one in its place, by identity: 70,000 in a pass of a list
     comprehension. Those not in their place are looked up by identity (the last run's
-    chunks are alive: ``last`` holds them). Also the places whose record is not the one
-    ``last`` had there."""
-    made = last.copy() if len(chunks) == len(last) else [nothing] * len(chunks)
+    chunks are alive: ``last`` holds them): among those of the changed places where the
+    chunks are as many (a chunk that moved left one of them), else among all. Also the
+    places whose record is not the one ``last`` had there."""
+    same_length = len(chunks) == len(last)
+    made = last.copy() if same_length else [nothing] * len(chunks)
     pairs = enumerate(zip(chunks, made, strict=True))
     changed = [i for i, (chunk, found) in pairs if chunk_of(found) is not chunk]
     if changed:
-        by_identity = {id(chunk_of(found)): found for found in last}
+        moved = [last[i] for i in changed] if same_length else last
+        by_identity = {id(chunk_of(found)): found for found in moved}
         for i in changed:
             found = by_identity.get(id(chunks[i]), nothing)
             made[i] = found if chunk_of(found) is chunks[i] else nothing

@@ -16,7 +16,7 @@ from pgq_exporter.exposition import part as made_of_chunks
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
 from pgq_exporter.exposition.part import FEW_CHUNKS
 from pgq_exporter.histograms import Histogram
-from pgq_exporter.samples import Chunk, Chunks, HistogramSample, Sample
+from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, Sample
 from tests.support.exposition import count_serialized
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
@@ -163,9 +163,14 @@ def test_the_part_befores_entries_with_the_changed_places_read_as_made_afresh() 
 def test_a_new_chunk_is_grouped_once_for_its_count_and_its_entries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    grouped: list[int] = []
+    grouped: list[Chunk] = []
     group = made_of_chunks._grouped
-    monkeypatch.setattr(made_of_chunks, "_grouped", lambda c: grouped.append(1) or group(c))
+
+    def counted(chunk: Chunk) -> dict[str, list[AnySample]]:
+        grouped.append(chunk)
+        return group(chunk)
+
+    monkeypatch.setattr(made_of_chunks, "_grouped", counted)
     chunks = [_chunk(f"q{n}", [0.1]) for n in range(FEW_CHUNKS + 1)]
     memo = PartMemo()
     first = sample_part(SPECS, "main", Chunks(chunks), memo)
@@ -176,4 +181,29 @@ def test_a_new_chunk_is_grouped_once_for_its_count_and_its_entries(
     part = sample_part(SPECS, "main", Chunks(chunks), memo)
     part.total(TEXT_COUNTING)
     _bodies(part, classic=False)
-    assert grouped == [1]
+    assert grouped == [chunks[3]]
+
+
+def test_a_metric_no_changed_chunk_has_keeps_its_entries_object() -> None:
+    """The Entries of a metric that none of the changed chunks has are the part before's
+    object: the family's gzip member is kept by looking at it alone."""
+    chunks = [_gauges(f"q{n}", ready_jobs=n) for n in range(FEW_CHUNKS + 1)]
+    chunks.append(_gauges("other", delayed_jobs=1))
+    memo = PartMemo()
+    before = sample_part(SPECS, "main", Chunks(chunks), memo).messages(False)
+    chunks[0] = _gauges("q0", ready_jobs=7)
+    after = sample_part(SPECS, "main", Chunks(chunks), memo).messages(False)
+    assert after["pgq_queue_delayed_jobs"] is before["pgq_queue_delayed_jobs"]
+    assert after["pgq_queue_ready_jobs"] is not before["pgq_queue_ready_jobs"]
+
+
+def test_a_part_grown_past_few_chunks_serializes_the_chunks_it_had() -> None:
+    """The part before was made whole (its chunks have no entries of their own): the
+    part after it, of more chunks, serializes them too."""
+    chunks = [_gauges(f"q{n}", ready_jobs=n) for n in range(FEW_CHUNKS)]
+    memo = PartMemo()
+    _bodies(sample_part(SPECS, "main", Chunks(chunks), memo), classic=False)
+    chunks += [_gauges("x", ready_jobs=1), _gauges("y", ready_jobs=2)]
+    part = sample_part(SPECS, "main", Chunks(chunks), memo)
+    fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
+    assert _bodies(part, classic=False) == _bodies(fresh, classic=False)

@@ -10,15 +10,22 @@ from typing import Any
 import pytest
 from isal import igzip
 
-from pgq_exporter.exposition.part import Families
+from pgq_exporter.exposition.families import Families, FamilyMessage
+from pgq_exporter.exposition.part import Entries
 from pgq_exporter.exposition.snapshot import MEMBERS_FROM, GzipMembers
 
 
+def _family(n: int, entries: bytes) -> FamilyMessage:
+    return FamilyMessage(bytes([n]), f"header {n}".encode(), [Entries(len(entries), [entries])])
+
+
 def _families(*sizes: int) -> Families:
-    pieces = [
-        [bytes([n]), f"header {n}".encode(), os.urandom(size)] for n, size in enumerate(sizes)
-    ]
-    return Families(pieces, sum(len(b"".join(p)) for p in pieces))
+    families = [_family(n, os.urandom(size)) for n, size in enumerate(sizes)]
+    return Families(families, sum(len(b"".join(f.pieces())) for f in families))
+
+
+def _body(families: Families) -> bytes:
+    return b"".join(families.pieces())
 
 
 def _compressed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -40,14 +47,14 @@ def test_only_the_families_that_changed_are_compressed_again(
     first = _families(MEMBERS_FROM // 2, MEMBERS_FROM // 2, 1000)
     compressed = _compressed(monkeypatch)
     body = members.body(first)
-    assert gzip.decompress(body) == b"".join(b"".join(f) for f in first.pieces)
+    assert gzip.decompress(body) == _body(first)
     assert len(compressed) == 3
-    changed = Families([first.pieces[0], [b"\x01", b"header 1", b"other"], first.pieces[2]],
-                       first.size)  # fmt: skip
+    old = first.families
+    changed = Families([old[0], _family(1, b"other"), old[2]], first.size)
     compressed.clear()
     again = members.body(changed)
     assert compressed == [len(b"\x01header 1other")]
-    assert gzip.decompress(again) == b"".join(b"".join(f) for f in changed.pieces)
+    assert gzip.decompress(again) == _body(changed)
 
 
 def test_a_small_body_is_one_member(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,4 +62,4 @@ def test_a_small_body_is_one_member(monkeypatch: pytest.MonkeyPatch) -> None:
     small = _families(1000, 1000)
     body = GzipMembers().body(small)
     assert len(compressed) == 1
-    assert gzip.decompress(body) == b"".join(b"".join(f) for f in small.pieces)
+    assert gzip.decompress(body) == _body(small)
