@@ -12,8 +12,6 @@ that numbers each queue's jobs from a sequence of its own (pgmq), the sequence's
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
@@ -38,35 +36,49 @@ class JobHistograms(Collector):
         kept, arrived = _kept_totals(conn, ctx, self.kept_in) if self.kept_in else (None, None)
         if arrived is None:
             arrived = ctx.source.arrivals(conn, known)
+        queues = _queues(known, stats, kept)
+        every_queue = bool(self.kept_in)  # its arrivals count every queue, 0 where none
         blank, outcomes = ctx.feed.jobs.blank, ctx.outcomes
-        queues = sorted(set(known) | set(stats) | set(kept or {}))
-        seen: list[_Seen] = []
-        for queue in queues:
-            queue_stats = stats.get(queue, blank)
-            totals = kept.get(queue, (0, 0)) if kept is not None else None
-            enqueued = None
-            if arrived is not None and (self.kept_in or queue in arrived):
-                enqueued = float(arrived.get(queue, 0))
-            # Every job a queue's stats count changes its completed or failed count; the
-            # stats are compared by identity first (the same object: no field compared).
-            seen.append(_Seen(queue_stats, queue_stats.completed, queue_stats.failed, totals,
-                              outcomes, enqueued))  # fmt: skip
+        # Every job a queue's stats count changes its completed or failed count; the
+        # stats are compared by identity first (the same object: no field compared).
+        # Plain tuples (see _samples), made in one comprehension: 10,000 queues' took
+        # 12 ms a run as a loop of named tuples.
+        seen = [
+            (
+                found := stats.get(queue, blank),
+                found.completed,
+                found.failed,
+                None if kept is None else kept.get(queue, _NONE_FINISHED),
+                outcomes,
+                float(arrived.get(queue, 0))
+                if arrived is not None and (every_queue or queue in arrived)
+                else None,
+            )
+            for queue in queues
+        ]
         return Chunks(self._chunks.of(queues, seen, _samples))
 
 
-class _Seen(NamedTuple):
-    stats: QueueStats
-    completed: int
-    failed: int
-    totals: tuple[int, int] | None
-    outcomes: Outcomes
-    enqueued: float | None
+_NONE_FINISHED = (0, 0)
+# A queue's inputs: its stats, their completed and failed counts, its kept totals, what
+# the feed knows of each job, and the jobs that arrived.
+_Seen = tuple[QueueStats, int, int, tuple[int, int] | None, Outcomes, float | None]
+
+
+def _queues(known: list[str], stats: dict[str, QueueStats], kept: Totals | None) -> list[str]:
+    """The queues known, and those of the feed's stats and the kept totals (which are
+    nearly always known): sorted again only when there are others."""
+    others = stats.keys() - set(known) if stats else set()
+    if kept:
+        others |= kept.keys() - set(known)
+    return sorted({*known, *others}) if others else known
 
 
 def _samples(queue: str, seen: _Seen) -> list[AnySample]:
-    samples = stats_samples(queue, seen.stats, seen.outcomes, seen.totals)
-    if seen.enqueued is not None:
-        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), seen.enqueued))
+    stats, _, _, totals, outcomes, enqueued = seen
+    samples = stats_samples(queue, stats, outcomes, totals)
+    if enqueued is not None:
+        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
     return samples
 
 

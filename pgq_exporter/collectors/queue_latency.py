@@ -33,39 +33,38 @@ class QueueLatency(Collector):
         self._late_chunks = QueueChunks()
 
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
-        params = {"queues": ctx.known_queues(conn)}
-        ages = {
-            queue: max(float(age), 0.0)
-            for queue, age in fetch(conn, "oldest_ready", ctx, params, self.mapping)
-        }
+        thresholds = ctx.config.histograms.wait_thresholds
+        kept = bool(thresholds) and all(kept_tables(conn, self.mapping))
+        limit = ctx.config.exact_count_limit
+        look = min(LOOK, limit) if kept else limit
+        params = {"queues": ctx.known_queues(conn), "thresholds": list(thresholds), "cap": look}
+        ages: dict[str, float] = {}
+        late: dict[Key, int] = {}
+        for queue, age, seconds, n in fetch(conn, "oldest_ready_late", ctx, params, self.mapping):
+            ages[queue] = max(float(age), 0.0)
+            if n is not None:
+                late[(queue, float(seconds))] = int(n)
+        many = sorted({queue for (queue, _), n in late.items() if n >= look})
+        if kept and many:
+            late.update(self._from_the_other_side(conn, ctx, many, thresholds))
         # One chunk for all: a queue's age changes whenever it has a ready job.
         found = tuple(ages.items())
-        return Chunks(self._ages.of([""], [found], _ages) + self._late(conn, ctx, ages))
+        chunks = self._ages.of([""], [found], _ages)
+        return Chunks(chunks + self._late(ages, late, thresholds) if thresholds else chunks)
 
-    def _late(self, conn: Conn, ctx: Context, ages: dict[str, float]) -> list[Chunk]:
-        thresholds = ctx.config.histograms.wait_thresholds
-        if not thresholds:
-            return []
-        late: dict[Key, int] = {(queue, t): 0 for queue in ages for t in thresholds}
-        past = [queue for queue, age in ages.items() if age > thresholds[0]]
-        if past:
-            kept = all(kept_tables(conn, self.mapping))
-            limit = ctx.config.exact_count_limit
-            look = min(LOOK, limit) if kept else limit
-            first = self._count(conn, ctx, past, thresholds, look)
-            late.update(first)
-            many = sorted({queue for (queue, _), n in first.items() if n >= look})
-            if kept and many:
-                late.update(self._from_the_other_side(conn, ctx, many, thresholds))
-        queues = list(ages)
-        counts = [(thresholds, tuple(late[(queue, t)] for t in thresholds)) for queue in queues]
-        return self._late_chunks.of(queues, counts, _late_samples)
-
-    def _count(self, conn: Conn, ctx: Context, queues: list[str], thresholds: tuple[float, ...],
-               cap: int) -> dict[Key, int]:  # fmt: skip
-        params = {"queues": queues, "thresholds": list(thresholds), "cap": cap}
-        rows = fetch(conn, "late_ready", ctx, params, self.mapping)
-        return {(queue, float(seconds)): int(n) for queue, seconds, n in rows}
+    def _late(
+        self, ages: dict[str, float], late: dict[Key, int], thresholds: tuple[float, ...]
+    ) -> list[Chunk]:
+        # The queues none of whose jobs is past the smallest threshold share one input:
+        # a tuple made for each of 10,000 queues took 7 ms a run.
+        none_late = (thresholds, (0,) * len(thresholds))
+        counts = [
+            (thresholds, tuple([late.get((queue, t), 0) for t in thresholds]))
+            if age > thresholds[0]
+            else none_late
+            for queue, age in ages.items()
+        ]
+        return self._late_chunks.of(list(ages), counts, _late_samples)
 
     def _from_the_other_side(self, conn: Conn, ctx: Context, queues: list[str],
                              thresholds: tuple[float, ...]) -> dict[Key, int]:  # fmt: skip

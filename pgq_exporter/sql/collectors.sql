@@ -164,27 +164,28 @@ SELECT count(*) FILTER (WHERE j.{c_status} = {s_pending}) AS pending,
 FROM {jobs} j TABLESAMPLE SYSTEM (%(percent)s)
 WHERE j.{c_queue} = %(queue)s;
 
--- name: oldest_ready
--- One index probe per queue: min() over (queue, scheduled_at) of the pending index.
-SELECT q.queue,
-       coalesce(extract(epoch FROM now() - (
-           SELECT min(j.{c_scheduled_at}) FROM {jobs} j
-           WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
-             AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
-FROM unnest(%(queues)b::text[]) AS q(queue);
-
--- name: late_ready
--- Per queue and wait threshold: the ready jobs that have waited longer than the
--- threshold, through the pending index, up to %(cap)s. Run only for the queues whose
--- oldest ready job is past the smallest threshold.
-SELECT q.queue, t.seconds,
-       (SELECT count(*) FROM (
+-- name: oldest_ready_late
+-- Per queue, the age of its oldest ready job (one index probe: min() over (queue,
+-- scheduled_at) of the pending index), and for each wait threshold the ready jobs
+-- that have waited longer, through the pending index up to %(cap)s, counted only where
+-- the oldest is past the threshold (NULL elsewhere, and one row with a NULL threshold
+-- where there are none). One statement, each age worked out once (OFFSET 0 keeps the
+-- planner from copying it into each use): 10,000 queues took 46 ms where the ages and
+-- the counts, two statements, took 61.
+SELECT q.queue, o.age, t.seconds,
+       CASE WHEN o.age >= t.seconds THEN (SELECT count(*) FROM (
             SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} <= now() - make_interval(secs => t.seconds)
-            LIMIT %(cap)s) AS late) AS late
+            LIMIT %(cap)s) AS late) END AS late
 FROM unnest(%(queues)b::text[]) AS q(queue)
-CROSS JOIN unnest(%(thresholds)s::float8[]) AS t(seconds);
+CROSS JOIN LATERAL (
+    SELECT coalesce(extract(epoch FROM now() - (
+               SELECT min(j.{c_scheduled_at}) FROM {jobs} j
+               WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+                 AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
+    OFFSET 0) AS o
+LEFT JOIN unnest(%(thresholds)s::float8[]) AS t(seconds) ON true;
 
 -- name: not_late_kept
 -- On the reference schema (version 8 on), per queue and wait threshold: its pending
