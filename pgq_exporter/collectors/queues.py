@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pgq_exporter.collectors.rendering import Conn, distinct_queues, kept_tables, render
 from pgq_exporter.config import SchemaMapping
+from pgq_exporter.pg.queue_names import QueueNames
 
 log = logging.getLogger("pgq_exporter.collectors")
 DISCOVERY_GAP = 5.0
@@ -42,6 +43,10 @@ class KnownQueues:
     # before it is older than memory.
     _ordered: list[str] | None = None
     _ordered_from: tuple[str, ...] = ()
+    # What known() returns: the first ``limit`` of the ordered list, one object while
+    # they are the same (its array bound once: see QueueNames).
+    _served: QueueNames | None = None
+    _served_limit: int = 0
     _oldest: float = float("-inf")
 
     def saw(self, queues: Iterable[str], now: float | None = None) -> None:
@@ -76,6 +81,7 @@ class KnownQueues:
             if self._ordered is None or self._ordered_from is not self.configured:
                 self._ordered = sorted(set(self.configured) | set(self._seen))
                 self._ordered_from = self.configured
+                self._served = None
             known = self._ordered
             dropped = max(len(known) - self.limit, 0)
             if dropped and dropped != self.dropped:
@@ -84,7 +90,10 @@ class KnownQueues:
                     extra={"queues": len(known), "max_queues": self.limit, "dropped": dropped},
                 )
             self.dropped = dropped
-            return known[: self.limit]
+            if self._served is None or self._served_limit != self.limit:
+                self._served = QueueNames(known[: self.limit])
+                self._served_limit = self.limit
+            return self._served
 
     def _forget(self, stamp: float) -> None:
         """The queues and long names not seen within memory are forgotten (lock held)."""
