@@ -146,7 +146,7 @@ class Histogram:
         and histogram, each of one pair per bucket: the labels, the empty buckets' pairs
         and each repeated count are shared objects, not copies."""
         zeros = _zero_pairs(self.bounds)
-        first = next((i for i, count in enumerate(self.counts) if count), len(self.counts))
+        first = next(itertools.compress(itertools.count(), self.counts), len(self.counts))
         result = list(zeros[:first])
         running, value = 0, 0.0
         for (bound, _), count in zip(zeros[first:], self.counts[first:], strict=True):

@@ -96,9 +96,9 @@ def _kept_totals(
         return bool(fetch(conn, "has_counts_column", ctx, {"column": column}, mapping)[0][0])
 
     if has("enqueued_total"):
-        rows = fetch(conn, "kept_totals_arrived", ctx, mapping=mapping)
-        totals = {queue: (int(done), int(failed)) for queue, done, failed, _ in rows}
-        return totals, {queue: int(enqueued) for queue, _, _, enqueued in rows}
+        rows = fetch(conn, "kept_totals_arrived", ctx, mapping=mapping)  # bigints: ints
+        totals = {queue: (done, failed) for queue, done, failed, _ in rows}
+        return totals, {queue: enqueued for queue, _, _, enqueued in rows}
     if not has("completed_total"):
         return None, None
     rows = fetch(conn, "kept_totals", ctx, mapping=mapping)

@@ -40,10 +40,11 @@ class QueueLatency(Collector):
         params = {"queues": ctx.known_queues(conn), "thresholds": list(thresholds), "cap": look}
         ages: dict[str, float] = {}
         late: dict[Key, int] = {}
-        for queue, age, seconds, n in fetch(conn, "oldest_ready_late", ctx, params, self.mapping):
-            ages[queue] = max(float(age), 0.0)
+        rows = fetch(conn, "oldest_ready_late", ctx, params, self.mapping)
+        for queue, age, seconds, n in rows:  # a float8, a float8 and a bigint: as they come
+            ages[queue] = max(age, 0.0)
             if n is not None:
-                late[(queue, float(seconds))] = int(n)
+                late[(queue, seconds)] = n
         many = sorted({queue for (queue, _), n in late.items() if n >= look})
         if kept and many:
             late.update(self._from_the_other_side(conn, ctx, many, thresholds))
