@@ -68,9 +68,7 @@ _Seen = tuple[QueueStats, int, int, tuple[int, int] | None, Outcomes, float | No
 def _queues(known: list[str], stats: dict[str, QueueStats], kept: Totals | None) -> list[str]:
     """The queues known, and those of the feed's stats and the kept totals (which are
     nearly always known): sorted again only when there are others."""
-    others = stats.keys() - set(known) if stats else set()
-    if kept:
-        others |= kept.keys() - set(known)
+    others = (stats.keys() | (kept or {}).keys()) - set(known)
     return sorted({*known, *others}) if others else known
 
 

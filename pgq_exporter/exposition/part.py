@@ -75,6 +75,11 @@ class ChunkMade:
             found = kept[id(self)] = _grouped(self.chunk or ())
         return found
 
+    def taken(self, kept: Groupings | None) -> dict[str, list[AnySample]]:
+        """Its grouping, taken out of ``kept`` where counting left it (it is not kept past
+        this use), else made now."""
+        return (kept.pop(id(self), None) if kept else None) or self.grouped()
+
     def count(
         self, specs: dict[str, MetricSpec], counting: Counting, kept: Groupings | None = None
     ) -> int:
@@ -116,7 +121,7 @@ class ChunkMade:
         self, specs: dict[str, MetricSpec], database: str, kept: Groupings | None = None
     ) -> Pieces[str]:
         if self._lines is None:
-            grouped = (kept.pop(id(self), {}) if kept else {}) or self.grouped()
+            grouped = self.taken(kept)
             self._lines = (
                 _named(tuple(grouped)),
                 tuple("".join(metric_lines(specs[n], database, s)) for n, s in grouped.items()),
@@ -151,10 +156,9 @@ def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
 class PartMemo:
     """What a source's last part made of its chunks, for its next part."""
 
-    __slots__ = ("_last", "_made", "_specs")
+    __slots__ = ("_last", "_specs")
 
     def __init__(self) -> None:
-        self._made: list[ChunkMade] = []  # the last part's, in its order
         self._specs: dict[str, MetricSpec] = {}
         self._last: Part | None = None
 
@@ -164,8 +168,9 @@ class PartMemo:
         were; its totals of series and its protobuf entries the last part's, less the
         chunks gone and with the new ones."""
         if specs != self._specs:  # a reload: every chunk is made anew
-            self._made, self._specs, self._last = [], specs, None
-        last = self._made
+            self._specs, self._last = specs, None
+        before = self._last
+        last = before.made if before else []
         made, changed = matched(chunks, last, attrgetter("chunk"), _NO_CHUNK)
         new: list[ChunkMade] = []
         for i in changed:
@@ -178,7 +183,6 @@ class PartMemo:
         else:
             placed = {id(found) for found in made}
             gone = [found for found in last if id(found) not in placed]
-        before = self._last
         since = _Since(
             before.totals if before else {},
             new,
@@ -186,7 +190,6 @@ class PartMemo:
             before.messages_made if before else {},
             changed if len(made) == len(last) else None,
         )
-        self._made = made
         self._last = Part(specs, database, made, since)
         return self._last
 
@@ -348,29 +351,30 @@ class Part:
         had as many chunks and made its entries a chunk at a time (it was not made
         whole), every chunk it had has them: only the new ones are looked for."""
         since = self._since
-        before = since.messages.get(classic) if since and since.changed is not None else None
-        if since is not None and before is not None:
-            new = since.new
-        else:
-            new = ChunkMade.without_entries(self._made, classic)
-        for at in range(0, len(new), SERIALIZED_AT_ONCE):
-            self._serialize(new[at : at + SERIALIZED_AT_ONCE], classic)
         found = None
-        if since is not None and since.changed is not None and before is not None:
-            found = _replaced(before, self._made, since.changed, classic)
-        if since is not None:  # the part before's entries are not held past this
-            self._since = since._replace(messages={})
-        if found is not None:
-            return found
-        return _served(_columns(self._made, classic))
+        if since is None:
+            self._serialize(ChunkMade.without_entries(self._made, classic), classic)
+        else:
+            self._since = since._replace(messages={})  # the part before's: not held past this
+            before = since.messages.get(classic)
+            if before is None or since.changed is None:
+                self._serialize(ChunkMade.without_entries(self._made, classic), classic)
+            else:
+                self._serialize(since.new, classic)
+                found = _replaced(before, self._made, since.changed, classic)
+        return found if found is not None else _served(_columns(self._made, classic))
 
     def _serialize(self, new: list[ChunkMade], classic: bool) -> None:
+        """The entries of new chunks, SERIALIZED_AT_ONCE at a time."""
+        for at in range(0, len(new), SERIALIZED_AT_ONCE):
+            self._serialize_some(new[at : at + SERIALIZED_AT_ONCE], classic)
+
+    def _serialize_some(self, new: list[ChunkMade], classic: bool) -> None:
         """The entries of new chunks: one serialization a metric for all of them, split
         back into each chunk's. Their groupings are not kept past it."""
         samples: dict[str, list[AnySample]] = {}
         owners: dict[str, list[tuple[int, int]]] = {}  # by metric: each chunk's, and count
-        kept = self._groupings
-        grouped = [kept.pop(id(made), {}) or made.grouped() for made in new]
+        grouped = [made.taken(self._groupings) for made in new]
         for index, by_metric in enumerate(grouped):
             for name, found in by_metric.items():
                 samples.setdefault(name, []).extend(found)
