@@ -18,7 +18,11 @@ from pgq_exporter.http.server import ExporterServer
 from pgq_exporter.http.webconfig import WebConfigFile
 from pgq_exporter.pg.environment import take_libpq_environment, with_environment
 from pgq_exporter.runtime.exporter import Exporter
-from pgq_exporter.runtime.memory import collect_less_often, give_back_large_buffers
+from pgq_exporter.runtime.memory import (
+    collect_less_often,
+    freeze_after_jobs,
+    give_back_large_buffers,
+)
 from pgq_exporter.runtime.preflight import check_custom_sql
 from pgq_exporter.runtime.threads import take_turns_often
 
@@ -93,6 +97,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
     take_libpq_environment()
     give_back_large_buffers()
     collect_less_often()
+    freeze_after_jobs()
     take_turns_often()
     config = resolve_config(args, default_dsn)
     setup_logging(config.log.format, config.log.level)

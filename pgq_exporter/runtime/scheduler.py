@@ -31,6 +31,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger("pgq_exporter.scheduler")
@@ -61,8 +62,9 @@ _Entry = tuple[float, int, Job]
 
 
 class Scheduler:
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, after_job: Callable[[], None] = lambda: None) -> None:
         self._size = workers  # for the jobs of no budget
+        self._after_job = after_job  # in the worker, once the job is done
         self._beside = 0  # for the budgeted jobs, beside those (set_caps)
         self._lanes: dict[Lane, list[_Entry]] = {}  # a heap of jobs per lane
         self._caps: dict[str, int] = {}  # budget -> jobs it may run at once
@@ -262,5 +264,7 @@ class Scheduler:
         except Exception:  # a job's bug must not take its worker with it
             log.exception("scheduled job failed", extra={"job": type(job).__name__})
             return
+        finally:
+            self._after_job()
         if again is not None and not job.cancelled:
             self.at(again, job, lane)

@@ -196,3 +196,21 @@ def test_budgeted_jobs_holding_all_their_workers_leave_every_listed_worker() -> 
     release.set()
     wait_for(lambda: all(job.runs for job in flood + listed), "every job")
     scheduler.stop(1)
+
+
+class _FailingJob(_Job):
+    def run(self, now: float, late: float) -> float | None:
+        super().run(now, late)
+        raise RuntimeError("a job's bug")
+
+
+def test_the_hook_after_a_job_runs_after_each_one_even_a_failed_one() -> None:
+    after: list[int] = []
+    jobs = [_Job(), _FailingJob(), _Job()]
+    scheduler = Scheduler(1, lambda: after.append(sum(len(job.runs) for job in jobs)))
+    scheduler.start()
+    for job in jobs:
+        scheduler.now(job)
+    wait_for(lambda: len(after) == 3, "the hook after each of the three jobs")
+    assert after == [1, 2, 3]  # each time once its job had run
+    scheduler.stop(1)
