@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
 from pgq_exporter.histograms import NATIVE_ZERO_THRESHOLD, NativeBuckets, reduced
-from pgq_exporter.samples import AnySample, HistogramSample
+from pgq_exporter.samples import AnySample, HistogramSample, Sample
 
 CONTENT_TYPE = (
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited"
@@ -106,6 +106,7 @@ def _message(name: str) -> Any:
 
 
 MetricFamily = _message("MetricFamily")
+Metric = _message("Metric")
 _TYPES = {MetricType.COUNTER: METRIC_TYPES["COUNTER"], MetricType.GAUGE: METRIC_TYPES["GAUGE"],
           MetricType.HISTOGRAM: METRIC_TYPES["HISTOGRAM"]}  # fmt: skip
 # Empty buckets between two populated ones are sent as zero counts, not a new span,
@@ -126,29 +127,71 @@ def metric_entries(
 ) -> bytes:
     """The ``metric`` entries of ``spec``'s family for ``samples``, serialized: the
     entries of several sources, one after another, are one family's."""
+    if spec.type is MetricType.HISTOGRAM:
+        return _histogram_entries(spec, database, cast(Iterable[HistogramSample], samples),
+                                  classic)  # fmt: skip
+    return _value_entries(spec, database, cast(Iterable[Sample], samples))
+
+
+def _histogram_entries(
+    spec: MetricSpec, database: str, samples: Iterable[HistogramSample], classic: bool
+) -> bytes:
     family = MetricFamily()
     add = family.metric.add
-    # Each entry is added with its labels and value from plain dicts, the database's one
-    # dict for all: at 10,000 samples, half the time of setting each field in turn.
     head = [{"name": "database", "value": database}] if spec.labels[:1] == ("database",) else []
     names = spec.labels[len(head) :]
-    field = "counter" if spec.type is MetricType.COUNTER else "gauge"
     for sample in samples:
-        labels = head.copy()
-        if len(names) == 1:
-            labels.append({"name": names[0], "value": sample.labels[0]})
-        else:
-            labels += [{"name": n, "value": v} for n, v in zip(names, sample.labels, strict=True)]
-        if isinstance(sample, HistogramSample):
-            _fill_histogram(add(label=labels).histogram, sample, classic)
-        else:
-            add(label=labels, **{field: {"value": sample.value}})
+        labels = head + [{"name": n, "value": v} for n, v in zip(names, sample.labels, strict=True)]
+        _fill_histogram(add(label=labels).histogram, sample, classic)
     serialized: bytes = family.SerializeToString()
+    return serialized
+
+
+def _value_entries(spec: MetricSpec, database: str, samples: Iterable[Sample]) -> bytes:
+    """A gauge's or counter's entries, each a Metric put together from messages the
+    protobuf package serialized: its label pairs, each made once (_label_pair), and its
+    value. Serialized messages one after another read as the one message of all their
+    fields (the wire format's merge; a repeated field's entries in their order), here
+    in field order, as the package itself writes them: the same bytes, in half the
+    time of a message built whole for each sample (a gauge with three labels 1.3-1.4
+    against 0.6 us)."""
+    with_database = spec.labels[:1] == ("database",)
+    head = _label_pair("database", database) if with_database else b""
+    names = spec.labels[1:] if with_database else spec.labels
+    value = Metric()
+    holder = value.counter if spec.type is MetricType.COUNTER else value.gauge
+    entries: list[bytes] = []
+    add = entries.append
+    for sample in samples:
+        holder.value = sample.value
+        if len(names) == 1:
+            labels = _label_pair(names[0], sample.labels[0])
+        else:
+            labels = b"".join(map(_label_pair, names, sample.labels))
+        body = head + labels + value.SerializeToString()
+        add(_entry_head(len(body)) + body)
+    return b"".join(entries)
+
+
+# Past this many label pairs the least used go: at 10,000 queues a render's entries
+# use about 10,000 (one a queue, and the few of the other labels' values).
+@functools.lru_cache(maxsize=1 << 15)
+def _label_pair(name: str, value: str) -> bytes:
+    """A Metric with one label pair, serialized."""
+    serialized: bytes = Metric(label=[{"name": name, "value": value}]).SerializeToString()
     return serialized
 
 
 # A MetricFamily's ``metric`` field: number 4, length-delimited.
 _METRIC_TAG = (4 << 3) | 2
+_SHORT_HEADS = tuple(bytes((_METRIC_TAG, length)) for length in range(0x80))
+
+
+def _entry_head(length: int) -> bytes:
+    """The tag and length before a ``metric`` entry of ``length`` bytes."""
+    if length < 0x80:
+        return _SHORT_HEADS[length]
+    return bytes((_METRIC_TAG,)) + length_prefix(length)
 
 
 def split_entries(serialized: bytes) -> list[bytes]:

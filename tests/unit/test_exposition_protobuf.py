@@ -149,3 +149,44 @@ def test_split_entries_gives_back_each_entry_and_refuses_what_is_not_one() -> No
                        for s in samples]  # fmt: skip
     with pytest.raises(ValueError, match="not a metric entry"):
         split_entries(b"\x0a\x03abc")  # the family's name, field 1
+
+
+def _whole_messages(spec: Any, database: str, samples: list[Sample]) -> bytes:
+    """The entries as the protobuf package writes them, each Metric built whole."""
+    from pgq_exporter.exposition.protobuf import MetricFamily  # noqa: PLC0415
+
+    family = MetricFamily()
+    names = spec.labels
+    field = "counter" if spec.type.value == "counter" else "gauge"
+    for sample in samples:
+        values = (database, *sample.labels) if names[:1] == ("database",) else sample.labels
+        labels = [{"name": n, "value": v} for n, v in zip(names, values, strict=True)]
+        family.metric.add(label=labels, **{field: {"value": sample.value}})
+    serialized: bytes = family.SerializeToString()
+    return serialized
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["pgq_queue_jobs", "pgq_queue_ready_jobs", "pgq_queue_window_finished_jobs",
+     "pgq_job_waits_total", "pgq_server_xmin_horizon_age_transactions",
+     "pgq_longest_transaction_seconds", "pgq_probe_targets", "pgq_probe_refused_total"],
+)  # fmt: skip
+def test_a_gauges_or_counters_entries_are_the_bytes_of_whole_messages(name: str) -> None:
+    """Entries put together from each label pair's and the value's serialized messages
+    are byte for byte those of Metric messages built whole: any label values (empty,
+    long, not ASCII), any value (an int, zero, -0.0, NaN, infinities, the largest)."""
+    from pgq_exporter.exposition.protobuf import metric_entries  # noqa: PLC0415
+
+    spec = SPECS[name]
+    width = len(spec.labels) - (spec.labels[:1] == ("database",))
+    texts = ["", "q", "tenant-ü-名前", "x" * 200, "pending", 'a\nb"c']
+    values: list[float] = [0, 7, 0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"),
+                           1.7976931348623157e308, 5e-324, 2**53 + 1]  # fmt: skip
+    samples = [
+        Sample(name, tuple(texts[(i + k) % len(texts)] for k in range(width)), value)
+        for i, value in enumerate(values)
+    ]
+    for database in ("main", "ü" * 100):
+        made = metric_entries(spec, database, samples, classic=False)
+        assert made == _whole_messages(spec, database, samples)
