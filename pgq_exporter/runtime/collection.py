@@ -31,6 +31,7 @@ from pgq_exporter.runtime.connections import (
     Connections,
     ConnectionUnavailableError,
 )
+from pgq_exporter.runtime.memory import FREEZER
 from pgq_exporter.runtime.settling import Settling, serves_cumulative
 from pgq_exporter.samples import AnySample
 from pgq_exporter.sql import query
@@ -210,6 +211,8 @@ class GroupRun:
                         except _SlotFailedError:
                             pending.pop(0)
                             raise
+                        finally:
+                            FREEZER.after_job()  # what the collector keeps: see memory.py
                         pending.pop(0)
             except _SlotFailedError:
                 continue

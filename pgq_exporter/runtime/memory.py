@@ -16,14 +16,16 @@ the young generations are still collected often, so cycles of objects that die y
 (exceptions, frames) go soon, and the whole heap is walked about every 50 cycles
 there: 100-160 ms, for a cycle and render of about 1.07 s (docs/benchmarks.md).
 
-What a job leaves alive (a run's chunks and the rows it compares, a render's entries)
-stays for a cycle or more, and the young collections during the next jobs walked it
-all again: at 10,000 queues, one young collection a cycle held the interpreter 11-18
-ms walking the lists a render had made (770,000 references). So `serve` freezes the
-heap after every job (gc.freeze: the objects alive move out of the collector's
-generations, and are still freed by their counts); a young collection then walks only
-what the running job made: the process's CPU a 5 s cycle fell from 256-273 to 220-259
-ms, the collectors' durations summed from 220-236 to 199-220 ms. Every THAW_EVERY the
+What a collector or a render leaves alive (its chunks and the rows it compares, a
+render's entries) stays for a cycle or more, and the young collections during the
+next runs walked it all again: at 10,000 queues, one young collection a cycle held the
+interpreter 11-18 ms walking the lists a render had made (770,000 references). So
+`serve` freezes the heap after every collector's run and every scheduled job
+(gc.freeze: the objects alive move out of the collector's generations, and are still
+freed by their counts); a young collection then walks only what the running one made.
+The garbage collector's time at 10,000 queues fell from 40-55 to about 6 ms a 5 s
+cycle, the process's CPU from 256-273 to 203-205 ms with the protobuf entries' change
+of the same day (docs/benchmarks.md). Every THAW_EVERY the
 frozen objects go back and one whole collection frees the reference cycles that died
 among them (16 objects a cycle at 10,000 queues): that is how long such garbage
 waits. That collection holds the interpreter longer than the thresholds' whole ones
@@ -65,8 +67,8 @@ def give_back_large_buffers() -> bool:
 
 
 class HeapFreezer:
-    """Freezes the heap after each job, and thaws it with a whole collection every
-    ``thaw_every`` seconds; does nothing until enabled."""
+    """Freezes the heap after each collector's run and each job, and thaws it with a
+    whole collection every ``thaw_every`` seconds; does nothing until enabled."""
 
     def __init__(self, thaw_every: float = THAW_EVERY) -> None:
         self.thaw_every = thaw_every
