@@ -79,16 +79,16 @@ class HeapFreezer:
     def after_job(self) -> None:
         if not self.enabled:
             return
+        # Under the lock: a freeze by another worker between the thaw and its
+        # collection would keep what it froze from being looked at.
         with self._lock:
             now = time.monotonic()
-            thaw = now - self._thawed >= self.thaw_every
-            if thaw:
-                self._thawed = now
-        if thaw:
+            if now - self._thawed < self.thaw_every:
+                gc.freeze()
+                return
+            self._thawed = now
             gc.unfreeze()
             gc.collect()
-        else:
-            gc.freeze()
 
 
 FREEZER = HeapFreezer()
