@@ -118,7 +118,15 @@ def test_classic_quantiles_within_ten_percent_and_native_within_five(db: Databas
                     rule = quantile_expr("pgq_job_processing_seconds", q, f'queue="{queue}"')
                     for api in (classic, native):
                         read = _value(api, rule)
-                        assert abs(read - true) / true <= 0.10, ("rule", queue, q, read, true)
+                        which = "native" if api is native else "classic"
+                        assert abs(read - true) / true <= 0.10, (
+                            "rule",
+                            which,
+                            queue,
+                            q,
+                            read,
+                            true,
+                        )
 
 
 def _value(api: Prometheus, expr: str) -> float:
