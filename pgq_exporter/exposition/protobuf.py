@@ -166,8 +166,10 @@ def _value_entries(spec: MetricSpec, database: str, samples: Iterable[Sample]) -
         holder.value = sample.value
         if len(names) == 1:
             labels = _label_pair(names[0], sample.labels[0])
-        else:
+        elif len(sample.labels) == len(names):  # map() would drop the ones past the shorter
             labels = b"".join(map(_label_pair, names, sample.labels))
+        else:
+            raise ValueError(f"{spec.name}: {len(sample.labels)} label values for {names}")
         body = head + labels + value.SerializeToString()
         add(_entry_head(len(body)) + body)
     return b"".join(entries)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pgq_exporter.catalogue import CATALOGUE
+from pgq_exporter.catalogue import CATALOGUE, MetricType
 from pgq_exporter.exposition import Form, Format, Parts, Snapshot, content_type
 from pgq_exporter.exposition.protobuf import spans_and_deltas
 from pgq_exporter.histograms import NATIVE_SCHEMA, Histogram, NativeBuckets
@@ -157,7 +157,7 @@ def _whole_messages(spec: Any, database: str, samples: list[Sample]) -> bytes:
 
     family = MetricFamily()
     names = spec.labels
-    field = "counter" if spec.type.value == "counter" else "gauge"
+    field = "counter" if spec.type is MetricType.COUNTER else "gauge"
     for sample in samples:
         values = (database, *sample.labels) if names[:1] == ("database",) else sample.labels
         labels = [{"name": n, "value": v} for n, v in zip(names, values, strict=True)]
@@ -190,3 +190,11 @@ def test_a_gauges_or_counters_entries_are_the_bytes_of_whole_messages(name: str)
     for database in ("main", "ü" * 100):
         made = metric_entries(spec, database, samples, classic=False)
         assert made == _whole_messages(spec, database, samples)
+
+
+def test_a_sample_with_label_values_not_one_a_label_is_refused() -> None:
+    from pgq_exporter.exposition.protobuf import metric_entries  # noqa: PLC0415
+
+    short = Sample("pgq_queue_jobs", ("q",), 1.0)  # its status missing
+    with pytest.raises(ValueError, match="pgq_queue_jobs"):
+        metric_entries(SPECS["pgq_queue_jobs"], "main", [short], classic=False)
