@@ -10,7 +10,7 @@ import itertools
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, cast
 
 # Native buckets at schema 4: 16 to each doubling, each 2**(1/16) = 4.4% wider than the
 # one below. histogram_quantile reads a quantile inside its bucket, so within 4.4%.
@@ -106,7 +106,7 @@ def worst_error(bounds: tuple[float, ...]) -> float:
     return max(high / low for low, high in itertools.pairwise(bounds)) - 1
 
 
-@dataclass
+@dataclass(slots=True)
 class Histogram:
     bounds: tuple[float, ...]
     counts: list[int] = field(init=False)
@@ -139,12 +139,14 @@ class Histogram:
             self.native[index] = self.native.get(index, 0) + 1
 
     def native_buckets(self) -> NativeBuckets:
-        return NativeBuckets(NATIVE_SCHEMA, self.zero_count, tuple(sorted(self.native.items())))
+        pairs = tuple(map(_shared, sorted(self.native.items())))
+        return NativeBuckets(NATIVE_SCHEMA, self.zero_count, pairs)
 
     def cumulative(self) -> tuple[tuple[str, float], ...]:
         """The (le, cumulative count) pairs. A fleet of targets holds one per queue
-        and histogram, each of one pair per bucket: the labels, the empty buckets' pairs
-        and each repeated count are shared objects, not copies."""
+        and histogram, each of one pair per bucket: the labels, the empty buckets' pairs,
+        each repeated count and the pairs other histograms have too (see _shared) are
+        shared objects, not copies."""
         zeros = _zero_pairs(self.bounds)
         first = next(itertools.compress(itertools.count(), self.counts), len(self.counts))
         result = list(zeros[:first])
@@ -153,8 +155,26 @@ class Histogram:
             if count:
                 running += count
                 value = float(running)
-            result.append((bound, value))
+            result.append(_shared((bound, value)))
         return tuple(result)
+
+
+P = TypeVar("P", tuple[str, float], tuple[int, int])
+# Bucket pairs as the histograms have them, one object for each: at 10,000 queues
+# whose histograms each counted a few jobs, most pairs are the same as another
+# histogram's, and their copies held 16 MB. Cleared when full, so that the pairs of
+# histograms whose counts grew past the kept ones are shared again.
+_SHARED: dict[object, object] = {}
+SHARED_PAIRS = 1 << 16
+
+
+def _shared(pair: P) -> P:
+    found = _SHARED.get(pair)
+    if found is None:
+        if len(_SHARED) >= SHARED_PAIRS:
+            _SHARED.clear()
+        _SHARED[pair] = found = pair
+    return cast(P, found)
 
 
 @functools.cache

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram, threshold_text
-from pgq_exporter.samples import AnySample, HistogramSample, Sample
+from pgq_exporter.samples import AnySample, HistogramSample, Sample, queue_labels
 
 
-@dataclass
+# Slots: one a queue, with its two histograms and window; their dicts held 9 MB at
+# 10,000 queues.
+@dataclass(slots=True)
 class QueueStats:
     processing: Histogram
     wait: Histogram
@@ -65,6 +67,7 @@ def stats_samples(
 ) -> list[AnySample]:
     """A queue's histograms and totals, of what its feed knows; ``totals``, where given,
     the completed and failed totals in place of the feed's own."""
+    labels = queue_labels(queue)
     samples: list[AnySample] = []
     for name, histogram, known in (
         ("pgq_job_processing_seconds", stats.processing, outcomes.processing),
@@ -72,18 +75,18 @@ def stats_samples(
     ):
         if known:
             buckets, native = histogram.forms()
-            samples.append(HistogramSample(name, (queue,), buckets, histogram.total, native))
+            samples.append(HistogramSample(name, labels, buckets, histogram.total, native))
     if outcomes.wait:
-        samples.append(Sample("pgq_job_waits_total", (queue,), float(stats.waits)))
+        samples.append(Sample("pgq_job_waits_total", labels, float(stats.waits)))
         samples += [
             Sample("pgq_job_waits_within_total", (queue, threshold_text(t)), float(n))
             for t, n in zip(stats.thresholds, stats.within, strict=True)
         ]
     completed, failed = totals or (stats.completed, stats.failed)
     if "done" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_completed_total", (queue,), float(completed)))
+        samples.append(Sample("pgq_jobs_completed_total", labels, float(completed)))
     if "failed" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_failed_total", (queue,), float(failed)))
+        samples.append(Sample("pgq_jobs_failed_total", labels, float(failed)))
     return samples
 
 
@@ -110,6 +113,8 @@ class _Window:
     call, and every scrape waited behind it. The entries hold
     only numbers, so that the garbage collector stops tracking them: a full collection
     that walked every job of a busy window was another such pause."""
+
+    __slots__ = ("_arrivals", "_by_time", "_durations", "changes", "done", "failed")
 
     def __init__(self) -> None:
         # (finished at, arrival, done, processing), by finishing time: a late commit

@@ -17,7 +17,7 @@ from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.finished import Outcomes, QueueStats, stats_samples
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
 
 class JobHistograms(Collector):
@@ -76,7 +76,7 @@ def _samples(queue: str, seen: _Seen) -> list[AnySample]:
     stats, _, _, totals, outcomes, enqueued = seen
     samples = stats_samples(queue, stats, outcomes, totals)
     if enqueued is not None:
-        samples.append(Sample("pgq_jobs_enqueued_total", (queue,), enqueued))
+        samples.append(Sample("pgq_jobs_enqueued_total", queue_labels(queue), enqueued))
     return samples
 
 

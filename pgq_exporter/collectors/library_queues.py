@@ -28,7 +28,7 @@ from pgq_exporter.collectors.library_feed import LibraryFeed
 from pgq_exporter.collectors.library_sql import Caps, run_block
 from pgq_exporter.collectors.unknown_statuses import UNKNOWN, UnknownStatuses
 from pgq_exporter.presets.library import CAPPED, LibraryLayout
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Sample, queue_labels
 
 UNFINISHED_STATUSES = ("ready", "delayed", "processing")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
@@ -181,8 +181,8 @@ def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
         if status not in ("ready", "delayed")
     ]
     samples += [
-        Sample("pgq_queue_ready_jobs", (queue,), counts["ready"].value),
-        Sample("pgq_queue_delayed_jobs", (queue,), counts["delayed"].value),
+        Sample("pgq_queue_ready_jobs", queue_labels(queue), counts["ready"].value),
+        Sample("pgq_queue_delayed_jobs", queue_labels(queue), counts["delayed"].value),
     ]
     samples += [
         Sample("pgq_queue_count_approximate", (queue, status), float(count.approximate))
@@ -200,7 +200,7 @@ class LibraryLatency(Collector):
     def collect(self, conn: Conn, ctx: Context) -> list[AnySample]:
         rows = run_block(conn, self.layout, "oldest_ready", ctx.known_queues(conn))
         return [
-            Sample("pgq_queue_oldest_ready_age_seconds", (queue,), max(float(age), 0.0))
+            Sample("pgq_queue_oldest_ready_age_seconds", queue_labels(queue), max(float(age), 0.0))
             for queue, age in rows
         ]
 
@@ -229,12 +229,12 @@ class LibraryStuck(Collector):
             apart = stuck + (exhausted or 0) if layout.preset.per_queue else read
             approximate = float(apart >= cap)
             samples += [
-                Sample("pgq_queue_stuck_jobs", (queue,), float(stuck)),
+                Sample("pgq_queue_stuck_jobs", queue_labels(queue), float(stuck)),
                 Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), approximate),
             ]
             if exhausted is not None:
                 samples += [
-                    Sample("pgq_queue_exhausted_jobs", (queue,), float(exhausted)),
+                    Sample("pgq_queue_exhausted_jobs", queue_labels(queue), float(exhausted)),
                     Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), approximate),
                 ]
         return samples

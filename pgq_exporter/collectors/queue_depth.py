@@ -33,7 +33,7 @@ from pgq_exporter.collectors.counting import (
 )
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
 # The columns of capped_counts and kept_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")
@@ -130,7 +130,11 @@ APPROXIMATE = ("pending", "ready", "delayed", "processing", "done", "failed")
 @functools.lru_cache(maxsize=1 << 14)
 def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
     """A queue's label tuples, made once: 10,000 queues made 130,000 of them a cycle."""
-    return (*((queue, s) for s in STATUSES), (queue,), *((queue, s) for s in APPROXIMATE))
+    return (
+        *((queue, s) for s in STATUSES),
+        queue_labels(queue),
+        *((queue, s) for s in APPROXIMATE),
+    )
 
 
 def _samples(queue: str, found: Row | Counts) -> list[AnySample]:

@@ -18,7 +18,7 @@ from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
-from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, queue_labels
 
 Key = tuple[str, float]
 
@@ -80,7 +80,10 @@ class QueueLatency(Collector):
 
 
 def _ages(_: str, ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
-    return [Sample("pgq_queue_oldest_ready_age_seconds", (queue,), age) for queue, age in ages]
+    return [
+        Sample("pgq_queue_oldest_ready_age_seconds", queue_labels(queue), age)
+        for queue, age in ages
+    ]
 
 
 def _late_samples(queue: str, found: tuple[tuple[float, ...], tuple[int, ...]]) -> list[AnySample]:

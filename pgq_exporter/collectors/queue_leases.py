@@ -22,7 +22,7 @@ from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
 
 class Expired(NamedTuple):
@@ -132,9 +132,10 @@ def _estimated(found: Expired, queue: str, sampled: SampledCounts) -> dict[str, 
 
 
 def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
+    labels = queue_labels(queue)
     samples: list[AnySample] = [
-        Sample("pgq_queue_stuck_jobs", (queue,), counts["stuck"].value),
-        Sample("pgq_queue_exhausted_jobs", (queue,), counts["exhausted"].value),
+        Sample("pgq_queue_stuck_jobs", labels, counts["stuck"].value),
+        Sample("pgq_queue_exhausted_jobs", labels, counts["exhausted"].value),
     ]
     samples += [
         Sample("pgq_queue_lease_count_approximate", (queue, what), float(c.approximate))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pgq_exporter.catalogue import WORKERS
 from pgq_exporter.collectors.base import Collector, Conn, Context
 from pgq_exporter.collectors.chunking import QueueChunks
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
 EVERY_QUEUE = "*"
 
@@ -40,7 +40,8 @@ class Workers(Collector):
 
 def _samples(queue: str, found: tuple[float, float | None]) -> list[AnySample]:
     workers, slots = found
-    samples: list[AnySample] = [Sample("pgq_workers", (queue,), workers)]
+    labels = queue_labels(queue)
+    samples: list[AnySample] = [Sample("pgq_workers", labels, workers)]
     if slots is not None:
-        samples.append(Sample("pgq_worker_slots", (queue,), slots))
+        samples.append(Sample("pgq_worker_slots", labels, slots))
     return samples

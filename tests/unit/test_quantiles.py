@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from pgq_exporter import histograms
 from pgq_exporter.histograms import (
     CLASSIC_LAYOUTS,
     MAX_NATIVE_BUCKETS,
@@ -145,6 +146,31 @@ def test_cumulative_pairs_count_every_bucket_and_share_the_empty_ones() -> None:
     later = Histogram(PROCESSING_BUCKETS)
     later.observe(0.5)
     assert later.cumulative()[0] is empty[0]  # below its first observation: shared
+
+
+def test_histograms_of_the_same_counts_share_their_pairs_until_the_table_is_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, second = Histogram(PROCESSING_BUCKETS), Histogram(PROCESSING_BUCKETS)
+    for histogram in (first, second):
+        histogram.observe(0.5)
+        histogram.observe(3.0)
+    assert all(a is b for a, b in zip(first.cumulative(), second.cumulative(), strict=True))
+    assert all(
+        a is b
+        for a, b in zip(
+            first.native_buckets().buckets, second.native_buckets().buckets, strict=True
+        )
+    )
+    monkeypatch.setattr(histograms, "_SHARED", {})
+    monkeypatch.setattr(histograms, "SHARED_PAIRS", 1)
+    third = Histogram(PROCESSING_BUCKETS)
+    third.observe(3_000.0)  # pairs none had: each clears the full table, and is kept
+    third.observe(9_000.0)
+    bounds = [*PROCESSING_BUCKETS, float("inf")]
+    assert [n for _, n in third.cumulative()] == [(3_000 <= b) + (9_000 <= b) for b in bounds]
+    assert len(histograms._SHARED) == 1
+    assert first.cumulative() == second.cumulative()
 
 
 def native_quantile(q: float, histogram: Histogram) -> float:
