@@ -32,7 +32,7 @@ from pgq_exporter.runtime.connections import (
     ConnectionUnavailableError,
 )
 from pgq_exporter.runtime.memory import FREEZER
-from pgq_exporter.runtime.settling import Settling, serves_cumulative
+from pgq_exporter.runtime.settling import Served, Settling, serves_cumulative
 from pgq_exporter.samples import AnySample
 from pgq_exporter.sql import query
 
@@ -86,7 +86,7 @@ class CollectorState:
     labels_cut: frozenset[str] = frozenset()  # label values of its samples cut to a bound
     sqlstate: str | None = None  # of its last failure, when the database gave one
     # Its counter and histogram series served so far (see zero_new_series).
-    series: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)
+    series: Served = field(default_factory=Served)
     said: Said = field(default_factory=Said)  # its failure, as the log has it
 
 

@@ -57,3 +57,12 @@ def test_chunks_that_moved_are_found_again_by_identity() -> None:
     assert second.chunks[1] is first.chunks[0] and second.chunks[2] is first.chunks[1]
     third, _ = settling.settle(Chunks(chunks), served, first=False)
     assert third.chunks[0] is first.chunks[0] and third.chunks[1] is first.chunks[1]
+
+
+def test_a_label_set_served_for_one_metric_is_new_for_another() -> None:
+    settling, served = Settling(), Served()
+    settling.settle(Chunks([_counter("mail", 3.0)]), served, first=True)
+    failed = (Sample("pgq_jobs_failed_total", ("mail",), 2.0),)
+    second, _ = settling.settle(Chunks([_counter("mail", 4.0), failed]), served, first=False)
+    assert _values(second) == [4.0, 0.0]
+    assert served.size == 2
