@@ -9,7 +9,8 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from pgq_exporter.catalogue import MetricSpec
-from pgq_exporter.exposition.part import Entries, Part
+from pgq_exporter.exposition.columns import Entries
+from pgq_exporter.exposition.part import Part
 from pgq_exporter.exposition.protobuf import family_header, length_prefix
 
 

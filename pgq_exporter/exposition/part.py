@@ -8,13 +8,13 @@ handed over again, so that only new chunks are counted and serialized."""
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
-from collections.abc import Iterable
-from itertools import compress, repeat
-from operator import attrgetter, is_, itemgetter
-from typing import NamedTuple, TypeVar
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from operator import attrgetter
+from typing import NamedTuple
 
 from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.exposition.columns import Built, Entries, Pieces, built_anew, spliced
 from pgq_exporter.exposition.fitting import Counting, series_of
 from pgq_exporter.exposition.protobuf import (
     metric_entries,
@@ -23,11 +23,10 @@ from pgq_exporter.exposition.protobuf import (
 from pgq_exporter.exposition.text import Family, headers, metric_lines, warn_duplicate
 from pgq_exporter.samples import AnySample, Chunk, chunks_of, matched
 
-T = TypeVar("T", str, bytes)
-# A chunk's text or protobuf entries: its metrics' names, and a piece for each. The
-# names are one tuple for every chunk of the same metrics (_named): a pair for each
-# piece held 10 MB at 10,000 queues.
-Pieces = tuple[tuple[str, ...], tuple[T, ...]]
+# A chunk's text lines: its metrics' names, and a piece for each. The names are one
+# tuple for every chunk of the same metrics (_named): a pair for each piece held 10 MB
+# at 10,000 queues.
+Lines = tuple[tuple[str, ...], tuple[str, ...]]
 _NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
@@ -42,13 +41,13 @@ Groupings = dict[int, dict[str, list[AnySample]]]
 
 
 class ChunkMade:
-    """What was made of a chunk, each when first asked for: its series, its protobuf
-    entries and its text lines, by metric. Its samples are grouped by metric (a second
-    sample of one label set left out, with a warning: Prometheus would keep one of
-    them, silently) whenever one of those is made, and not kept: at 10,000 queues a
-    grouping kept for each chunk held 32 MB."""
+    """What was made of a chunk, each when first asked for: its series and its text
+    lines, by metric (its protobuf entries are its part's, see columns.py). Its
+    samples are grouped by metric (a second sample of one label set left out, with a
+    warning: Prometheus would keep one of them, silently) whenever one of those is
+    made, and not kept: at 10,000 queues a grouping kept for each chunk held 32 MB."""
 
-    __slots__ = ("_classic_entries", "_entries", "_given", "_lines", "_series", "chunk")
+    __slots__ = ("_given", "_lines", "_series", "chunk")
 
     def __init__(
         self, chunk: Chunk | None, given: dict[str, list[AnySample]] | None = None
@@ -57,11 +56,7 @@ class ChunkMade:
         self._given = given  # the samples by metric, for a part made of no chunk
         # Its series: one number where it has no histogram, else by counting.
         self._series: int | dict[Counting, int] | None = None
-        # Apart for histograms with classic buckets and without: a dict per chunk held
-        # 10 MB more at 10,000 queues.
-        self._entries: Pieces[bytes] | None = None
-        self._classic_entries: Pieces[bytes] | None = None
-        self._lines: Pieces[str] | None = None
+        self._lines: Lines | None = None
 
     def grouped(self, kept: Groupings | None = None) -> dict[str, list[AnySample]]:
         """Its samples by metric; ``kept``: where a grouping made for it before is,
@@ -101,25 +96,9 @@ class ChunkMade:
             )
         return found
 
-    def entries(self, classic: bool) -> Pieces[bytes] | None:
-        return self._classic_entries if classic else self._entries
-
-    @staticmethod
-    def without_entries(made: list[ChunkMade], classic: bool) -> list[ChunkMade]:
-        """Those of ``made`` whose entries are not made yet, picked in C: a call of
-        entries() for each chunk took 4 ms a render at 10,000 queues."""
-        entries = attrgetter("_classic_entries" if classic else "_entries")
-        return list(compress(made, map(is_, map(entries, made), repeat(None))))
-
-    def keep_entries(self, classic: bool, entries: Pieces[bytes]) -> None:
-        if classic:
-            self._classic_entries = entries
-        else:
-            self._entries = entries
-
     def lines(
         self, specs: dict[str, MetricSpec], database: str, kept: Groupings | None = None
-    ) -> Pieces[str]:
+    ) -> Lines:
         if self._lines is None:
             grouped = self.taken(kept)
             self._lines = (
@@ -130,7 +109,6 @@ class ChunkMade:
 
 
 _NO_CHUNK = ChunkMade(None, {})
-_NO_PIECES: Pieces[bytes] = ((), ())
 
 
 def metric_series(spec: MetricSpec, samples: list[AnySample], counting: Counting) -> int:
@@ -189,21 +167,24 @@ class PartMemo:
             gone,
             before.messages_made if before else {},
             changed if len(made) == len(last) else None,
+            last,
         )
         self._last = Part(specs, database, made, since)
         return self._last
 
 
 class _Since(NamedTuple):
-    """A part's chunks against the part before: that part's totals and protobuf entries
-    (each filled as it made them), the chunks new and gone since, and the places that
-    changed (None: the chunks are not as many)."""
+    """A part's chunks against the part before (``last``, its chunks' records): that
+    part's totals (each filled as it counted them), the protobuf entries it made or
+    was handed, the chunks new and gone since, and the places that changed (None: the
+    chunks are not as many)."""
 
     totals: dict[Counting, int]
     new: list[ChunkMade]
     gone: list[ChunkMade]
-    messages: dict[bool, dict[str, Entries]]
+    messages: dict[bool, Built]
     changed: list[int] | None
+    last: list[ChunkMade]
 
 
 # New chunks are serialized this many at a time: all at once, the first render of
@@ -224,10 +205,12 @@ class Part:
     too, they were another copy of the body."""
 
     __slots__ = (
+        "_adopted",
         "_groupings",
         "_lines",
         "_made",
         "_messages",
+        "_origin",
         "_samples",
         "_since",
         "_specs",
@@ -251,6 +234,8 @@ class Part:
         self._messages: dict[bool, dict[str, Entries]] = {}
         self.totals: dict[Counting, int] = {}  # by counting, as asked for
         self._groupings: Groupings = {}
+        self._origin: Part | None = None  # the part it was remade of (remade())
+        self._adopted: dict[bool, Built] = {}  # the entries its remade parts made
 
     @property
     def made(self) -> list[ChunkMade]:
@@ -329,6 +314,8 @@ class Part:
         if found is None:
             found = self._whole_entries(classic) if self._few else self._chunks_entries(classic)
             self._messages[classic] = found
+            if self._origin is not None:
+                self._origin._adopted[classic] = Built(found, self._made)
         return found
 
     def _whole_entries(self, classic: bool) -> dict[str, Entries]:
@@ -339,37 +326,51 @@ class Part:
         return found
 
     @property
-    def messages_made(self) -> dict[bool, dict[str, Entries]]:
-        """Its protobuf entries made so far, by ``classic``."""
-        return self._messages
+    def messages_made(self) -> dict[bool, Built]:
+        """Its protobuf entries made so far, by ``classic``, and those of a part before
+        that it was handed and did not make its own of (no render between them)."""
+        handed = self._since.messages if self._since is not None else {}
+        made = {classic: Built(found, self._made) for classic, found in self._messages.items()}
+        return {**handed, **self._adopted, **made}
+
+    def remade(self, made: list[ChunkMade]) -> Part:
+        """A part of ``made`` served in this one's place (past the series budget), what
+        it has of this one's chunks the same: their entries are taken from what this
+        part has, and the entries it makes are this part's to hand to the next."""
+        handed = self.messages_made
+        since = _Since({}, [], [], handed, None, [])
+        remade = Part(self._specs, self.database, made, since)
+        remade._origin = self
+        return remade
 
     def _chunks_entries(self, classic: bool) -> dict[str, Entries]:
-        """Each chunk's entries, those of the new chunks serialized now: by metric, one
-        piece a chunk (empty where it has none of the metric), the part before's lists
-        with the changed places replaced where the chunks are as many (at 10,000 queues,
-        a pass over every chunk's pieces took 15-25 ms a render). Where the part before
-        had as many chunks and made its entries a chunk at a time (it was not made
-        whole), every chunk it had has them: only the new ones are looked for."""
+        """Each metric's entries, joined: the part before's (or what it was handed)
+        with those of the chunks new since serialized now and put in their places (see
+        columns.py); all serialized where there is none to start from."""
         since = self._since
-        found = None
-        if since is None:
-            self._serialize(ChunkMade.without_entries(self._made, classic), classic)
+        built = since.messages.get(classic) if since is not None else None
+        if since is not None:  # not held past this
+            self._since = since._replace(messages=_without(since.messages, classic))
+        if built is None or any(e.ends is None for e in built.entries.values()):
+            return built_anew(self._serialized(self._made, classic))
+        if since is not None and built.made is since.last:
+            new, changed = since.new, since.changed
         else:
-            self._since = since._replace(messages={})  # the part before's: not held past this
-            before = since.messages.get(classic)
-            if before is None or since.changed is None:
-                self._serialize(ChunkMade.without_entries(self._made, classic), classic)
-            else:
-                self._serialize(since.new, classic)
-                found = _replaced(before, self._made, since.changed, classic)
-        return found if found is not None else _served(_columns(self._made, classic))
+            had = {id(found) for found in built.made}
+            new, changed = [found for found in self._made if id(found) not in had], None
+        pieces: dict[int, Pieces] = {}
+        at = 0
+        for batch in self._serialized(new, classic):
+            pieces.update(zip(map(id, new[at : at + len(batch)]), batch, strict=True))
+            at += len(batch)
+        return spliced(built, self._made, pieces, changed)
 
-    def _serialize(self, new: list[ChunkMade], classic: bool) -> None:
+    def _serialized(self, new: list[ChunkMade], classic: bool) -> Iterator[list[Pieces]]:
         """The entries of new chunks, SERIALIZED_AT_ONCE at a time."""
         for at in range(0, len(new), SERIALIZED_AT_ONCE):
-            self._serialize_some(new[at : at + SERIALIZED_AT_ONCE], classic)
+            yield self._serialize_some(new[at : at + SERIALIZED_AT_ONCE], classic)
 
-    def _serialize_some(self, new: list[ChunkMade], classic: bool) -> None:
+    def _serialize_some(self, new: list[ChunkMade], classic: bool) -> list[Pieces]:
         """The entries of new chunks: one serialization a metric for all of them, split
         back into each chunk's. Their groupings are not kept past it."""
         samples: dict[str, list[AnySample]] = {}
@@ -379,100 +380,30 @@ class Part:
             for name, found in by_metric.items():
                 samples.setdefault(name, []).extend(found)
                 owners.setdefault(name, []).append((index, len(found)))
-        names: list[list[str]] = [[] for _ in new]
-        entries: list[list[bytes]] = [[] for _ in new]
+        pieces: list[Pieces] = [{} for _ in new]
         for name, found in samples.items():
             serialized = metric_entries(self._specs[name], self.database, found, classic=classic)
             if len(owners[name]) == 1:
-                names[owners[name][0][0]].append(name)
-                entries[owners[name][0][0]].append(serialized)
+                pieces[owners[name][0][0]][name] = serialized
                 continue
             split, at = split_entries(serialized), 0
             for index, count in owners[name]:
-                names[index].append(name)
-                entries[index].append(split[at] if count == 1 else b"".join(split[at : at + count]))
+                pieces[index][name] = split[at] if count == 1 else b"".join(split[at : at + count])
                 at += count
-        for made, its_names, its_entries in zip(new, names, entries, strict=True):
-            made.keep_entries(classic, (_named(tuple(its_names)), tuple(its_entries)))
+        return pieces
 
 
-class Entries(NamedTuple):
-    """A part's protobuf entries of one metric, in pieces, and their length."""
-
-    length: int
-    pieces: list[bytes]
+def _without(messages: dict[bool, Built], classic: bool) -> dict[bool, Built]:
+    return {kind: built for kind, built in messages.items() if kind is not classic}
 
 
-def _by_metric(by_chunk: list[Pieces[T]]) -> dict[str, list[T]]:
-    """Each metric's pieces, the chunks' one after another."""
-    pieces: defaultdict[str, list[T]] = defaultdict(list)
+def _by_metric(by_chunk: list[Lines]) -> dict[str, list[str]]:
+    """Each metric's lines, the chunks' one after another."""
+    pieces: defaultdict[str, list[str]] = defaultdict(list)
     for names, found in by_chunk:
         for name, piece in zip(names, found, strict=True):
             pieces[name].append(piece)
     return pieces
-
-
-def _columns(made: list[ChunkMade], classic: bool) -> dict[str, list[bytes]]:
-    """Each metric's entries, a piece a chunk, empty where the chunk has none of it."""
-    columns: dict[str, list[bytes]] = {}
-    empty = [b""] * len(made)
-    for i, found in enumerate(made):
-        names, pieces = found.entries(classic) or _NO_PIECES
-        for name, piece in zip(names, pieces, strict=True):
-            column = columns.get(name)
-            if column is None:
-                column = columns[name] = empty.copy()
-            column[i] = piece
-    return columns
-
-
-def _replaced(
-    before: dict[str, Entries], made: list[ChunkMade], changed: list[int], classic: bool
-) -> dict[str, Entries] | None:
-    """The part before's entries (one piece a chunk, as many chunks) with the pieces in
-    the ``changed`` places replaced, a metric's Entries the part before's object where
-    none of its pieces changed; None where a changed chunk has a metric the part before
-    had none of. The changed chunks are taken by their metrics' names (most chunks of a
-    part have the same), and each metric's pieces set a shape at a time, in C: a piece
-    at a time took 10 ms a render at 10,000 queues."""
-    if any(len(entries.pieces) != len(made) for entries in before.values()):
-        return None
-    shapes: dict[tuple[str, ...], tuple[list[int], list[tuple[bytes, ...]]]] = {}
-    for i in changed:
-        names, pieces = made[i].entries(classic) or _NO_PIECES
-        places, found = shapes.setdefault(names, ([], []))
-        places.append(i)
-        found.append(pieces)
-    if any(name not in before for names in shapes for name in names):
-        return None
-    served: dict[str, Entries] = {}
-    for name, entries in before.items():
-        column = entries.pieces
-        for names, (places, found) in shapes.items():
-            if name in names:
-                new = list(map(itemgetter(names.index(name)), found))
-            else:
-                new = [b""] * len(places)
-            if all(map(is_, map(column.__getitem__, places), new)):
-                continue
-            if column is entries.pieces:
-                column = column.copy()
-            deque(map(column.__setitem__, places, new), maxlen=0)  # each set, in C
-        if column is entries.pieces:
-            served[name] = entries
-        elif length := sum(map(len, column)):
-            served[name] = Entries(length, column)
-    return served
-
-
-def _served(columns: dict[str, list[bytes]]) -> dict[str, Entries]:
-    """Each metric's pieces as its Entries, those of no length left out: no family is
-    served empty."""
-    return {
-        name: Entries(length, column)
-        for name, column in columns.items()
-        if (length := sum(map(len, column)))
-    }
 
 
 def sample_part(

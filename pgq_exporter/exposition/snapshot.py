@@ -12,8 +12,9 @@ from isal import igzip
 from prometheus_client.openmetrics.exposition import CONTENT_TYPE_LATEST as OPENMETRICS
 
 from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.exposition.columns import Entries
 from pgq_exporter.exposition.families import Families, merge_messages, message_families
-from pgq_exporter.exposition.part import Entries, Part, merge
+from pgq_exporter.exposition.part import Part, merge
 from pgq_exporter.exposition.protobuf import CONTENT_TYPE as PROTOBUF
 from pgq_exporter.exposition.text import Family, render
 

@@ -179,7 +179,7 @@ def _remade_part(
         other.setdefault(name, []).append(folded(group, queue_at))
     if other:
         made.append(ChunkMade(None, other))
-    return Part(specs, part.database, made)
+    return part.remade(made)
 
 
 def _served(by_metric: dict[str, list[AnySample]]) -> dict[str, list[AnySample]]:

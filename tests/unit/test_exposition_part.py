@@ -94,7 +94,7 @@ def test_a_part_of_few_chunks_is_made_whole_and_reads_the_same(
         assert _bodies(part, classic=False) == _bodies(fresh, classic=False)
         assert _joined(part.lines()) == _joined(fresh.lines())
     assert serialized == [3, 3] * 4  # whole, each time
-    assert all(made.entries(False) is None for made in part.made)
+    assert all(e.ends is None for e in part.messages(False).values())
 
 
 def test_a_metric_declared_again_is_made_anew() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from isal import igzip
 
+from pgq_exporter.exposition.columns import Entries
 from pgq_exporter.exposition.families import Families, FamilyMessage
-from pgq_exporter.exposition.part import Entries
 from pgq_exporter.exposition.snapshot import MEMBERS_FROM, GzipMembers
 
 

@@ -168,7 +168,7 @@ def test_histograms_of_the_same_counts_share_their_pairs_until_the_table_is_full
     third.observe(3_000.0)  # pairs none had: each clears the full table, and is kept
     third.observe(9_000.0)
     bounds = [*PROCESSING_BUCKETS, float("inf")]
-    assert [n for _, n in third.cumulative()] == [(3_000 <= b) + (9_000 <= b) for b in bounds]
+    assert [n for _, n in third.cumulative()] == [(b >= 3_000) + (b >= 9_000) for b in bounds]
     assert len(histograms._SHARED) == 1
     assert first.cumulative() == second.cumulative()
 
