@@ -6,7 +6,10 @@ and a metric, they were 300,000 objects at 10,000 queues, twice the bytes they s
 from __future__ import annotations
 
 from array import array
+from collections import deque
 from collections.abc import Iterable, Sequence
+from itertools import accumulate, chain
+from operator import eq, ne, sub
 from typing import NamedTuple
 
 # One chunk's entries by metric, as serialized for it: not kept past a render.
@@ -61,27 +64,50 @@ def spliced(
         return built.entries
     at = {id(last[i]): i for i in changed}
     found = [pieces[id(made[i])] if id(made[i]) in pieces else at[id(made[i])] for i in changed]
-    kept = _unchanged(built.entries, changed, found)
-    sources = _in_places(changed, found, len(made))
-    names = (_names(sources) | set(built.entries)) - kept
-    entries = {name: built.entries[name] for name in kept}
-    entries.update(_assembled(built.entries, sources, names))
+    names = set(built.entries).union(*[f for f in found if not isinstance(f, int)])
+    entries = {}
+    for name in names:
+        old = built.entries.get(name)
+        new = [_piece(old, f, name) for f in found]
+        entries[name] = _in_place(old, changed, new, len(made))
     return _served(entries)
 
 
-def _in_places(changed: list[int], found: list[Pieces | int], chunks: int) -> list[Source]:
-    """The sources of ``chunks`` whose ``changed`` places hold ``found`` (pieces, or the
-    place in the last render of a chunk that moved), every other place what it held."""
-    sources: list[Source] = []
-    at = 0
-    for place, source in zip(changed, found, strict=True):
-        if place > at:
-            sources.append(range(at, place))
-        sources.append(range(source, source + 1) if isinstance(source, int) else source)
-        at = place + 1
-    if at < chunks:
-        sources.append(range(at, chunks))
-    return sources
+def _piece(old: Entries | None, found: Pieces | int, name: str) -> bytes:
+    """A changed place's entries of ``name``: its pieces', or those it had in its place
+    in the last render (a chunk that moved)."""
+    if not isinstance(found, int):
+        return found.get(name, b"")
+    if old is None or old.ends is None:
+        return b""
+    return old.pieces[0][old.ends[found - 1] if found else 0 : old.ends[found]]
+
+
+def _in_place(old: Entries | None, places: list[int], new: list[bytes], chunks: int) -> Entries:
+    """``old`` (None: none of the metric) with the entries in ``places`` (ascending)
+    replaced by ``new``; ``old`` itself where they are the same. Done a pass over the
+    places at a time, each in C: a step a place and a metric took 40 ms a render at
+    1,000 queues, 400 of them changed."""
+    if old is None or old.ends is None:
+        joined, ends = b"", array("q", bytes(8 * chunks))
+    else:
+        joined, ends = old.pieces[0], old.ends
+    stops = list(map(ends.__getitem__, places))
+    starts = list(map(ends.__getitem__, [place - 1 for place in places]))
+    if places[0] == 0:
+        starts[0] = 0
+    if old is not None and all(map(eq, map(joined.__getitem__, map(slice, starts, stops)), new)):
+        return old
+    view = memoryview(joined)
+    kept = list(map(view.__getitem__, map(slice, [0, *stops], [*starts, len(joined)])))
+    parts: list[bytes | memoryview] = [b""] * (len(kept) + len(new))
+    parts[0::2], parts[1::2] = kept, new  # a run kept, a place's new entries, ...
+    body = b"".join(parts)
+    if any(map(ne, map(sub, stops, starts), map(len, new))):
+        lengths = list(map(sub, ends, chain((0,), ends)))
+        deque(map(lengths.__setitem__, places, map(len, new)), maxlen=0)
+        ends = array("q", accumulate(lengths))
+    return Entries(len(body), [body], ends)
 
 
 def _runs(found: list[Pieces | int]) -> list[Source]:
@@ -103,26 +129,6 @@ def _runs(found: list[Pieces | int]) -> list[Source]:
     if end > start:
         sources.append(range(start, end))
     return sources
-
-
-def _unchanged(
-    entries: dict[str, Entries], changed: list[int], found: list[Pieces | int]
-) -> set[str]:
-    """The metrics whose entries in every changed place are what was there (a chunk
-    made again of the same values, or whose other metrics changed); none where a chunk
-    moved."""
-    if any(isinstance(source, int) for source in found):
-        return set()
-    pieces = [source for source in found if not isinstance(source, int)]
-    kept = set()
-    for name, made in entries.items():
-        ends, view = made.ends, memoryview(made.pieces[0])
-        if ends is not None and all(
-            view[ends[place - 1] if place else 0 : ends[place]] == piece.get(name, b"")
-            for place, piece in zip(changed, pieces, strict=True)
-        ):
-            kept.add(name)
-    return kept
 
 
 def _names(sources: list[Source]) -> set[str]:
