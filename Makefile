@@ -54,11 +54,12 @@ test-pg18: venv
 # tests, which mostly wait on processes, in two (those marked prometheus, under a real
 # Prometheus, and the others), and the rest.
 # The library presets' end-to-end tests run with the rest of the suite, and the queue
-# objectives', periodic tasks' and workers' with the unit tests: those two lanes have
-# the time the others lack.
+# objectives', periodic tasks' and workers' and promtool's alert tests with the unit
+# tests: those two lanes have the time the others lack.
 BESIDE_THE_REST := tests/e2e/test_library_presets.py
 BESIDE_THE_UNITS := tests/e2e/test_slo_alerts.py tests/e2e/test_slo_promtool.py \
-	tests/e2e/test_library_slos.py tests/e2e/test_periodic_alerts.py tests/e2e/test_no_workers.py
+	tests/e2e/test_library_slos.py tests/e2e/test_periodic_alerts.py tests/e2e/test_no_workers.py \
+	tests/e2e/test_promtool.py
 
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
