@@ -63,7 +63,7 @@ BESIDE_THE_UNITS := tests/e2e/test_slo_alerts.py tests/e2e/test_slo_promtool.py 
 
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
-		$(addprefix --ignore=,$(BESIDE_THE_REST) $(BESIDE_THE_UNITS))
+		$(addprefix --ignore=,$(BESIDE_THE_REST) $(BESIDE_THE_UNITS) $(BESIDE_PG15))
 
 test-pg18-prometheus: venv
 	$(BIN)/pytest -p no:cacheprovider -m prometheus tests/e2e \
@@ -73,9 +73,14 @@ test-pg18-prometheus: venv
 test-pg18-rest: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not pg_cron" tests/integration $(BESIDE_THE_REST)
 
-# What is the same on every version (one_server) runs on PostgreSQL 18 alone.
+# What is the same on every version (one_server) runs on PostgreSQL 18 alone. The
+# benchmarks' harnesses run here, on the version `make bench` measures on, beside
+# the integration pass, which had the time the end-to-end lane lacked.
+BESIDE_PG15 := tests/e2e/test_bench_smoke.py
+
 test-pg15: venv
-	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider -m "not one_server" tests/integration
+	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider -m "not one_server" tests/integration \
+		$(BESIDE_PG15)
 
 generate: venv
 	$(BIN)/pgq-exporter generate --out .
