@@ -2,9 +2,10 @@
 in every format, and the merge of several sources into one body.
 
 A part is made of its source's chunks (see samples.Chunks). What it makes of a chunk,
-its series, its text lines and its protobuf entries, is kept in the chunk's ChunkMade;
-a collector's PartMemo hands the next part the ChunkMade of each chunk the collector
-handed over again, so that only new chunks are counted and serialized."""
+its series and its text lines, is kept in the chunk's ChunkMade, and its protobuf
+entries in the part's, joined a metric at a time (columns.py); a collector's PartMemo
+hands the next part the ChunkMade of each chunk the collector handed over again, and
+the entries made so far, so that only new chunks are counted and serialized."""
 
 from __future__ import annotations
 
@@ -201,8 +202,8 @@ FEW_CHUNKS = 64
 class Part:
     """One source's samples of one database, ready to serve: by metric, their text lines
     and their protobuf entries, each made when a scraper first asks for that format.
-    Both are kept as each chunk's pieces, which the body is joined from: joined here
-    too, they were another copy of the body."""
+    The lines are kept as each chunk's pieces, which the body is joined from; the
+    entries joined, with each chunk's end (columns.py)."""
 
     __slots__ = (
         "_adopted",
@@ -308,7 +309,7 @@ class Part:
         return self._lines
 
     def messages(self, classic: bool) -> dict[str, Entries]:
-        """The protobuf ``metric`` entries by metric, in pieces; ``classic``: histograms
+        """The protobuf ``metric`` entries by metric, each joined; ``classic``: histograms
         with their classic buckets beside the native ones."""
         found = self._messages.get(classic)
         if found is None:
