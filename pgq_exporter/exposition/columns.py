@@ -86,8 +86,8 @@ def _piece(old: Entries | None, found: Pieces | int, name: str) -> bytes:
 def _in_place(old: Entries | None, places: list[int], new: list[bytes], chunks: int) -> Entries:
     """``old`` (None: none of the metric) with the entries in ``places`` (ascending)
     replaced by ``new``; ``old`` itself where they are the same. Done a pass over the
-    places at a time, each in C: a step a place and a metric took 40 ms a render at
-    1,000 queues, 400 of them changed."""
+    places at a time, each in C: a step a place and a metric took 23 ms of a render at
+    1,000 queues with 27% of its chunks new (cProfile)."""
     if old is None or old.ends is None:
         joined, ends = b"", array("q", bytes(8 * chunks))
     else:
