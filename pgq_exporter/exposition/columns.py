@@ -161,8 +161,7 @@ def _column(name: str, found: Entries | None, sources: list[Source]) -> Entries:
             start = last_ends[source.start - 1] if source.start else 0
             end = last_ends[source.stop - 1]
             runs.append(view[start:end])
-            kept, shift = last_ends[source.start : source.stop], at - start
-            ends.extend(array("q", map(shift.__add__, kept)) if shift else kept)
+            ends.extend(_shifted(last_ends[source.start : source.stop], at - start))
             at += end - start
     body = b"".join(runs)
     return Entries(len(body), [body], ends)
@@ -182,11 +181,16 @@ def _concatenated(made: list[tuple[int, dict[str, Entries]]]) -> dict[str, Entri
                 ends.extend(array("q", [at]) * count)
                 continue
             bodies.append(found.pieces[0])
-            ends.extend(array("q", map(at.__add__, found.ends)) if at else found.ends)
+            ends.extend(_shifted(found.ends, at))
             at += found.length
         body = b"".join(bodies)
         joined[name] = Entries(len(body), [body], ends)
     return joined
+
+
+def _shifted(ends: array[int], by: int) -> array[int]:
+    """Ends of a run of chunks moved ``by`` bytes in the joined entries."""
+    return array("q", map(by.__add__, ends)) if by else ends
 
 
 def _served(entries: dict[str, Entries]) -> dict[str, Entries]:
