@@ -180,9 +180,10 @@ def _depth_samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
         for status, count in counts.items()
         if status not in ("ready", "delayed")
     ]
+    labels = queue_labels(queue)
     samples += [
-        Sample("pgq_queue_ready_jobs", queue_labels(queue), counts["ready"].value),
-        Sample("pgq_queue_delayed_jobs", queue_labels(queue), counts["delayed"].value),
+        Sample("pgq_queue_ready_jobs", labels, counts["ready"].value),
+        Sample("pgq_queue_delayed_jobs", labels, counts["delayed"].value),
     ]
     samples += [
         Sample("pgq_queue_count_approximate", (queue, status), float(count.approximate))
@@ -228,13 +229,14 @@ class LibraryStuck(Collector):
         for queue, stuck, exhausted in rows:
             apart = stuck + (exhausted or 0) if layout.preset.per_queue else read
             approximate = float(apart >= cap)
+            labels = queue_labels(queue)
             samples += [
-                Sample("pgq_queue_stuck_jobs", queue_labels(queue), float(stuck)),
+                Sample("pgq_queue_stuck_jobs", labels, float(stuck)),
                 Sample("pgq_queue_lease_count_approximate", (queue, "stuck"), approximate),
             ]
             if exhausted is not None:
                 samples += [
-                    Sample("pgq_queue_exhausted_jobs", queue_labels(queue), float(exhausted)),
+                    Sample("pgq_queue_exhausted_jobs", labels, float(exhausted)),
                     Sample("pgq_queue_lease_count_approximate", (queue, "exhausted"), approximate),
                 ]
         return samples
