@@ -1,6 +1,7 @@
 """Turning the last samples into the bytes served on /metrics and /probe: the text
 format and OpenMetrics (text.py), protobuf with native histograms (protobuf.py), one
-source's samples ready to serve in both (part.py), the protobuf body of several
+source's samples ready to serve in both (part.py, a chunk's in chunk.py), the
+protobuf body of several
 sources (families.py), and the snapshot that holds one
 rendering in the forms scrapers ask for (snapshot.py)."""
 

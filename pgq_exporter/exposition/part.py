@@ -2,7 +2,7 @@
 in every format, and the merge of several sources into one body.
 
 A part is made of its source's chunks (see samples.Chunks). What it makes of a chunk,
-its series and its text lines, is kept in the chunk's ChunkMade, and its protobuf
+its series and its text lines, is kept in the chunk's ChunkMade (chunk.py), and its protobuf
 entries in the part's, joined a metric at a time (columns.py); a collector's PartMemo
 hands the next part the ChunkMade of each chunk the collector handed over again, and
 the entries made so far, so that only new chunks are counted and serialized."""
@@ -12,124 +12,26 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
-from pgq_exporter.catalogue import MetricSpec, MetricType
+from pgq_exporter.catalogue import MetricSpec
+from pgq_exporter.exposition.chunk import (
+    NO_CHUNK,
+    ChunkMade,
+    Groupings,
+    Lines,
+    metric_series,
+)
 from pgq_exporter.exposition.columns import Built, Entries, Pieces, built_anew, spliced
-from pgq_exporter.exposition.fitting import Counting, series_of
+from pgq_exporter.exposition.fitting import Counting
 from pgq_exporter.exposition.protobuf import (
     metric_entries,
     split_entries,
 )
-from pgq_exporter.exposition.text import Family, headers, metric_lines, warn_duplicate
+from pgq_exporter.exposition.text import Family, headers, metric_lines
 from pgq_exporter.samples import AnySample, Chunk, chunks_of, matched
 
-# A chunk's text lines: its metrics' names, and a piece for each. The names are one
-# tuple for every chunk of the same metrics (_named): a pair for each piece held 10 MB
-# at 10,000 queues.
-Lines = tuple[tuple[str, ...], tuple[str, ...]]
-_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def _named(names: tuple[str, ...]) -> tuple[str, ...]:
-    return _NAMES.setdefault(names, names)
-
-
-# Groupings of a part's chunks, by the id of their ChunkMade: made once for counting
-# them and for serializing them or their lines (twice, 10-20 ms a render at 10,000
-# queues), kept by the part (not by the chunk) until then.
-Groupings = dict[int, dict[str, list[AnySample]]]
-
-
-class ChunkMade:
-    """What was made of a chunk, each when first asked for: its series and its text
-    lines, by metric (its protobuf entries are its part's, see columns.py). Its
-    samples are grouped by metric (a second sample of one label set left out, with a
-    warning: Prometheus would keep one of them, silently) whenever one of those is
-    made, and not kept: at 10,000 queues a grouping kept for each chunk held 32 MB."""
-
-    __slots__ = ("_given", "_lines", "_series", "chunk")
-
-    def __init__(
-        self, chunk: Chunk | None, given: dict[str, list[AnySample]] | None = None
-    ) -> None:
-        self.chunk = chunk
-        self._given = given  # the samples by metric, for a part made of no chunk
-        # Its series: one number where it has no histogram, else by counting.
-        self._series: int | dict[Counting, int] | None = None
-        self._lines: Lines | None = None
-
-    def grouped(self, kept: Groupings | None = None) -> dict[str, list[AnySample]]:
-        """Its samples by metric; ``kept``: where a grouping made for it before is,
-        and where one made now is put."""
-        if self._given is not None:
-            return self._given
-        if kept is None:
-            return _grouped(self.chunk or ())
-        found = kept.get(id(self))
-        if found is None:
-            found = kept[id(self)] = _grouped(self.chunk or ())
-        return found
-
-    def taken(self, kept: Groupings | None) -> dict[str, list[AnySample]]:
-        """Its grouping, taken out of ``kept`` where counting left it (it is not kept past
-        this use), else made now."""
-        return (kept.pop(id(self), None) if kept else None) or self.grouped()
-
-    def count(
-        self, specs: dict[str, MetricSpec], counting: Counting, kept: Groupings | None = None
-    ) -> int:
-        """Its series as a scraper that counts them so gets them."""
-        series = self._series
-        if isinstance(series, int):
-            return series
-        if series is None:
-            grouped = self.grouped(kept)
-            if all(specs[name].type is not MetricType.HISTOGRAM for name in grouped):
-                self._series = sum(map(len, grouped.values()))
-                return self._series
-            series = self._series = {}
-        found = series.get(counting)
-        if found is None:
-            found = series[counting] = sum(
-                metric_series(specs[name], samples, counting)
-                for name, samples in self.grouped(kept).items()
-            )
-        return found
-
-    def lines(
-        self, specs: dict[str, MetricSpec], database: str, kept: Groupings | None = None
-    ) -> Lines:
-        if self._lines is None:
-            grouped = self.taken(kept)
-            self._lines = (
-                _named(tuple(grouped)),
-                tuple("".join(metric_lines(specs[n], database, s)) for n, s in grouped.items()),
-            )
-        return self._lines
-
-
-_NO_CHUNK = ChunkMade(None, {})
-
-
-def metric_series(spec: MetricSpec, samples: list[AnySample], counting: Counting) -> int:
-    """The series of one metric's samples as a scraper that counts them so gets them."""
-    if spec.type is not MetricType.HISTOGRAM:
-        return len(samples)  # one series each, in every format
-    return sum(series_of(sample, counting) for sample in samples)
-
-
-def _grouped(chunk: Chunk) -> dict[str, list[AnySample]]:
-    # By metric, then label set: one dict operation a sample keeps the first of each.
-    by_labels: dict[str, dict[tuple[str, ...], AnySample]] = {}
-    metric, found = "", {}
-    for sample in chunk:
-        if sample.metric != metric:
-            metric = sample.metric
-            found = by_labels.setdefault(metric, {})
-        if found.setdefault(sample.labels, sample) is not sample:
-            warn_duplicate(metric)
-    return {name: list(found.values()) for name, found in by_labels.items()}
+T = TypeVar("T")
 
 
 class PartMemo:
@@ -150,10 +52,10 @@ class PartMemo:
             self._specs, self._last = specs, None
         before = self._last
         last = before.made if before else []
-        made, changed = matched(chunks, last, attrgetter("chunk"), _NO_CHUNK)
+        made, changed = matched(chunks, last, attrgetter("chunk"), NO_CHUNK)
         new: list[ChunkMade] = []
         for i in changed:
-            if made[i] is _NO_CHUNK:
+            if made[i] is NO_CHUNK:
                 made[i] = ChunkMade(chunks[i])
                 new.append(made[i])
         if len(made) == len(last):  # a chunk in a changed place was there, or is gone
@@ -164,6 +66,7 @@ class PartMemo:
             gone = [found for found in last if id(found) not in placed]
         since = _Since(
             before.totals if before else {},
+            before.by_metric if before else {},
             new,
             gone,
             before.messages_made if before else {},
@@ -176,11 +79,12 @@ class PartMemo:
 
 class _Since(NamedTuple):
     """A part's chunks against the part before (``last``, its chunks' records): that
-    part's totals (each filled as it counted them), the protobuf entries it made or
-    was handed, the chunks new and gone since, and the places that changed (None: the
-    chunks are not as many)."""
+    part's totals and its series by metric (each filled as it counted them), the
+    protobuf entries it made or was handed, the chunks new and gone since, and the
+    places that changed (None: the chunks are not as many)."""
 
     totals: dict[Counting, int]
+    by_metric: dict[Counting, dict[str, int]]
     new: list[ChunkMade]
     gone: list[ChunkMade]
     messages: dict[bool, Built]
@@ -207,6 +111,7 @@ class Part:
 
     __slots__ = (
         "_adopted",
+        "_by_metric",
         "_groupings",
         "_lines",
         "_made",
@@ -234,6 +139,7 @@ class Part:
         self._lines: dict[str, list[str]] | None = None
         self._messages: dict[bool, dict[str, Entries]] = {}
         self.totals: dict[Counting, int] = {}  # by counting, as asked for
+        self._by_metric: dict[Counting, dict[str, int]] = {}
         self._groupings: Groupings = {}
         self._origin: Part | None = None  # the part it was remade of (remade())
         self._adopted: dict[bool, Built] = {}  # the entries its remade parts made
@@ -281,18 +187,36 @@ class Part:
         self.totals[counting] = found
         return found
 
-    def series(self, name: str, counting: Counting) -> int:
-        """The series of ``name`` as a scraper that counts them so gets them."""
-        return metric_series(self._specs[name], self.samples[name], counting)
+    @property
+    def by_metric(self) -> dict[Counting, dict[str, int]]:
+        """Its series by metric, for each counting asked for so far."""
+        return self._by_metric
 
-    def only(self, names: Iterable[str]) -> Part:
-        """The part with only the metrics ``names``."""
-        samples = self.samples
-        served = [name for name in names if name in samples]
-        if len(served) == len(samples):
-            return self
-        by_metric = {name: samples[name] for name in served}
-        return Part(self._specs, self.database, [ChunkMade(None, by_metric)])
+    def series(self, counting: Counting) -> dict[str, int]:
+        """Its series by metric as a scraper that counts them so gets them: the part
+        before's, where it counted them so, with the chunks new and gone since."""
+        found = self._by_metric.get(counting)
+        if found is not None:
+            return found
+        specs, since = self._specs, self._since
+        if since is not None and counting in since.by_metric:
+            found = dict(since.by_metric[counting])
+            for made in since.new:
+                _add_series(found, specs, made.grouped(self._groupings), counting, 1)
+            for made in since.gone:
+                _add_series(found, specs, made.grouped(), counting, -1)
+            found = {name: n for name, n in found.items() if n}
+        else:
+            found = {}
+            for made in self._made:
+                _add_series(found, specs, made.grouped(), counting, 1)
+        self._by_metric[counting] = found
+        return found
+
+    def only(self, names: frozenset[str]) -> Part:
+        """The part with only the metrics ``names``: what this one makes, the others
+        left out (nothing is made again)."""
+        return _Only(self, names)
 
     def lines(self) -> dict[str, list[str]]:
         """The text-format lines by metric (the same in OpenMetrics), in pieces."""
@@ -339,7 +263,7 @@ class Part:
         it has of this one's chunks the same: their entries are taken from what this
         part has, and the entries it makes are this part's to hand to the next."""
         handed = self.messages_made
-        since = _Since({}, [], [], handed, None, [])
+        since = _Since({}, {}, [], [], handed, None, [])
         remade = Part(self._specs, self.database, made, since)
         remade._origin = self
         return remade
@@ -392,6 +316,55 @@ class Part:
                 pieces[index][name] = split[at] if count == 1 else b"".join(split[at : at + count])
                 at += count
         return pieces
+
+
+class _Only(Part):
+    """A part's metrics ``names`` only, as it makes them."""
+
+    __slots__ = ("_names", "_part")
+
+    def __init__(self, part: Part, names: frozenset[str]) -> None:
+        super().__init__(part._specs, part.database, part.made)
+        self._part = part
+        self._names = names
+
+    @property
+    def samples(self) -> dict[str, list[AnySample]]:
+        return _only(self._part.samples, self._names)
+
+    def total(self, counting: Counting) -> int:
+        return sum(self.series(counting).values())
+
+    def series(self, counting: Counting) -> dict[str, int]:
+        return _only(self._part.series(counting), self._names)
+
+    def lines(self) -> dict[str, list[str]]:
+        return _only(self._part.lines(), self._names)
+
+    def messages(self, classic: bool) -> dict[str, Entries]:
+        return _only(self._part.messages(classic), self._names)
+
+    @property
+    def messages_made(self) -> dict[bool, Built]:
+        return self._part.messages_made
+
+    def remade(self, made: list[ChunkMade]) -> Part:
+        raise TypeError("a part of some metrics only is not remade")
+
+
+def _only(by_metric: dict[str, T], names: frozenset[str]) -> dict[str, T]:
+    return {name: value for name, value in by_metric.items() if name in names}
+
+
+def _add_series(
+    found: dict[str, int],
+    specs: dict[str, MetricSpec],
+    grouped: dict[str, list[AnySample]],
+    counting: Counting,
+    sign: int,
+) -> None:
+    for name, samples in grouped.items():
+        found[name] = found.get(name, 0) + sign * metric_series(specs[name], samples, counting)
 
 
 def _without(messages: dict[bool, Built], classic: bool) -> dict[bool, Built]:

@@ -1,17 +1,25 @@
-"""A target's series within limits.series, as each format counts them. Past the limit,
-in this order, each step only as far as needed: the per-queue histograms' classic
-buckets are merged (two into one, then four, ...), then the histograms of the queues
-that finished the fewest jobs are folded into one ``queue="other"``, then whole metrics
-are left out from the last collector on. The collectors' own series are always served.
-Each step is exact for what it serves, and what it left out is counted."""
+"""A target's series within limits.series, as each format counts them: its own series
+(``reserved``) and its collectors' own always served, the rest fitted into what they
+leave. Past the limit, in this order, each step only as far as needed: the per-queue
+histograms' classic buckets are merged (two into one, then four, ...), then the
+histograms of the queues that finished the fewest jobs are folded into one
+``queue="other"``, then whole metrics are left out from the last collector on. Each
+step is exact for what it serves, and what it left out is counted.
+
+Fitting runs at every render while a target is past its limit, so it works from what
+the parts keep: each chunk's histograms, each part's series by metric (kept from one
+part to the next), and, in a ``Remade``, what it made of each chunk at the last render
+(a chunk that did not change is served as the same object, its protobuf entries
+kept)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field, replace
 
 from pgq_exporter.catalogue import EXPORTER, MetricSpec, MetricType
 from pgq_exporter.exposition import Part
+from pgq_exporter.exposition.chunk import ChunkMade
 from pgq_exporter.exposition.fitting import (
     OTHER_QUEUE,
     Counting,
@@ -19,11 +27,14 @@ from pgq_exporter.exposition.fitting import (
     merged_buckets,
     series_of,
 )
-from pgq_exporter.exposition.part import ChunkMade
 from pgq_exporter.samples import AnySample, HistogramSample
 
 # Classic buckets are merged no further than this many bounds left.
 MIN_CLASSIC_BOUNDS = 4
+
+# Where a histogram folded into queue="other" goes: its metric, the queue label's
+# place, and the labels beside it.
+OtherKey = tuple[str, int, tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,94 +48,139 @@ class Fitted:
 
 
 @dataclass(frozen=True, slots=True)
-class _Histogram:
-    part: int  # its index among the parts
-    metric: str
-    queue_at: int  # the queue label's index in the sample's labels
-    sample: HistogramSample
+class _Plan:
+    """How a fit serves the queue histograms: where each metric holds the queue, as
+    which format counts series, ``every`` classic buckets merged into one, and the
+    queues folded into queue="other"."""
 
-    @property
-    def queue(self) -> str:
-        return self.sample.labels[self.queue_at]
+    places: dict[str, int]
+    counting: Counting
+    every: int = 1
+    gone: frozenset[str] = frozenset()
 
 
-def fit(specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: Counting) -> Fitted:
-    total = sum(part.total(counting) for part in parts)
+@dataclass(frozen=True, slots=True)
+class _ChunkRemade:
+    """What fitting made of a chunk: the chunk as served, and its histograms that go
+    into queue="other"; for ``every`` and the queues ``gone`` it was made for."""
+
+    source: ChunkMade
+    every: int
+    gone: tuple[bool, ...]
+    made: ChunkMade
+    out: tuple[tuple[OtherKey, HistogramSample], ...]
+    series: tuple[tuple[str, int], ...]  # its queue histograms' as served, by metric
+
+
+@dataclass(slots=True)
+class Remade:
+    """What the last fit made of each chunk, and of each part's queue="other", for the
+    next: the same objects while their sources are."""
+
+    chunks: dict[int, _ChunkRemade] = field(default_factory=dict)
+    others: dict[int, tuple[tuple[_ChunkRemade, ...], ChunkMade]] = field(default_factory=dict)
+
+
+def fit(
+    specs: dict[str, MetricSpec],
+    parts: list[Part],
+    limit: int,
+    counting: Counting,
+    *,
+    reserved: int = 0,
+    remade: Remade | None = None,
+) -> Fitted:
+    """``parts`` within ``limit`` series beside ``reserved`` others."""
+    memo = remade if remade is not None else Remade()
+    total = reserved + sum(part.total(counting) for part in parts)
     if total <= limit:
+        memo.chunks, memo.others = {}, {}
         return Fitted(parts)
-    histograms = list(_queue_histograms(specs, parts))
-    rest = total - sum(series_of(h.sample, counting) for h in histograms)
-    every = _merging(histograms, rest, limit, counting)
-    gone = _folding(histograms, rest, limit, counting, every)
-    if every > 1 or gone:
-        parts = _remade(specs, parts, histograms, every, gone)
-    kept, dropped = _dropping(specs, parts, limit, counting)
-    return Fitted(kept, every, len(gone), dropped)
+    plan = _Plan(_queue_places(specs), counting)
+    histograms = [_part_histograms(specs, part, plan.places) for part in parts]
+    every_one = [h for found in histograms for _, chunk in found for h in chunk]
+    rest = total - sum(series_of(h, counting) for h in every_one)
+    plan = replace(plan, every=_merging(every_one, rest, limit, counting))
+    plan = replace(plan, gone=_folding(every_one, rest, limit, plan))
+    series = [part.series(counting) for part in parts]
+    if plan.every > 1 or plan.gone:
+        parts, series = _remade(parts, series, histograms, plan, memo)
+    else:
+        memo.chunks, memo.others = {}, {}
+    kept, dropped = _dropping(specs, parts, series, limit - reserved)
+    return Fitted(kept, plan.every, len(plan.gone), dropped)
 
 
-def _queue_histograms(specs: dict[str, MetricSpec], parts: list[Part]) -> Iterator[_Histogram]:
-    for index, part in enumerate(parts):
-        for name, samples in part.samples.items():
-            queue_at = _queue_at(specs[name])
-            if queue_at is None:
-                continue
-            for sample in samples:
-                if isinstance(sample, HistogramSample):
-                    yield _Histogram(index, name, queue_at, sample)
+def _queue_places(specs: dict[str, MetricSpec]) -> dict[str, int]:
+    """Where each per-queue histogram's samples hold the queue (after the database,
+    which samples leave out)."""
+    return {
+        name: spec.labels.index("queue") - (spec.labels[0] == "database")
+        for name, spec in specs.items()
+        if spec.type is MetricType.HISTOGRAM and "queue" in spec.labels
+    }
 
 
-def _merging(histograms: list[_Histogram], rest: int, limit: int, counting: Counting) -> int:
+def _part_histograms(
+    specs: dict[str, MetricSpec], part: Part, places: dict[str, int]
+) -> list[tuple[ChunkMade, tuple[HistogramSample, ...]]]:
+    """The part's chunks that hold per-queue histograms, with those histograms."""
+    found = []
+    for made in part.made:
+        histograms = made.histograms(specs)
+        if histograms:
+            queue_ones = tuple(h for h in histograms if h.metric in places)
+            if queue_ones:
+                found.append((made, queue_ones))
+    return found
+
+
+def _merging(histograms: list[HistogramSample], rest: int, limit: int, counting: Counting) -> int:
     """How many classic buckets to merge into one: the fewest that fit, as far as
     MIN_CLASSIC_BOUNDS allows."""
     every = 1
     if not counting.classic or not histograms:
         return every
-    fewest = min(len(h.sample.buckets) - 1 for h in histograms)
-    while (
-        rest + sum(series_of(h.sample, counting, every) for h in histograms) > limit
-        and fewest // (every * 2) >= MIN_CLASSIC_BOUNDS
-    ):
+    bounds = Counter(len(h.buckets) - 1 for h in histograms)
+    native = len(histograms) * int(counting.native)
+
+    def served(every: int) -> int:
+        return rest + native + sum(n * (length // every + 3) for length, n in bounds.items())
+
+    fewest = min(bounds)
+    while served(every) > limit and fewest // (every * 2) >= MIN_CLASSIC_BOUNDS:
         every *= 2
     return every
 
 
 def _folding(
-    histograms: list[_Histogram], rest: int, limit: int, counting: Counting, every: int
+    histograms: list[HistogramSample], rest: int, limit: int, plan: _Plan
 ) -> frozenset[str]:
     """The queues whose histograms go into queue="other": those that finished the
     fewest jobs, as many as it takes to fit (a queue named "other" among them)."""
-    by_queue: dict[str, list[_Histogram]] = {}
+    jobs: dict[str, float] = {}
+    series: dict[str, int] = {}
+    others: dict[OtherKey, int] = {}
+    total = rest
     for histogram in histograms:
-        by_queue.setdefault(histogram.queue, []).append(histogram)
-    total = rest + sum(series_of(h.sample, counting, every) for h in histograms)
+        at = plan.places[histogram.metric]
+        queue = histogram.labels[at]
+        n = series_of(histogram, plan.counting, plan.every)
+        total += n
+        jobs[queue] = jobs.get(queue, 0.0) + histogram.buckets[-1][1]
+        series[queue] = series.get(queue, 0) + n
+        others.setdefault((histogram.metric, at, _without(histogram.labels, at)), n)
     if total <= limit:
         return frozenset()
-    # One "other" per metric (and labels beside the queue) takes the folded ones' place.
-    total += sum(
-        series_of(h.sample, counting, every)
-        for h in {(h.metric, _beside(h)): h for h in histograms}.values()
-    )
-    jobs = {queue: sum(h.sample.buckets[-1][1] for h in found) for queue, found in by_queue.items()}
-    order = sorted(by_queue, key=lambda queue: (queue != OTHER_QUEUE, jobs[queue], queue))
+    total += sum(others.values())  # one "other" per metric and labels beside the queue
+    order = sorted(jobs, key=lambda queue: (queue != OTHER_QUEUE, jobs[queue], queue))
     gone: set[str] = set()
     for queue in order:  # "other" first, if a queue is named so
         if total <= limit and queue != OTHER_QUEUE:
             break
         gone.add(queue)
-        total -= sum(series_of(h.sample, counting, every) for h in by_queue[queue])
+        total -= series[queue]
     return frozenset(gone)
-
-
-def _queue_at(spec: MetricSpec) -> int | None:
-    """Where a per-queue histogram's samples hold the queue (after the database, which
-    samples leave out); None for any other metric."""
-    if spec.type is not MetricType.HISTOGRAM or "queue" not in spec.labels:
-        return None
-    return spec.labels.index("queue") - (spec.labels[0] == "database")
-
-
-def _beside(histogram: _Histogram) -> tuple[str, ...]:
-    return _without(histogram.sample.labels, histogram.queue_at)
 
 
 def _without(labels: tuple[str, ...], at: int) -> tuple[str, ...]:
@@ -133,53 +189,99 @@ def _without(labels: tuple[str, ...], at: int) -> tuple[str, ...]:
 
 
 def _remade(
-    specs: dict[str, MetricSpec],
     parts: list[Part],
-    histograms: list[_Histogram],
-    every: int,
-    gone: frozenset[str],
-) -> list[Part]:
-    """The parts with their queue histograms merged and folded."""
-    touched = {h.part for h in histograms}
-    return [
-        _remade_part(specs, part, every, gone) if index in touched else part
-        for index, part in enumerate(parts)
-    ]
+    series: list[dict[str, int]],
+    histograms: list[list[tuple[ChunkMade, tuple[HistogramSample, ...]]]],
+    plan: _Plan,
+    memo: Remade,
+) -> tuple[list[Part], list[dict[str, int]]]:
+    """The parts with their queue histograms merged and folded, and their series by
+    metric: a chunk that neither touches is served as it was (what was made of it,
+    its entries, kept), and one that did not change since the last fit as it was
+    remade then."""
+    places, every, gone = plan.places, plan.every, plan.gone
+    chunks: dict[int, _ChunkRemade] = {}
+    others: dict[int, tuple[tuple[_ChunkRemade, ...], ChunkMade]] = {}
+    served_parts, served_series = [], []
+    for index, (part, by_metric, found) in enumerate(zip(parts, series, histograms, strict=True)):
+        if not found:
+            served_parts.append(part)
+            served_series.append(by_metric)
+            continue
+        instead: dict[int, ChunkMade] = {}
+        into_other: dict[OtherKey, list[HistogramSample]] = {}
+        sources: list[_ChunkRemade] = []
+        counted: dict[str, int] = {}
+        for made, queue_ones in found:
+            flags = tuple(h.labels[places[h.metric]] in gone for h in queue_ones)
+            done = memo.chunks.get(id(made))
+            if done is None or done.source is not made or done.every != every or done.gone != flags:
+                done = _chunk_remade(made, plan, flags)
+            chunks[id(made)] = done
+            instead[id(made)] = done.made
+            if done.out:
+                sources.append(done)
+            for key, sample in done.out:
+                into_other.setdefault(key, []).append(sample)
+            for name, n in done.series:
+                counted[name] = counted.get(name, 0) + n
+        made_list = [instead.get(id(made), made) for made in part.made]
+        if into_other:
+            other = _other(memo.others.get(index), sources, into_other)
+            others[index] = (tuple(sources), other)
+            made_list.append(other)
+            for name, group in other.grouped().items():
+                counted[name] = counted.get(name, 0) + sum(
+                    series_of(h, plan.counting) for h in group
+                )
+        served_parts.append(part.remade(made_list))
+        served_series.append({name: counted.get(name, 0) if name in places else n
+                              for name, n in by_metric.items()})  # fmt: skip
+    memo.chunks, memo.others = chunks, others
+    return served_parts, served_series
 
 
-def _remade_part(
-    specs: dict[str, MetricSpec], part: Part, every: int, gone: frozenset[str]
-) -> Part:
-    """The part with its queue histograms merged and folded: a chunk that neither
-    touches is served as it was (what was made of it, its entries, kept)."""
-    made: list[ChunkMade] = []
-    # By metric, the queue label's place, and the labels beside it.
-    into_other: dict[tuple[str, int, tuple[str, ...]], list[HistogramSample]] = {}
-    for chunk in part.made:
-        remade: dict[str, list[AnySample]] = {}
-        changed = False
-        for name, found in chunk.grouped().items():
-            queue_at = _queue_at(specs[name])
-            kept = remade.setdefault(name, [])
-            for sample in found:
-                if queue_at is None or not isinstance(sample, HistogramSample):
-                    kept.append(sample)
-                    continue
-                merged = merged_buckets(sample, every)
-                changed = changed or merged is not sample
-                if merged.labels[queue_at] in gone:
-                    beside = _without(merged.labels, queue_at)
-                    into_other.setdefault((name, queue_at, beside), []).append(merged)
-                    changed = True
-                else:
-                    kept.append(merged)
-        made.append(ChunkMade(None, _served(remade)) if changed else chunk)
+def _chunk_remade(made: ChunkMade, plan: _Plan, flags: tuple[bool, ...]) -> _ChunkRemade:
+    remade: dict[str, list[AnySample]] = {}
+    out: list[tuple[OtherKey, HistogramSample]] = []
+    series: dict[str, int] = {}
+    changed = False
+    for name, found in made.grouped().items():
+        at = plan.places.get(name)
+        kept = remade.setdefault(name, [])
+        for sample in found:
+            if at is None or not isinstance(sample, HistogramSample):
+                kept.append(sample)
+                continue
+            merged = merged_buckets(sample, plan.every)
+            changed = changed or merged is not sample
+            if merged.labels[at] in plan.gone:
+                out.append(((name, at, _without(merged.labels, at)), merged))
+                changed = True
+            else:
+                kept.append(merged)
+                series[name] = series.get(name, 0) + series_of(merged, plan.counting)
+    served = ChunkMade(None, _served(remade)) if changed else made
+    return _ChunkRemade(made, plan.every, flags, served, tuple(out), tuple(series.items()))
+
+
+def _other(
+    last: tuple[tuple[_ChunkRemade, ...], ChunkMade] | None,
+    sources: list[_ChunkRemade],
+    into_other: dict[OtherKey, list[HistogramSample]],
+) -> ChunkMade:
+    """The part's queue="other" histograms: the last fit's while what was made of the
+    chunks folded into them is the same."""
+    if (
+        last is not None
+        and len(last[0]) == len(sources)
+        and all(a is b for a, b in zip(last[0], sources, strict=True))
+    ):
+        return last[1]
     other: dict[str, list[AnySample]] = {}
-    for (name, queue_at, _), group in into_other.items():
-        other.setdefault(name, []).append(folded(group, queue_at))
-    if other:
-        made.append(ChunkMade(None, other))
-    return part.remade(made)
+    for (name, at, _), group in into_other.items():
+        other.setdefault(name, []).append(folded(group, at))
+    return ChunkMade(None, other)
 
 
 def _served(by_metric: dict[str, list[AnySample]]) -> dict[str, list[AnySample]]:
@@ -187,21 +289,22 @@ def _served(by_metric: dict[str, list[AnySample]]) -> dict[str, list[AnySample]]
 
 
 def _dropping(
-    specs: dict[str, MetricSpec], parts: list[Part], limit: int, counting: Counting
+    specs: dict[str, MetricSpec], parts: list[Part], series: list[dict[str, int]], limit: int
 ) -> tuple[list[Part], int]:
     """Whole metrics left out past the limit, from the last part on; the exporter's own
-    metrics of a collector are always kept."""
-    left, dropped, kept_parts = limit, 0, []
-    for part in parts:
+    metrics of a collector are always kept, and counted first."""
+    own = sum(n for found in series for name, n in found.items()
+              if specs[name].collector == EXPORTER)  # fmt: skip
+    left, dropped, kept_parts = limit - own, 0, []
+    for part, found in zip(parts, series, strict=True):
         taken = []
-        for name in part.samples:
-            series = part.series(name, counting)
+        for name, n in found.items():
             if specs[name].collector == EXPORTER:
                 taken.append(name)
-            elif series <= left:
+            elif n <= left:
                 taken.append(name)
-                left -= series
+                left -= n
             else:
-                dropped += series
-        kept_parts.append(part.only(taken))
+                dropped += n
+        kept_parts.append(part if len(taken) == len(found) else part.only(frozenset(taken)))
     return kept_parts, dropped

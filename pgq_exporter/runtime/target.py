@@ -27,6 +27,7 @@ from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import Config
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
+from pgq_exporter.exposition.fitting import TEXT_COUNTING
 from pgq_exporter.runtime.budgets import COLLECTIONS, DELAYED, DROPPED, FIRST, LATE, CapLog, lane_of
 from pgq_exporter.runtime.collection import (
     CollectorState,
@@ -439,13 +440,15 @@ class Target:
     def parts(self) -> Parts:
         """Every sample of the target as parts to serve: its own, then each collector's,
         each made once after the collector's run rather than at every render; fitted to
-        limits.series, the collectors' own series always among them."""
+        limits.series, its own series and the collectors' own always among them."""
         specs = self._specs()
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
+        # Its own series are counted before (as many as after: only values change).
+        reserved = sample_part(specs, self.name, self.own_samples()).total(TEXT_COUNTING)
         collectors = self.series.collectors_parts(
             specs, list(self.slots.values()), server_wide=not self.spec.always,
-            classic_in_protobuf=self.config.histograms.classic_in_protobuf,
+            classic_in_protobuf=self.config.histograms.classic_in_protobuf, reserved=reserved,
         )  # fmt: skip
         own = Parts.same([sample_part(specs, self.name, self.own_samples())])
         return Parts.joined([own, collectors])

@@ -16,7 +16,7 @@ from pgq_exporter.runtime.collection import (
     CollectorState,
     Slot,
 )
-from pgq_exporter.runtime.series_budget import Fitted, fit
+from pgq_exporter.runtime.series_budget import Fitted, Remade, fit
 from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, chunks_of
 from pgq_exporter.sources import QueueSource
 
@@ -92,9 +92,11 @@ class TargetSeries:
     def __init__(self, database: str, limit: int) -> None:
         self.database = database
         self.limit = limit
-        # How each format's series were fitted at the last render.
-        self.fitted: dict[str, Fitted] = {}
-        self._last: dict[Counting, tuple[list[Part], Fitted]] = {}
+        # How each format's series were fitted at the last render (as many series
+        # before the first as after: the target's own series are counted before).
+        self.fitted: dict[str, Fitted] = {"text": Fitted([]), "protobuf": Fitted([])}
+        self._last: dict[Counting, tuple[list[Part], int, Fitted]] = {}
+        self._remade: dict[Counting, Remade] = {}
         self._said_labels_cut = False
 
     @property
@@ -108,28 +110,34 @@ class TargetSeries:
         *,
         server_wide: bool,
         classic_in_protobuf: bool,
+        reserved: int = 0,
     ) -> Parts:
         """Each slot's part (made once after its run), fitted to the budget as the text
-        formats and as protobuf count series."""  # fmt: skip
+        formats and as protobuf count series, beside ``reserved`` series of the
+        target's own."""  # fmt: skip
         parts = []
         for slot in slots:
             if slot.part is None:
                 samples = slot_samples(slot, server_wide)
                 slot.part = sample_part(specs, self.database, samples, slot.made)
             parts.append(slot.part)
-        text = self._fit(specs, parts, TEXT_COUNTING)
-        protobuf = self._fit(specs, parts, Counting(classic=classic_in_protobuf, native=True))
+        text = self._fit(specs, parts, TEXT_COUNTING, reserved)
+        native = Counting(classic=classic_in_protobuf, native=True)
+        protobuf = self._fit(specs, parts, native, reserved)
         self._say(text)
         self.fitted = {"text": text, "protobuf": protobuf}
         return Parts(text.parts, protobuf.parts)
 
-    def _fit(self, specs: dict[str, MetricSpec], parts: list[Part], counting: Counting) -> Fitted:
+    def _fit(
+        self, specs: dict[str, MetricSpec], parts: list[Part], counting: Counting, reserved: int
+    ) -> Fitted:
         """``parts`` fitted; the last fit again while no part changed."""
         last = self._last.get(counting)
-        if last is not None and _same(last[0], parts):
-            return last[1]
-        fitted = fit(specs, parts, self.limit, counting)
-        self._last[counting] = (parts, fitted)
+        if last is not None and last[1] == reserved and _same(last[0], parts):
+            return last[2]
+        remade = self._remade.setdefault(counting, Remade())
+        fitted = fit(specs, parts, self.limit, counting, reserved=reserved, remade=remade)
+        self._last[counting] = (parts, reserved, fitted)
         return fitted
 
     def _say(self, text: Fitted) -> None:

@@ -1,7 +1,8 @@
 """A part's protobuf entries joined a metric at a time, the chunks new since the last
 render put in among the runs of its bytes: whatever the chunks did in between (changed,
 moved, came, went, took up or dropped a metric, a render skipped), the part reads
-byte for byte as one made afresh, and serializes only its new chunks."""
+byte for byte as one made afresh, counts its series as one does, and serializes only
+its new chunks."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, PartMemo, sample_part
 from pgq_exporter.exposition.columns import Entries
+from pgq_exporter.exposition.fitting import TEXT_COUNTING
 from pgq_exporter.exposition.part import FEW_CHUNKS
 from pgq_exporter.samples import Chunk, Chunks, Sample
 from tests.support.exposition import count_serialized
@@ -63,9 +65,11 @@ def test_a_part_reads_as_made_afresh_after_any_run(seed: int) -> None:
     memo = PartMemo()
     for _ in range(15):
         part = sample_part(SPECS, "main", Chunks(chunks), memo)
+        fresh = sample_part(SPECS, "main", [s for c in chunks for s in c])
         if rng.random() < 0.8:  # else no render before the next run
-            fresh = sample_part(SPECS, "main", [s for c in chunks for s in c])
             assert _bodies(part) == _bodies(fresh)
+        if rng.random() < 0.7:  # the series by metric, counted on from the last count
+            assert part.series(TEXT_COUNTING) == fresh.series(TEXT_COUNTING)
         chunks = _next(rng, chunks, queues)
 
 

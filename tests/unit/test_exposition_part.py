@@ -12,7 +12,7 @@ import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, PartMemo, sample_part
-from pgq_exporter.exposition import part as made_of_chunks
+from pgq_exporter.exposition import chunk as made_of_chunks
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
 from pgq_exporter.exposition.part import FEW_CHUNKS
 from pgq_exporter.histograms import Histogram
@@ -64,7 +64,8 @@ def test_a_part_serializes_only_its_new_chunks_and_reads_as_made_afresh(
             assert _bodies(part, classic) == _bodies(fresh, classic)
         assert _joined(part.lines()) == _joined(fresh.lines())
         for counting in (TEXT_COUNTING, Counting(classic=False, native=True)):
-            assert part.total(counting) == sum(fresh.series(n, counting) for n in fresh.samples)
+            assert part.total(counting) == sum(fresh.series(counting).values())
+            assert part.series(counting) == fresh.series(counting)
     # By run: ours and the fresh part's, with classic buckets and without (entries of
     # their own), a serialization a metric. Ours serialize only the 3 new chunks again
     # (past FEW_CHUNKS: a part of fewer is serialized whole).

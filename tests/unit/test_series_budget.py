@@ -8,9 +8,10 @@ import pytest
 
 from pgq_exporter.catalogue import CATALOGUE
 from pgq_exporter.exposition import Part, PartMemo, sample_part
+from pgq_exporter.exposition.chunk import ChunkMade
 from pgq_exporter.exposition.fitting import OTHER_QUEUE, TEXT_COUNTING, Counting
 from pgq_exporter.histograms import DEFAULT_CLASSIC, Histogram
-from pgq_exporter.runtime.series_budget import fit
+from pgq_exporter.runtime.series_budget import Fitted, Remade, fit
 from pgq_exporter.samples import AnySample, Chunks, HistogramSample, Sample
 from tests.support.exposition import count_serialized
 
@@ -38,7 +39,7 @@ def _parts(queues: dict[str, int]) -> list[Part]:
 
 
 def _served(parts: list[Part], counting: Counting) -> int:
-    return sum(part.series(name, counting) for part in parts for name in part.samples)
+    return sum(part.total(counting) for part in parts)
 
 
 def _histograms(parts: list[Part], metric: str) -> dict[str, HistogramSample]:
@@ -146,3 +147,74 @@ def test_fitted_parts_keep_their_sources_protobuf_entries(monkeypatch: pytest.Mo
 
 def _entries(part: Part) -> dict[str, bytes]:
     return {name: b"".join(e.pieces) for name, e in part.messages(False).items()}
+
+
+def test_what_fitting_remade_is_kept_while_its_chunks_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget at every render: the chunks that did not change since the last
+    fit are served as the same objects, merged and folded as then, so that only the
+    chunk that changed (its queue's merged histograms) is serialized again; and the
+    fit reads as one made afresh."""
+    counts = count_serialized(monkeypatch)
+    queues = dict(QUEUES)
+    chunks = {queue: tuple(_queue(queue, jobs)) for queue, jobs in queues.items()}
+    memo = PartMemo()
+    remade = Remade()
+
+    def render() -> Fitted:
+        parts = [sample_part(SPECS, "main", Chunks(list(chunks.values())), memo)]
+        fitted = fit(SPECS, parts, 4_000, TEXT_COUNTING, remade=remade)
+        assert fitted.merged > 1 and fitted.folded == 0
+        return fitted
+
+    first = render()
+    made = list(first.parts[0].made)
+    _entries(first.parts[0])
+    counts.clear()
+    queues["q050"] += 1  # one queue finished a job
+    chunks["q050"] = tuple(_queue("q050", queues["q050"]))
+    second = render()
+    again = second.parts[0].made
+    assert [a is b for a, b in zip(made, again, strict=True)].count(False) == 1
+    served = _entries(second.parts[0])
+    assert counts == [1, 1, 1]  # the changed queue's two histograms and its counter
+    fresh = fit(SPECS, _parts(queues)[1:], 4_000, TEXT_COUNTING)
+    assert served == _entries(fresh.parts[0])
+
+
+def test_queue_other_is_made_again_only_when_a_folded_queue_changed() -> None:
+    chunks = {queue: tuple(_queue(queue, jobs)) for queue, jobs in QUEUES.items()}
+    memo, remade = PartMemo(), Remade()
+
+    def other() -> ChunkMade:
+        part = sample_part(SPECS, "main", Chunks(list(chunks.values())), memo)
+        fitted = fit(SPECS, [part], 1_000, TEXT_COUNTING, remade=remade)
+        assert fitted.folded > 0
+        return fitted.parts[0].made[-1]
+
+    first = other()
+    chunks["q099"] = tuple(_queue("q099", 101))  # the queue that finished the most
+    assert other() is first  # keeps its own
+    chunks["q000"] = tuple(_queue("q000", 2))  # one folded into "other"
+    changed = other()
+    assert changed is not first
+    counts = {s.labels[0]: s.buckets[-1][1] for s in changed.grouped()["pgq_job_wait_seconds"]
+              if isinstance(s, HistogramSample)}  # fmt: skip
+    assert counts == {OTHER_QUEUE: first_jobs(first) + 1}
+
+
+def first_jobs(other: ChunkMade) -> float:
+    [sample] = other.grouped()["pgq_job_wait_seconds"]
+    assert isinstance(sample, HistogramSample)
+    return sample.buckets[-1][1]
+
+
+def test_the_targets_own_series_and_the_collectors_own_are_within_the_limit() -> None:
+    """``reserved`` series (the target's own) and the collectors' own are counted first:
+    what is served with them is within the limit."""
+    runs = [Sample("pgq_collector_success", (name,), 1.0) for name in ("a", "b", "c")]
+    parts = [*_parts(QUEUES), sample_part(SPECS, "main", runs)]
+    for limit in range(100, 300, 3):
+        fitted = fit(SPECS, parts, limit, TEXT_COUNTING, reserved=20)
+        assert _served(fitted.parts, TEXT_COUNTING) + 20 <= limit
+        served = {name for part in fitted.parts for name in part.samples}
+        assert "pgq_collector_success" in served
