@@ -4,7 +4,7 @@ ask for: the text format, OpenMetrics or protobuf, plain or gzipped."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -46,12 +46,42 @@ def content_type(form: Form) -> str:
     return _CONTENT_TYPES[form.format]
 
 
-class Parts(NamedTuple):
-    """What a snapshot serves: the parts as the text formats serve them, and as
-    protobuf does (they differ only where the series budget fitted them apart)."""
+PartList = list[Part] | Callable[[], list[Part]]
 
-    text: list[Part]
-    protobuf: list[Part]
+
+class Parts:
+    """What a snapshot serves: the parts as the text formats serve them, and as
+    protobuf does (they differ only where the series budget fitted them apart). Either
+    may be given as a function, called when a form of it is first made: a target past
+    its series budget fits its parts for a format only if a scraper asks for it."""
+
+    __slots__ = ("_lock", "_made", "_making")
+
+    def __init__(self, text: PartList, protobuf: PartList) -> None:
+        self._making = {False: text, True: protobuf}  # by "protobuf"
+        self._made: dict[bool, list[Part]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def text(self) -> list[Part]:
+        return self._parts(protobuf=False)
+
+    @property
+    def protobuf(self) -> list[Part]:
+        return self._parts(protobuf=True)
+
+    def of_format(self, format_: Format) -> list[Part]:
+        return self._parts(protobuf=format_ is Format.PROTOBUF)
+
+    def _parts(self, *, protobuf: bool) -> list[Part]:
+        found = self._made.get(protobuf)
+        if found is None:
+            with self._lock:
+                found = self._made.get(protobuf)
+                if found is None:
+                    making = self._making[protobuf]
+                    found = self._made[protobuf] = making if isinstance(making, list) else making()
+        return found
 
     @classmethod
     def same(cls, parts: list[Part]) -> Parts:
@@ -59,13 +89,12 @@ class Parts(NamedTuple):
 
     @classmethod
     def joined(cls, parts: Iterable[Parts]) -> Parts:
-        """Several sources' parts, in order, as one."""
-        text: list[Part] = []
-        protobuf: list[Part] = []
-        for each in parts:
-            text += each.text
-            protobuf += each.protobuf
-        return cls(text, protobuf)
+        """Several sources' parts, in order, as one (each format's made when asked for)."""
+        every = list(parts)
+        return cls(
+            lambda: [part for each in every for part in each.text],
+            lambda: [part for each in every for part in each.protobuf],
+        )
 
 
 # A smaller body is gzipped whole: a member a family compresses it less, for no time.

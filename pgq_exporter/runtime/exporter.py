@@ -223,7 +223,7 @@ class Exporter:
         ready = all(_ready(target) for target in static)
         own = Parts.same([sample_part(self._specs, "", self._samples()),
                           sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
-        parts = Parts.joined([*(target.parts() for target in static), own])
+        parts = Parts.joined([*(target.parts(self._forms) for target in static), own])
         self._snapshot = Snapshot(
             self._specs, parts, self._forms,
             classic=self.config.histograms.classic_in_protobuf, members=self._members,

@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from pgq_exporter.catalogue import SERVER_WIDE, MetricSpec
@@ -26,7 +26,7 @@ from pgq_exporter.collectors.base import Context, Feed
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import Config
 from pgq_exporter.errors import first_line
-from pgq_exporter.exposition import Form, Parts, Snapshot, sample_part
+from pgq_exporter.exposition import Form, Part, Parts, Snapshot, sample_part
 from pgq_exporter.exposition.fitting import TEXT_COUNTING
 from pgq_exporter.runtime.budgets import COLLECTIONS, DELAYED, DROPPED, FIRST, LATE, CapLog, lane_of
 from pgq_exporter.runtime.collection import (
@@ -51,6 +51,7 @@ from pgq_exporter.runtime.target_samples import (
     TargetSeries,
     layout_samples,
     may_serve_server_wide,
+    own_first,
 )
 from pgq_exporter.samples import AnySample, Sample
 from pgq_exporter.sources import QueueSource, resolve, source_for
@@ -437,21 +438,25 @@ class Target:
             dropped = float(counts.get((limit, DROPPED), 0))
             yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
-    def parts(self) -> Parts:
+    def parts(self, forms: Iterable[Form]) -> Parts:
         """Every sample of the target as parts to serve: its own, then each collector's,
         each made once after the collector's run rather than at every render; fitted to
-        limits.series, its own series and the collectors' own always among them."""
+        limits.series, its own series and the collectors' own always among them; ``forms``:
+        those rendered now."""
         specs = self._specs()
-        # A static target's samples of its server are on /metrics once per server, by
-        # the exporter (server_samples); a probe target's answer holds them.
         # Its own series are counted before (as many as after: only values change).
         reserved = sample_part(specs, self.name, self.own_samples()).total(TEXT_COUNTING)
+        # A static target's samples of its server are on /metrics once per server, by
+        # the exporter (server_samples); a probe target's answer holds them.
         collectors = self.series.collectors_parts(
             specs, list(self.slots.values()), server_wide=not self.spec.always,
             classic_in_protobuf=self.config.histograms.classic_in_protobuf, reserved=reserved,
         )  # fmt: skip
-        own = Parts.same([sample_part(specs, self.name, self.own_samples())])
-        return Parts.joined([own, collectors])
+
+        def own() -> Part:
+            return sample_part(specs, self.name, self.own_samples())
+
+        return own_first(own, collectors, {form.format for form in forms})
 
     def server_samples(self) -> list[AnySample]:
         """Its collectors' last samples of its server, not of its database."""
@@ -474,7 +479,7 @@ class Target:
             if not self.spec.always:
                 self.snapshot = Snapshot(
                     self._specs(),
-                    self.parts(),
+                    self.parts(self.forms),
                     self.forms,
                     classic=self.config.histograms.classic_in_protobuf,
                 )

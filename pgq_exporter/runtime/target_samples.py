@@ -5,11 +5,12 @@ budget."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 
 from pgq_exporter.catalogue import SERVER_WIDE, SERVES_SERVER_WIDE, MetricSpec
 from pgq_exporter.collectors.custom import CustomSQL
-from pgq_exporter.exposition import Part, Parts, sample_part
+from pgq_exporter.exposition import Format, Part, Parts, sample_part
 from pgq_exporter.exposition.fitting import TEXT_COUNTING, Counting
 from pgq_exporter.labels import MAX_LABEL_BYTES
 from pgq_exporter.runtime.collection import (
@@ -84,6 +85,21 @@ def run_samples(collector: str, state: CollectorState) -> Iterator[Sample]:
         yield Sample("pgq_collector_last_success_timestamp_seconds", labels, state.last_success)
 
 
+def own_first(own: Callable[[], Part], collectors: Parts, formats: set[Format]) -> Parts:
+    """The target's own part, then its collectors': its own made once, after they are
+    fitted for ``formats`` (those rendered now), so that it says how that went."""
+    made: list[Part] = []
+
+    def with_own(fitted: list[Part]) -> list[Part]:
+        if not made:
+            for each in formats:
+                collectors.of_format(each)
+            made.append(own())
+        return [*made, *fitted]
+
+    return Parts(lambda: with_own(collectors.text), lambda: with_own(collectors.protobuf))
+
+
 class TargetSeries:
     """The series of a target's collectors within limits.series, for the text formats
     and for protobuf, and the label values they hold cut: each said in the log as it
@@ -97,6 +113,7 @@ class TargetSeries:
         self.fitted: dict[str, Fitted] = {"text": Fitted([]), "protobuf": Fitted([])}
         self._last: dict[Counting, tuple[list[Part], int, Fitted]] = {}
         self._remade: dict[Counting, Remade] = {}
+        self._lock = threading.Lock()  # a scrape may fit a format no render made yet
         self._said_labels_cut = False
 
     @property
@@ -114,46 +131,53 @@ class TargetSeries:
     ) -> Parts:
         """Each slot's part (made once after its run), fitted to the budget as the text
         formats and as protobuf count series, beside ``reserved`` series of the
-        target's own."""  # fmt: skip
+        target's own: each when a form of it is first made."""  # fmt: skip
         parts = []
         for slot in slots:
             if slot.part is None:
                 samples = slot_samples(slot, server_wide)
                 slot.part = sample_part(specs, self.database, samples, slot.made)
             parts.append(slot.part)
-        text = self._fit(specs, parts, TEXT_COUNTING, reserved)
         native = Counting(classic=classic_in_protobuf, native=True)
-        protobuf = self._fit(specs, parts, native, reserved)
-        self._say(text)
-        self.fitted = {"text": text, "protobuf": protobuf}
-        return Parts(text.parts, protobuf.parts)
+        return Parts(
+            lambda: self._fit(specs, parts, "text", TEXT_COUNTING, reserved).parts,
+            lambda: self._fit(specs, parts, "protobuf", native, reserved).parts,
+        )
 
     def _fit(
-        self, specs: dict[str, MetricSpec], parts: list[Part], counting: Counting, reserved: int
+        self,
+        specs: dict[str, MetricSpec],
+        parts: list[Part],
+        form: str,
+        counting: Counting,
+        reserved: int,
     ) -> Fitted:
-        """``parts`` fitted; the last fit again while no part changed."""
-        last = self._last.get(counting)
-        if last is not None and last[1] == reserved and _same(last[0], parts):
-            return last[2]
-        remade = self._remade.setdefault(counting, Remade())
-        fitted = fit(specs, parts, self.limit, counting, reserved=reserved, remade=remade)
-        self._last[counting] = (parts, reserved, fitted)
+        """``parts`` fitted as ``form`` counts series; the last fit again while no part
+        changed."""
+        with self._lock:
+            last = self._last.get(counting)
+            if last is not None and last[1] == reserved and _same(last[0], parts):
+                fitted = last[2]
+            else:
+                remade = self._remade.setdefault(counting, Remade())
+                fitted = fit(specs, parts, self.limit, counting, reserved=reserved, remade=remade)
+                self._last[counting] = (parts, reserved, fitted)
+            was = any(map(_past, self.fitted.values()))
+            self.fitted = {**self.fitted, form: fitted}
+            self._say(was, fitted)
         return fitted
 
-    def _say(self, text: Fitted) -> None:
-        """One line as fitting starts, and one as it ends."""
-        before = self.fitted.get("text")
-        was = before is not None and (before.merged > 1 or before.folded or before.dropped)
-        now = text.merged > 1 or text.folded or text.dropped
-        if now and not was:
+    def _say(self, was: bool, fitted: Fitted) -> None:
+        """One line as fitting starts (in any format), and one as it ends (in all)."""
+        if _past(fitted) and not was:
             log.warning(
                 "more series than limits.series: histogram buckets merged, the smallest "
                 "queues' histograms folded into queue=\"other\", then metrics left out",
                 extra={"database": self.database, "series": self.limit,
-                       "buckets_merged": text.merged, "queues_folded": text.folded,
-                       "dropped": text.dropped},
+                       "buckets_merged": fitted.merged, "queues_folded": fitted.folded,
+                       "dropped": fitted.dropped},
             )  # fmt: skip
-        elif was and not now:
+        elif was and not any(map(_past, self.fitted.values())):
             log.info("series within limits.series again", extra={"database": self.database})
 
     def labels_cut(self, slots: list[Slot]) -> set[str]:
@@ -167,6 +191,11 @@ class TargetSeries:
                        "first": min(cut)},
             )  # fmt: skip
         return cut
+
+
+def _past(fitted: Fitted) -> bool:
+    """Whether the fit served anything otherwise than collected."""
+    return fitted.merged > 1 or bool(fitted.folded) or bool(fitted.dropped)
 
 
 def _same(before: list[Part], now: list[Part]) -> bool:

@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -14,7 +15,9 @@ import pytest
 from pgq_exporter.config import parse_config
 from pgq_exporter.exposition import Form, Format
 from pgq_exporter.pg.connect import DEFAULT_APPLICATION_NAME
+from pgq_exporter.runtime import target_samples
 from pgq_exporter.runtime.exporter import Exporter
+from pgq_exporter.runtime.series_budget import Fitted, fit
 from tests.conftest import Database
 from tests.support import admin_execute, unique_name, wait_for, with_dbname
 from tests.support.exporter import parse_samples, value
@@ -192,6 +195,10 @@ def test_past_limits_series_buckets_merge_then_small_queues_fold_and_no_job_is_l
                 for job_id, token in claimed:
                     conn.execute("SELECT pgq.complete(%s, %s)", (job_id, token))
         exporter.collect_once()  # a new queue's series are served at zero once
+        # Both formats rendered: each is fitted (as it counts series) before the
+        # database's own series say how.
+        exporter.want(Form(Format.PROTOBUF, False))
+        exporter.want(Form(Format.TEXT, False))
         body = exporter.collect_once().decode()
         protobuf = exporter.snapshot.body(Form(Format.PROTOBUF, False))
     finally:
@@ -212,3 +219,41 @@ def test_past_limits_series_buckets_merge_then_small_queues_fold_and_no_job_is_l
     # Counted as protobuf (one series per native histogram), the same database fits.
     assert value(samples, "pgq_series_queues_folded", database="main", format="protobuf") == 0
     assert b"q00" in protobuf
+
+
+def test_a_format_no_scraper_asked_for_is_not_fitted(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past limits.series, fitting runs at every render: only for the formats scraped
+    (a Prometheus with native histograms asks for protobuf only); another is fitted when
+    first asked for."""
+    with db.connect(autocommit=True) as conn:
+        for n in range(40):
+            conn.execute("SELECT pgq.enqueue(%s)", (f"q{n:02}",))
+    fitted: list[bool] = []  # whether each fit counted classic buckets
+
+    def counted(*args: Any, **kwargs: Any) -> Fitted:
+        fitted.append(args[3].classic)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(target_samples, "fit", counted)
+    text = (
+        f"databases:\n  - name: main\n    dsn: {db.dsn!r}\n"
+        "collectors:\n  defaults: {interval: 1s, timeout: 1s}\nlimits: {series: 100}\n"
+    )
+    exporter = Exporter(parse_config(text, "test.yaml", os.environ))
+    try:
+        exporter.want(Form(Format.PROTOBUF, True))
+        for target in exporter.targets.static():
+            target.collect_now()
+        exporter.refresh()
+        assert fitted and not any(fitted)  # the native counting only
+        fitted.clear()
+        body = exporter.snapshot.body(Form(Format.TEXT, False)).decode()  # first asked for
+        assert fitted == [True]
+    finally:
+        exporter.stop()
+    samples = parse_samples(body)
+    of_main = sum(1 for series in samples.values() for labels in series
+                  if ("database", "main") in labels)  # fmt: skip
+    assert of_main <= 100
