@@ -6,6 +6,7 @@ series served, RSS, and the scrape p99 of 10 scrapers."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import random
 import statistics
@@ -184,7 +185,10 @@ def queue_growth(dsn: str, quick: bool, preset: str | None = None) -> list[dict[
             build_pgboss_queues(dsn, queues)
         else:
             build_queues(dsn, queues)
-        rows.append(measure_queues(dsn, queues, seconds=5 if quick else 15, preset=preset))
+        row = measure_queues(dsn, queues, seconds=5 if quick else 15, preset=preset)
+        renders = render_after_cycles(dsn, queues, preset=preset)
+        row |= {"render_cycle_ms": statistics.median(renders), "render_cycle_max_ms": max(renders)}
+        rows.append(row)
         print(f"{preset or 'pgq'} {queues:,} queues: {rows[-1]}", flush=True)
     return rows
 
@@ -240,14 +244,68 @@ def measure_queues(
     return figures
 
 
+# Renders timed in process, each after a whole cycle: what a snapshot costs once every
+# collector has run (the bench's reads of pgq_metrics_render_seconds see only the last
+# render, most often one after a collector of few series).
+RENDERS = 5
+
+
+def render_after_cycles(
+    dsn: str, queues: int, interval: float = INTERVAL, preset: str | None = None
+) -> list[float]:
+    """The render of /metrics (protobuf, gzipped) after each of RENDERS whole cycles an
+    interval apart, in ms, jobs finishing meanwhile; the exporter's garbage collector
+    set as `serve` sets it."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from bench.collection import _config, _target  # noqa: PLC0415
+    from bench.presets import _database  # noqa: PLC0415
+    from pgq_exporter.config.model import LimitSettings  # noqa: PLC0415
+    from pgq_exporter.exposition.snapshot import PROTOBUF_GZIP  # noqa: PLC0415
+    from pgq_exporter.runtime import memory  # noqa: PLC0415
+    from pgq_exporter.runtime.exporter import Exporter  # noqa: PLC0415
+
+    config = replace(_config(dsn), max_queues=queues * 2,
+                     limits=LimitSettings(series=100_000_000))  # fmt: skip
+    if preset:
+        config = replace(config, databases=(_database(preset, dsn),))
+    thresholds = gc.get_threshold()
+    memory.collect_less_often()
+    memory.FREEZER.enabled = True
+    exporter = Exporter(config)
+    renders = []
+    finish = PGBOSS_FINISH if preset else REFERENCE_FINISH
+    try:
+        exporter.want(PROTOBUF_GZIP)
+        target = _target(exporter)
+        with Finishing(dsn, [f"q{n:05d}" for n in range(queues)], finish):
+            for run in range(RENDERS + 2):  # the first two: every queue new, then the workers
+                if run:
+                    time.sleep(interval)
+                target.collect_now()
+                started = time.perf_counter()
+                exporter.refresh()
+                if run >= 2:
+                    renders.append(1000 * (time.perf_counter() - started))
+    finally:
+        exporter.stop()
+        memory.FREEZER.enabled = False
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+    return renders
+
+
 def print_queues(rows: list[dict[str, Any]], layout: str = "the reference schema") -> None:
     print(f"\n== Queues: one exporter, {layout}, ~100 jobs finishing a second ==")
-    print(f"{'queues':>7} {'cycle':>8} {'render':>8} {'text':>9} {'gzip':>8} {'protobuf':>9} "
-          f"{'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} {'p99 pb':>8} "
-          f"{'+text RSS':>9} {'p99 om':>8}")  # fmt: skip
+    print("render: after a whole cycle, in process (median, longest); read: the longest of the")
+    print("served process's pgq_metrics_render_seconds, read half an interval apart")
+    print(f"{'queues':>7} {'cycle':>8} {'render':>8} {'(max)':>8} {'read':>8} {'text':>9} "
+          f"{'gzip':>8} {'protobuf':>9} {'series':>8} {'(pb)':>7} {'/queue pb':>9} {'RSS':>7} "
+          f"{'p99 pb':>8} {'+text RSS':>9} {'p99 om':>8}")  # fmt: skip
     for row in rows:
         print(
-            f"{row['queues']:>7,} {row['cycle_ms']:>6.1f}ms {row['render_ms']:>6.1f}ms "
+            f"{row['queues']:>7,} {row['cycle_ms']:>6.1f}ms {row['render_cycle_ms']:>6.1f}ms "
+            f"{row['render_cycle_max_ms']:>6.1f}ms {row['render_ms']:>6.1f}ms "
             f"{row['text_bytes'] / 1024:>7.0f}KB {row['text_gzip_bytes'] / 1024:>6.0f}KB "
             f"{row['protobuf_bytes'] / 1024:>7.0f}KB {row['series_text']:>8,} "
             f"{row['series_protobuf']:>7,} {row['series_per_queue_protobuf']:>9.1f} "
@@ -258,7 +316,7 @@ def print_queues(rows: list[dict[str, Any]], layout: str = "the reference schema
     print("per queue, against the smallest set (1.00: grows with the queues and nothing else):")
     for row in rows[1:]:
         scale = row["queues"] / first["queues"]
-        keys = ("cycle_ms", "render_ms", "protobuf_bytes", "series_protobuf")
+        keys = ("cycle_ms", "render_cycle_ms", "protobuf_bytes", "series_protobuf")
         ratios = {key: float(row[key]) / float(first[key]) / scale for key in keys}
         print(f"{row['queues']:>7,} " + "  ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
 

@@ -11,7 +11,7 @@ from bench.contract import claim_through_drain, measure_contract
 from bench.dataset import REAPER_DOWN, Unfinished, build
 from bench.fleet import PREFIX, fleet, one_fleet_run, serving_while_collecting
 from bench.jit import jit_scrapes
-from bench.queues import build_queues, measure_queues
+from bench.queues import RENDERS, build_queues, measure_queues, render_after_cycles
 from bench.serving import exporter_process, paced, stalled, wrk
 from bench.throughput import run_throughput
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS
@@ -146,3 +146,5 @@ def test_queues_harness(db: Database) -> None:
     assert figures["series_protobuf"] < figures["series_text"]
     assert figures["scrape_protobuf_gzip"]["errors"] == 0 and figures["finished_per_s"] > 0
     assert figures["cycle_ms"] > 0 and figures["render_ms"] > 0
+    renders = render_after_cycles(db.dsn, 3, interval=0.2)
+    assert len(renders) == RENDERS and all(ms > 0 for ms in renders)
