@@ -8,6 +8,7 @@ classic buckets beside it only when the config asks.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -149,30 +150,37 @@ def _histogram_entries(
 
 def _value_entries(spec: MetricSpec, database: str, samples: Iterable[Sample]) -> bytes:
     """A gauge's or counter's entries, each a Metric put together from messages the
-    protobuf package serialized: its label pairs, each made once (_label_pair), and its
-    value. Serialized messages one after another read as the one message of all their
-    fields (the wire format's merge; a repeated field's entries in their order), here
-    in field order, as the package itself writes them: the same bytes, in half the
-    time of a message built whole for each sample (a gauge with three labels 1.3-1.4
-    against 0.6 us)."""
+    protobuf package serialized, its label pairs (each made once, _label_pair), and its
+    value as the package writes it: proto2 keeps a set field, so a value is always its
+    field, the double's tag and its 8 bytes (tests/unit/test_exposition_protobuf.py
+    holds every kind of double to the package's own bytes). Serialized messages one
+    after another read as the one message of all their fields (the wire format's
+    merge; a repeated field's entries in their order), here in field order: the same
+    bytes in a third of the time of a message built whole for each sample."""
     with_database = spec.labels[:1] == ("database",)
     head = _label_pair("database", database) if with_database else b""
     names = spec.labels[1:] if with_database else spec.labels
-    value = Metric()
-    holder = value.counter if spec.type is MetricType.COUNTER else value.gauge
+    value_field = _COUNTER_VALUE if spec.type is MetricType.COUNTER else _GAUGE_VALUE
+    fixed = len(head) + len(value_field) + _DOUBLE.size
+    pack = _DOUBLE.pack
     entries: list[bytes] = []
     add = entries.append
     for sample in samples:
-        holder.value = sample.value
         if len(names) == 1:
             labels = _label_pair(names[0], sample.labels[0])
         elif len(sample.labels) == len(names):  # map() would drop the ones past the shorter
             labels = b"".join(map(_label_pair, names, sample.labels))
         else:
             raise ValueError(f"{spec.name}: {len(sample.labels)} label values for {names}")
-        body = head + labels + value.SerializeToString()
-        add(_entry_head(len(body)) + body)
+        add(_entry_head(fixed + len(labels)) + head + labels + value_field + pack(sample.value))
     return b"".join(entries)
+
+
+# A Metric's gauge (field 2) or counter (field 3), 9 bytes long, holding its value
+# (field 1, a 64-bit double), before the double's 8 little-endian bytes.
+_GAUGE_VALUE = bytes(((2 << 3) | 2, 9, (1 << 3) | 1))
+_COUNTER_VALUE = bytes(((3 << 3) | 2, 9, (1 << 3) | 1))
+_DOUBLE = struct.Struct("<d")
 
 
 # Past this many label pairs the least used go: at 10,000 queues a render's entries

@@ -4,6 +4,7 @@ asked), and the Accept headers that choose it."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
@@ -173,16 +174,18 @@ def _whole_messages(spec: Any, database: str, samples: list[Sample]) -> bytes:
      "pgq_longest_transaction_seconds", "pgq_probe_targets", "pgq_probe_refused_total"],
 )  # fmt: skip
 def test_a_gauges_or_counters_entries_are_the_bytes_of_whole_messages(name: str) -> None:
-    """Entries put together from each label pair's and the value's serialized messages
-    are byte for byte those of Metric messages built whole: any label values (empty,
-    long, not ASCII), any value (an int, zero, -0.0, NaN, infinities, the largest)."""
+    """Entries put together from each label pair's serialized message and the value's
+    bytes are byte for byte those of Metric messages built whole: any label values
+    (empty, long, not ASCII), any value (an int, zero, -0.0, NaN, a NaN of another
+    payload, infinities, the largest, the smallest)."""
     from pgq_exporter.exposition.protobuf import metric_entries  # noqa: PLC0415
 
     spec = SPECS[name]
     width = len(spec.labels) - (spec.labels[:1] == ("database",))
     texts = ["", "q", "tenant-ü-名前", "x" * 200, "pending", 'a\nb"c']
     values: list[float] = [0, 7, 0.0, -0.0, 1.5, float("nan"), float("inf"), -float("inf"),
-                           1.7976931348623157e308, 5e-324, 2**53 + 1]  # fmt: skip
+                           1.7976931348623157e308, 5e-324, 2**53 + 1,
+                           struct.unpack("<d", bytes.fromhex("0100000000f8ff7f"))[0]]  # fmt: skip
     samples = [
         Sample(name, tuple(texts[(i + k) % len(texts)] for k in range(width)), value)
         for i, value in enumerate(values)
