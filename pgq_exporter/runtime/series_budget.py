@@ -71,14 +71,58 @@ class _ChunkRemade:
     out: tuple[tuple[OtherKey, HistogramSample], ...]
     series: tuple[tuple[str, int], ...]  # its queue histograms' as served, by metric
 
+    def made_of(self, source: ChunkMade, every: int, gone: tuple[bool, ...]) -> bool:
+        return self.source is source and self.every == every and self.gone == gone
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A part's per-queue histograms: by chunk (those of its chunks that have some),
+    and all of them."""
+
+    chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...]]]
+    histograms: list[HistogramSample]
+
+
+@dataclass(frozen=True, slots=True)
+class _Order:
+    """The order queues are folded in (those that finished the fewest jobs first), and
+    with ``every`` buckets merged: each queue's histogram series, all of theirs, and
+    those of the histograms of queue="other" (one per metric and labels beside)."""
+
+    queues: list[str]
+    series: dict[str, int]
+    total: int
+    others: int
+
+
+@dataclass(frozen=True, slots=True)
+class _PartRemade:
+    """A part as a fit served it (``made``), and its series by metric; for ``every``
+    and the queues ``gone`` it was made for, what it made of each chunk and its
+    queue="other"."""
+
+    source: Part
+    every: int
+    gone: frozenset[str]
+    made: Part
+    series: dict[str, int]
+    chunks: dict[int, _ChunkRemade]
+    other: tuple[tuple[_ChunkRemade, ...], ChunkMade] | None
+
 
 @dataclass(slots=True)
 class Remade:
-    """What the last fit made of each chunk, and of each part's queue="other", for the
-    next: the same objects while their sources are."""
+    """What the last fit (of one counting) found and made, for the next: a part's
+    histograms, the folding order, each part as served and each of its chunks, all
+    kept while their sources are the same objects. Past the budget, a render after a
+    collector with no histograms (most of them) fits in time of the parts, not of the
+    queues."""
 
-    chunks: dict[int, _ChunkRemade] = field(default_factory=dict)
-    others: dict[int, tuple[tuple[_ChunkRemade, ...], ChunkMade]] = field(default_factory=dict)
+    counting: Counting | None = None
+    found: dict[int, tuple[Part, _Found]] = field(default_factory=dict)
+    order: tuple[tuple[Part, ...], int, _Order] | None = None
+    parts: dict[int, _PartRemade] = field(default_factory=dict)
 
 
 def fit(
@@ -92,23 +136,42 @@ def fit(
 ) -> Fitted:
     """``parts`` within ``limit`` series beside ``reserved`` others."""
     memo = remade if remade is not None else Remade()
+    if memo.counting != counting:  # what it keeps was counted so
+        memo.counting, memo.found, memo.order, memo.parts = counting, {}, None, {}
     total = reserved + sum(part.total(counting) for part in parts)
     if total <= limit:
-        memo.chunks, memo.others = {}, {}
+        memo.found, memo.order, memo.parts = {}, None, {}
         return Fitted(parts)
     plan = _Plan(_queue_places(specs), counting)
-    histograms = [_part_histograms(specs, part, plan.places) for part in parts]
-    every_one = [h for found in histograms for _, chunk in found for h in chunk]
+    found = _found(specs, parts, plan.places, memo)
+    every_one = [h for each in found for h in each.histograms]
     rest = total - sum(series_of(h, counting) for h in every_one)
     plan = replace(plan, every=_merging(every_one, rest, limit, counting))
-    plan = replace(plan, gone=_folding(every_one, rest, limit, plan))
+    order = _order(parts, found, plan, memo)
+    plan = replace(plan, gone=_folding(order, rest, limit))
     series = [part.series(counting) for part in parts]
     if plan.every > 1 or plan.gone:
-        parts, series = _remade(parts, series, histograms, plan, memo)
+        parts, series = _remade(parts, series, found, plan, memo)
     else:
-        memo.chunks, memo.others = {}, {}
+        memo.parts = {}
     kept, dropped = _dropping(specs, parts, series, limit - reserved)
     return Fitted(kept, plan.every, len(plan.gone), dropped)
+
+
+def _found(
+    specs: dict[str, MetricSpec], parts: list[Part], places: dict[str, int], memo: Remade
+) -> list[_Found]:
+    """Each part's per-queue histograms: the last fit's for a part it had."""
+    kept: dict[int, tuple[Part, _Found]] = {}
+    found = []
+    for part in parts:
+        last = memo.found.get(id(part))
+        if last is None or last[0] is not part:
+            last = (part, _part_histograms(specs, part, places))
+        kept[id(part)] = last
+        found.append(last[1])
+    memo.found = kept
+    return found
 
 
 def _queue_places(specs: dict[str, MetricSpec]) -> dict[str, int]:
@@ -121,18 +184,16 @@ def _queue_places(specs: dict[str, MetricSpec]) -> dict[str, int]:
     }
 
 
-def _part_histograms(
-    specs: dict[str, MetricSpec], part: Part, places: dict[str, int]
-) -> list[tuple[ChunkMade, tuple[HistogramSample, ...]]]:
+def _part_histograms(specs: dict[str, MetricSpec], part: Part, places: dict[str, int]) -> _Found:
     """The part's chunks that hold per-queue histograms, with those histograms."""
-    found = []
+    chunks = []
     for made in part.made:
         histograms = made.histograms(specs)
         if histograms:
             queue_ones = tuple(h for h in histograms if h.metric in places)
             if queue_ones:
-                found.append((made, queue_ones))
-    return found
+                chunks.append((made, queue_ones))
+    return _Found(chunks, [h for _, found in chunks for h in found])
 
 
 def _merging(histograms: list[HistogramSample], rest: int, limit: int, counting: Counting) -> int:
@@ -153,16 +214,23 @@ def _merging(histograms: list[HistogramSample], rest: int, limit: int, counting:
     return every
 
 
-def _folding(
-    histograms: list[HistogramSample], rest: int, limit: int, plan: _Plan
-) -> frozenset[str]:
-    """The queues whose histograms go into queue="other": those that finished the
-    fewest jobs, as many as it takes to fit (a queue named "other" among them)."""
+def _order(parts: list[Part], found: list[_Found], plan: _Plan, memo: Remade) -> _Order:
+    """The folding order: the last fit's while the parts with histograms are the same
+    and merged alike."""
+    holding = tuple(part for part, each in zip(parts, found, strict=True) if each.histograms)
+    last = memo.order
+    if (
+        last is not None
+        and last[1] == plan.every
+        and len(last[0]) == len(holding)
+        and all(a is b for a, b in zip(last[0], holding, strict=True))
+    ):
+        return last[2]
     jobs: dict[str, float] = {}
     series: dict[str, int] = {}
     others: dict[OtherKey, int] = {}
-    total = rest
-    for histogram in histograms:
+    total = 0
+    for histogram in (h for each in found for h in each.histograms):
         at = plan.places[histogram.metric]
         queue = histogram.labels[at]
         n = series_of(histogram, plan.counting, plan.every)
@@ -170,16 +238,25 @@ def _folding(
         jobs[queue] = jobs.get(queue, 0.0) + histogram.buckets[-1][1]
         series[queue] = series.get(queue, 0) + n
         others.setdefault((histogram.metric, at, _without(histogram.labels, at)), n)
+    queues = sorted(jobs, key=lambda queue: (queue != OTHER_QUEUE, jobs[queue], queue))
+    order = _Order(queues, series, total, sum(others.values()))
+    memo.order = (holding, plan.every, order)
+    return order
+
+
+def _folding(order: _Order, rest: int, limit: int) -> frozenset[str]:
+    """The queues whose histograms go into queue="other": those that finished the
+    fewest jobs, as many as it takes to fit (a queue named "other" among them)."""
+    total = rest + order.total
     if total <= limit:
         return frozenset()
-    total += sum(others.values())  # one "other" per metric and labels beside the queue
-    order = sorted(jobs, key=lambda queue: (queue != OTHER_QUEUE, jobs[queue], queue))
+    total += order.others  # one "other" per metric and labels beside the queue
     gone: set[str] = set()
-    for queue in order:  # "other" first, if a queue is named so
+    for queue in order.queues:  # "other" first, if a queue is named so
         if total <= limit and queue != OTHER_QUEUE:
             break
         gone.add(queue)
-        total -= series[queue]
+        total -= order.series[queue]
     return frozenset(gone)
 
 
@@ -191,54 +268,70 @@ def _without(labels: tuple[str, ...], at: int) -> tuple[str, ...]:
 def _remade(
     parts: list[Part],
     series: list[dict[str, int]],
-    histograms: list[list[tuple[ChunkMade, tuple[HistogramSample, ...]]]],
+    found: list[_Found],
     plan: _Plan,
     memo: Remade,
 ) -> tuple[list[Part], list[dict[str, int]]]:
     """The parts with their queue histograms merged and folded, and their series by
-    metric: a chunk that neither touches is served as it was (what was made of it,
-    its entries, kept), and one that did not change since the last fit as it was
-    remade then."""
-    places, every, gone = plan.places, plan.every, plan.gone
-    chunks: dict[int, _ChunkRemade] = {}
-    others: dict[int, tuple[tuple[_ChunkRemade, ...], ChunkMade]] = {}
+    metric: a part as the last fit served it while it and the fit are the same; a
+    chunk that neither touches as it was (what was made of it, its entries, kept), and
+    one that did not change since the last fit as it was remade then."""
+    kept: dict[int, _PartRemade] = {}
     served_parts, served_series = [], []
-    for index, (part, by_metric, found) in enumerate(zip(parts, series, histograms, strict=True)):
-        if not found:
+    for index, (part, by_metric, each) in enumerate(zip(parts, series, found, strict=True)):
+        if not each.chunks:
             served_parts.append(part)
             served_series.append(by_metric)
             continue
-        instead: dict[int, ChunkMade] = {}
-        into_other: dict[OtherKey, list[HistogramSample]] = {}
-        sources: list[_ChunkRemade] = []
-        counted: dict[str, int] = {}
-        for made, queue_ones in found:
-            flags = tuple(h.labels[places[h.metric]] in gone for h in queue_ones)
-            done = memo.chunks.get(id(made))
-            if done is None or done.source is not made or done.every != every or done.gone != flags:
-                done = _chunk_remade(made, plan, flags)
-            chunks[id(made)] = done
-            instead[id(made)] = done.made
-            if done.out:
-                sources.append(done)
-            for key, sample in done.out:
-                into_other.setdefault(key, []).append(sample)
-            for name, n in done.series:
-                counted[name] = counted.get(name, 0) + n
-        made_list = [instead.get(id(made), made) for made in part.made]
-        if into_other:
-            other = _other(memo.others.get(index), sources, into_other)
-            others[index] = (tuple(sources), other)
-            made_list.append(other)
-            for name, group in other.grouped().items():
-                counted[name] = counted.get(name, 0) + sum(
-                    series_of(h, plan.counting) for h in group
-                )
-        served_parts.append(part.remade(made_list))
-        served_series.append({name: counted.get(name, 0) if name in places else n
-                              for name, n in by_metric.items()})  # fmt: skip
-    memo.chunks, memo.others = chunks, others
+        last = memo.parts.get(index)
+        if (
+            last is None
+            or last.source is not part
+            or last.every != plan.every
+            or last.gone != plan.gone
+        ):
+            last = _part_remade(part, by_metric, each, plan, last)
+        kept[index] = last
+        served_parts.append(last.made)
+        served_series.append(last.series)
+    memo.parts = kept
     return served_parts, served_series
+
+
+def _part_remade(
+    part: Part, by_metric: dict[str, int], found: _Found, plan: _Plan, last: _PartRemade | None
+) -> _PartRemade:
+    """The part served with its queue histograms merged and folded; ``last``: what the
+    last fit made of its part at this place."""
+    places = plan.places
+    chunks: dict[int, _ChunkRemade] = {}
+    instead: dict[int, ChunkMade] = {}
+    into_other: dict[OtherKey, list[HistogramSample]] = {}
+    sources: list[_ChunkRemade] = []
+    counted: dict[str, int] = {}
+    for made, queue_ones in found.chunks:
+        flags = tuple(h.labels[places[h.metric]] in plan.gone for h in queue_ones)
+        done = last.chunks.get(id(made)) if last is not None else None
+        if done is None or not done.made_of(made, plan.every, flags):
+            done = _chunk_remade(made, plan, flags)
+        chunks[id(made)] = done
+        instead[id(made)] = done.made
+        if done.out:
+            sources.append(done)
+        for key, sample in done.out:
+            into_other.setdefault(key, []).append(sample)
+        for name, n in done.series:
+            counted[name] = counted.get(name, 0) + n
+    made_list = [instead.get(id(made), made) for made in part.made]
+    other = None
+    if into_other:
+        other = (tuple(sources), _other(last.other if last else None, sources, into_other))
+        made_list.append(other[1])
+        for name, group in other[1].grouped().items():
+            counted[name] = counted.get(name, 0) + sum(series_of(h, plan.counting) for h in group)
+    served = {name: counted.get(name, 0) if name in places else n
+              for name, n in by_metric.items()}  # fmt: skip
+    return _PartRemade(part, plan.every, plan.gone, part.remade(made_list), served, chunks, other)
 
 
 def _chunk_remade(made: ChunkMade, plan: _Plan, flags: tuple[bool, ...]) -> _ChunkRemade:

@@ -12,7 +12,7 @@ from pgq_exporter.exposition.chunk import ChunkMade
 from pgq_exporter.exposition.fitting import OTHER_QUEUE, TEXT_COUNTING, Counting
 from pgq_exporter.histograms import DEFAULT_CLASSIC, Histogram
 from pgq_exporter.runtime.series_budget import Fitted, Remade, fit
-from pgq_exporter.samples import AnySample, Chunks, HistogramSample, Sample
+from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, Sample
 from tests.support.exposition import count_serialized
 
 SPECS = {spec.name: spec for spec in CATALOGUE}
@@ -218,3 +218,41 @@ def test_the_targets_own_series_and_the_collectors_own_are_within_the_limit() ->
         assert _served(fitted.parts, TEXT_COUNTING) + 20 <= limit
         served = {name for part in fitted.parts for name in part.samples}
         assert "pgq_collector_success" in served
+
+
+def test_a_part_with_histograms_is_served_as_before_while_it_and_the_fit_are_the_same() -> None:
+    """Past the budget, a render after a collector with no histograms (most of them)
+    serves the histograms' part as the last fit remade it, the same object; one that
+    changed, or a fit that folds other queues, remakes it."""
+    gauges: dict[str, Chunk] = {q: (Sample("pgq_queue_jobs", (q, "ready"), 1.0),) for q in QUEUES}
+    chunks: dict[str, Chunk] = {queue: tuple(_queue(queue, jobs)) for queue, jobs in QUEUES.items()}
+    memos, remade = [PartMemo(), PartMemo()], Remade()
+    parts = [Part(SPECS, "main", []), Part(SPECS, "main", [])]
+
+    def ran(index: int) -> None:  # a collector's run: its part made again
+        found = [gauges, chunks][index]
+        parts[index] = sample_part(SPECS, "main", Chunks(list(found.values())), memos[index])
+
+    def served(limit: int = 1_000) -> list[Part]:
+        fitted = fit(SPECS, parts, limit, TEXT_COUNTING, remade=remade)
+        assert fitted.folded > 0
+        fresh = fit(SPECS, [_fresh(parts[0]), _fresh(parts[1])], limit, TEXT_COUNTING)
+        assert [_entries(p) for p in fitted.parts] == [_entries(p) for p in fresh.parts]
+        assert _served(fitted.parts, TEXT_COUNTING) == _served(fresh.parts, TEXT_COUNTING)
+        return fitted.parts
+
+    ran(0)
+    ran(1)
+    first = served()
+    gauges["q007"] = (Sample("pgq_queue_jobs", ("q007", "ready"), 2.0),)
+    ran(0)
+    assert served()[1] is first[1]
+    chunks["q099"] = tuple(_queue("q099", 101))
+    ran(1)
+    again = served()
+    assert again[1] is not first[1]
+    assert served(1_200)[1] is not again[1]  # fewer queues folded
+
+
+def _fresh(part: Part) -> Part:
+    return sample_part(SPECS, "main", [s for made in part.made for s in made.chunk or ()])
