@@ -66,7 +66,7 @@ class _ChunkRemade:
 
     source: ChunkMade
     every: int
-    gone: tuple[bool, ...]
+    gone: tuple[bool, ...]  # for each of its queues
     made: ChunkMade
     out: tuple[tuple[OtherKey, HistogramSample], ...]
     series: tuple[tuple[str, int], ...]  # its queue histograms' as served, by metric
@@ -80,7 +80,7 @@ class _Found:
     """A part's per-queue histograms: by chunk (those of its chunks that have some),
     and all of them."""
 
-    chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...]]]
+    chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...], tuple[str, ...]]]  # + queues
     histograms: list[HistogramSample]
 
 
@@ -143,13 +143,13 @@ def fit(
         memo.found, memo.order, memo.parts = {}, None, {}
         return Fitted(parts)
     plan = _Plan(_queue_places(specs), counting)
-    found = _found(specs, parts, plan.places, memo)
+    series = [part.series(counting) for part in parts]
+    found = _found(specs, parts, series, plan.places, memo)
     every_one = [h for each in found for h in each.histograms]
     rest = total - sum(series_of(h, counting) for h in every_one)
     plan = replace(plan, every=_merging(every_one, rest, limit, counting))
     order = _order(parts, found, plan, memo)
     plan = replace(plan, gone=_folding(order, rest, limit))
-    series = [part.series(counting) for part in parts]
     if plan.every > 1 or plan.gone:
         parts, series = _remade(parts, series, found, plan, memo)
     else:
@@ -159,14 +159,21 @@ def fit(
 
 
 def _found(
-    specs: dict[str, MetricSpec], parts: list[Part], places: dict[str, int], memo: Remade
+    specs: dict[str, MetricSpec],
+    parts: list[Part],
+    series: list[dict[str, int]],
+    places: dict[str, int],
+    memo: Remade,
 ) -> list[_Found]:
-    """Each part's per-queue histograms: the last fit's for a part it had."""
+    """Each part's per-queue histograms: none where it has no such metric, the last
+    fit's for a part it had."""
     kept: dict[int, tuple[Part, _Found]] = {}
     found = []
-    for part in parts:
+    for part, by_metric in zip(parts, series, strict=True):
         last = memo.found.get(id(part))
-        if last is None or last[0] is not part:
+        if not places.keys() & by_metric.keys():
+            last = (part, _NONE_FOUND)
+        elif last is None or last[0] is not part:
             last = (part, _part_histograms(specs, part, places))
         kept[id(part)] = last
         found.append(last[1])
@@ -192,8 +199,12 @@ def _part_histograms(specs: dict[str, MetricSpec], part: Part, places: dict[str,
         if histograms:
             queue_ones = tuple(h for h in histograms if h.metric in places)
             if queue_ones:
-                chunks.append((made, queue_ones))
-    return _Found(chunks, [h for _, found in chunks for h in found])
+                queues = tuple(dict.fromkeys(h.labels[places[h.metric]] for h in queue_ones))
+                chunks.append((made, queue_ones, queues))
+    return _Found(chunks, [h for _, found, _ in chunks for h in found])
+
+
+_NONE_FOUND = _Found([], [])
 
 
 def _merging(histograms: list[HistogramSample], rest: int, limit: int, counting: Counting) -> int:
@@ -309,8 +320,8 @@ def _part_remade(
     into_other: dict[OtherKey, list[HistogramSample]] = {}
     sources: list[_ChunkRemade] = []
     counted: dict[str, int] = {}
-    for made, queue_ones in found.chunks:
-        flags = tuple(h.labels[places[h.metric]] in plan.gone for h in queue_ones)
+    for made, _, queues in found.chunks:
+        flags = tuple(map(plan.gone.__contains__, queues))
         done = last.chunks.get(id(made)) if last is not None else None
         if done is None or not done.made_of(made, plan.every, flags):
             done = _chunk_remade(made, plan, flags)
