@@ -56,10 +56,14 @@ test-pg18: venv
 # The library presets' end-to-end tests run with the rest of the suite, and the queue
 # objectives', periodic tasks' and workers' and promtool's alert tests with the unit
 # tests: those two lanes have the time the others lack.
+# The two longest presets' tests (pg-boss's and Procrastinate's) run in the unit lane.
 BESIDE_THE_REST := tests/e2e/test_library_presets.py
+PRESETS_BESIDE_THE_UNITS := test_pgboss_preset_reads_every_state \
+	test_procrastinate_preset_reads_every_state
 BESIDE_THE_UNITS := tests/e2e/test_slo_alerts.py tests/e2e/test_slo_promtool.py \
 	tests/e2e/test_library_slos.py tests/e2e/test_periodic_alerts.py tests/e2e/test_no_workers.py \
-	tests/e2e/test_promtool.py
+	tests/e2e/test_promtool.py \
+	$(addprefix tests/e2e/test_library_presets.py::,$(PRESETS_BESIDE_THE_UNITS))
 
 test-pg18-e2e: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not prometheus" tests/e2e \
@@ -71,7 +75,8 @@ test-pg18-prometheus: venv
 
 # pg_cron's tests start a PostgreSQL 15 of their own: they run in test-pg15's lane.
 test-pg18-rest: venv
-	$(BIN)/pytest -p no:cacheprovider -m "not pg_cron" tests/integration $(BESIDE_THE_REST)
+	$(BIN)/pytest -p no:cacheprovider -m "not pg_cron" tests/integration $(BESIDE_THE_REST) \
+		$(addprefix --deselect=tests/e2e/test_library_presets.py::,$(PRESETS_BESIDE_THE_UNITS))
 
 # What is the same on every version (one_server) runs on PostgreSQL 18 alone. The
 # benchmarks' harnesses run here, on the version `make bench` measures on, beside
