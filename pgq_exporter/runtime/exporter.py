@@ -28,6 +28,7 @@ from pgq_exporter.config import (
 from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Form, GzipMembers, Parts, Snapshot, sample_part
+from pgq_exporter.exposition.fitting import TEXT_COUNTING
 from pgq_exporter.runtime.budgets import PROBES, budget_caps
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
@@ -223,7 +224,10 @@ class Exporter:
         ready = all(_ready(target) for target in static)
         own = Parts.same([sample_part(self._specs, "", self._samples()),
                           sample_part(self._specs, "", _once_per_server(static))])  # fmt: skip
-        parts = Parts.joined([*(target.parts(self._forms) for target in static), own])
+        # The process's series and its servers' are counted in each database's budget:
+        # /metrics of one database stays within limits.series.
+        beside = sum(part.total(TEXT_COUNTING) for part in own.text)
+        parts = Parts.joined([*(target.parts(self._forms, beside) for target in static), own])
         self._snapshot = Snapshot(
             self._specs, parts, self._forms,
             classic=self.config.histograms.classic_in_protobuf, members=self._members,

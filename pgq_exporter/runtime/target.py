@@ -438,14 +438,15 @@ class Target:
             dropped = float(counts.get((limit, DROPPED), 0))
             yield Sample("pgq_limit_dropped_total", (limit,), dropped)
 
-    def parts(self, forms: Iterable[Form]) -> Parts:
+    def parts(self, forms: Iterable[Form], beside: int = 0) -> Parts:
         """Every sample of the target as parts to serve: its own, then each collector's,
         each made once after the collector's run rather than at every render; fitted to
-        limits.series, its own series and the collectors' own always among them; ``forms``:
-        those rendered now."""
+        limits.series, its own series and the collectors' own always among them, and
+        ``beside`` series served with them. ``forms``: those rendered now."""
         specs = self._specs()
         # Its own series are counted before (as many as after: only values change).
-        reserved = sample_part(specs, self.name, self.own_samples()).total(TEXT_COUNTING)
+        own_series = sample_part(specs, self.name, self.own_samples()).total(TEXT_COUNTING)
+        reserved = own_series + beside
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
         collectors = self.series.collectors_parts(
