@@ -82,6 +82,7 @@ class _Found:
 
     chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...], tuple[str, ...]]]  # + queues
     histograms: list[HistogramSample]
+    bounds: Counter[int]  # how many of them have each number of finite bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +146,9 @@ def fit(
     plan = _Plan(_queue_places(specs), counting)
     series = [part.series(counting) for part in parts]
     found = _found(specs, parts, series, plan.places, memo)
-    every_one = [h for each in found for h in each.histograms]
-    rest = total - sum(series_of(h, counting) for h in every_one)
-    plan = replace(plan, every=_merging(every_one, rest, limit, counting))
+    bounds = sum((each.bounds for each in found), Counter[int]())
+    rest = total - _histogram_series(bounds, counting, 1)
+    plan = replace(plan, every=_merging(bounds, rest, limit, counting))
     order = _order(parts, found, plan, memo)
     plan = replace(plan, gone=_folding(order, rest, limit))
     if plan.every > 1 or plan.gone:
@@ -201,28 +202,36 @@ def _part_histograms(specs: dict[str, MetricSpec], part: Part, places: dict[str,
             if queue_ones:
                 queues = tuple(dict.fromkeys(h.labels[places[h.metric]] for h in queue_ones))
                 chunks.append((made, queue_ones, queues))
-    return _Found(chunks, [h for _, found, _ in chunks for h in found])
+    every_one = [h for _, found, _ in chunks for h in found]
+    return _Found(chunks, every_one, Counter(len(h.buckets) - 1 for h in every_one))
 
 
-_NONE_FOUND = _Found([], [])
+_NONE_FOUND = _Found([], [], Counter())
 
 
-def _merging(histograms: list[HistogramSample], rest: int, limit: int, counting: Counting) -> int:
+def _merging(bounds: Counter[int], rest: int, limit: int, counting: Counting) -> int:
     """How many classic buckets to merge into one: the fewest that fit, as far as
-    MIN_CLASSIC_BOUNDS allows."""
+    MIN_CLASSIC_BOUNDS allows. ``bounds``: how many histograms have each number of
+    finite bounds."""
     every = 1
-    if not counting.classic or not histograms:
+    if not counting.classic or not bounds:
         return every
-    bounds = Counter(len(h.buckets) - 1 for h in histograms)
-    native = len(histograms) * int(counting.native)
-
-    def served(every: int) -> int:
-        return rest + native + sum(n * (length // every + 3) for length, n in bounds.items())
-
     fewest = min(bounds)
-    while served(every) > limit and fewest // (every * 2) >= MIN_CLASSIC_BOUNDS:
+    while (
+        rest + _histogram_series(bounds, counting, every) > limit
+        and fewest // (every * 2) >= MIN_CLASSIC_BOUNDS
+    ):
         every *= 2
     return every
+
+
+def _histogram_series(bounds: Counter[int], counting: Counting, every: int) -> int:
+    """The series of histograms of ``bounds`` counted so, ``every`` buckets merged into
+    one (as fitting.series_of counts each)."""
+    native = sum(bounds.values()) * int(counting.native)
+    if not counting.classic:
+        return native
+    return native + sum(n * (length // every + 3) for length, n in bounds.items())
 
 
 def _order(parts: list[Part], found: list[_Found], plan: _Plan, memo: Remade) -> _Order:
