@@ -121,7 +121,7 @@ class Remade:
     queues."""
 
     counting: Counting | None = None
-    found: dict[int, tuple[Part, _Found]] = field(default_factory=dict)
+    found: dict[int, tuple[Part, _Found]] = field(default_factory=dict)  # by place
     order: tuple[tuple[Part, ...], int, _Order] | None = None
     parts: dict[int, _PartRemade] = field(default_factory=dict)
 
@@ -167,16 +167,18 @@ def _found(
     memo: Remade,
 ) -> list[_Found]:
     """Each part's per-queue histograms: none where it has no such metric, the last
-    fit's for a part it had."""
+    fit's for a part it had, and for a part in the place of one it had, what it found
+    of each chunk the two share."""
     kept: dict[int, tuple[Part, _Found]] = {}
     found = []
-    for part, by_metric in zip(parts, series, strict=True):
-        last = memo.found.get(id(part))
+    for index, (part, by_metric) in enumerate(zip(parts, series, strict=True)):
+        last = memo.found.get(index)
         if not places.keys() & by_metric.keys():
             last = (part, _NONE_FOUND)
         elif last is None or last[0] is not part:
-            last = (part, _part_histograms(specs, part, places))
-        kept[id(part)] = last
+            before = last[1] if last is not None else _NONE_FOUND
+            last = (part, _part_histograms(specs, part, places, before))
+        kept[index] = last
         found.append(last[1])
     memo.found = kept
     return found
@@ -192,10 +194,18 @@ def _queue_places(specs: dict[str, MetricSpec]) -> dict[str, int]:
     }
 
 
-def _part_histograms(specs: dict[str, MetricSpec], part: Part, places: dict[str, int]) -> _Found:
-    """The part's chunks that hold per-queue histograms, with those histograms."""
+def _part_histograms(
+    specs: dict[str, MetricSpec], part: Part, places: dict[str, int], before: _Found
+) -> _Found:
+    """The part's chunks that hold per-queue histograms, with those histograms and
+    their queues: as ``before`` found them for a chunk it had."""
+    had = {id(entry[0]): entry for entry in before.chunks}
     chunks = []
     for made in part.made:
+        entry = had.get(id(made))
+        if entry is not None and entry[0] is made:
+            chunks.append(entry)
+            continue
         histograms = made.histograms(specs)
         if histograms:
             queue_ones = tuple(h for h in histograms if h.metric in places)
