@@ -56,10 +56,12 @@ test-pg18: venv
 # The library presets' end-to-end tests run with the rest of the suite, and the queue
 # objectives', periodic tasks' and workers' and promtool's alert tests with the unit
 # tests: those two lanes have the time the others lack.
-# The two longest presets' tests (pg-boss's and Procrastinate's) run in the unit lane.
+# The two longest presets' tests (pg-boss's and Procrastinate's) run in the unit lane,
+# and Oban's and PgQueuer's in the PostgreSQL 15 lane.
 BESIDE_THE_REST := tests/e2e/test_library_presets.py
 PRESETS_BESIDE_THE_UNITS := test_pgboss_preset_reads_every_state \
 	test_procrastinate_preset_reads_every_state
+PRESETS_BESIDE_PG15 := test_oban_preset_reads_every_state test_pgqueuer_preset_reads_every_state
 BESIDE_THE_UNITS := tests/e2e/test_slo_alerts.py tests/e2e/test_slo_promtool.py \
 	tests/e2e/test_library_slos.py tests/e2e/test_periodic_alerts.py tests/e2e/test_no_workers.py \
 	tests/e2e/test_promtool.py \
@@ -76,12 +78,14 @@ test-pg18-prometheus: venv
 # pg_cron's tests start a PostgreSQL 15 of their own: they run in test-pg15's lane.
 test-pg18-rest: venv
 	$(BIN)/pytest -p no:cacheprovider -m "not pg_cron" tests/integration $(BESIDE_THE_REST) \
-		$(addprefix --deselect=tests/e2e/test_library_presets.py::,$(PRESETS_BESIDE_THE_UNITS))
+		$(addprefix --deselect=tests/e2e/test_library_presets.py::,$(PRESETS_BESIDE_THE_UNITS) \
+			$(PRESETS_BESIDE_PG15))
 
 # What is the same on every version (one_server) runs on PostgreSQL 18 alone. The
 # benchmarks' harnesses run here, on the version `make bench` measures on, beside
 # the integration pass, which had the time the end-to-end lane lacked.
-BESIDE_PG15 := tests/e2e/test_bench_smoke.py
+BESIDE_PG15 := tests/e2e/test_bench_smoke.py \
+	$(addprefix tests/e2e/test_library_presets.py::,$(PRESETS_BESIDE_PG15))
 
 test-pg15: venv
 	scripts/with-postgres 15 $(BIN)/pytest -p no:cacheprovider -m "not one_server" tests/integration \
