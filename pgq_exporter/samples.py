@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, TypeVar, overload
 
@@ -87,6 +88,11 @@ def queue_labels(queue: str) -> tuple[str]:
 
 
 R = TypeVar("R")
+
+
+def same_objects(before: Sequence[object], now: Sequence[object]) -> bool:
+    """Whether ``now`` holds the very objects ``before`` did, in the same order."""
+    return len(before) == len(now) and all(map(operator.is_, before, now))
 
 
 def matched(

@@ -2,10 +2,11 @@
 in every format, and the merge of several sources into one body.
 
 A part is made of its source's chunks (see samples.Chunks). What it makes of a chunk,
-its series and its text lines, is kept in the chunk's ChunkMade (chunk.py), and its protobuf
-entries in the part's, joined a metric at a time (columns.py); a collector's PartMemo
-hands the next part the ChunkMade of each chunk the collector handed over again, and
-the entries made so far, so that only new chunks are counted and serialized."""
+its series and its text lines, is kept in the chunk's ChunkMade (chunk.py), and its
+protobuf entries in the part's, joined a metric at a time (columns.py); a collector's
+PartMemo hands the next part the ChunkMade of each chunk the collector handed over
+again, and the entries made so far, so that only new chunks are counted and
+serialized."""
 
 from __future__ import annotations
 
@@ -117,7 +118,6 @@ class Part:
         "_made",
         "_messages",
         "_origin",
-        "_samples",
         "_since",
         "_specs",
         "database",
@@ -135,7 +135,6 @@ class Part:
         self.database = database
         self._made = made
         self._since = since
-        self._samples: dict[str, list[AnySample]] | None = None
         self._lines: dict[str, list[str]] | None = None
         self._messages: dict[bool, dict[str, Entries]] = {}
         self.totals: dict[Counting, int] = {}  # by counting, as asked for
@@ -151,11 +150,9 @@ class Part:
 
     @property
     def samples(self) -> dict[str, list[AnySample]]:
-        """The samples by metric, as served: grouped when first asked for (fitting past
-        the series budget asks), and kept, a list a metric."""
-        if self._samples is None:
-            self._samples = self._grouped()
-        return self._samples
+        """The samples by metric, as served, grouped now (the budget's fitting works from
+        its series by metric and its chunks' histograms, not from these)."""
+        return self._grouped()
 
     def _grouped(self) -> dict[str, list[AnySample]]:
         if len(self._made) == 1:

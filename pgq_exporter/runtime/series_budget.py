@@ -27,7 +27,7 @@ from pgq_exporter.exposition.fitting import (
     merged_buckets,
     series_of,
 )
-from pgq_exporter.samples import AnySample, HistogramSample
+from pgq_exporter.samples import AnySample, HistogramSample, same_objects
 
 # Classic buckets are merged no further than this many bounds left.
 MIN_CLASSIC_BOUNDS = 4
@@ -77,12 +77,11 @@ class _ChunkRemade:
 
 @dataclass(frozen=True, slots=True)
 class _Found:
-    """A part's per-queue histograms: by chunk (those of its chunks that have some),
-    and all of them."""
+    """A part's per-queue histograms, by chunk (those of its chunks that have some,
+    with their queues), and how many of them have each number of finite bounds."""
 
-    chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...], tuple[str, ...]]]  # + queues
-    histograms: list[HistogramSample]
-    bounds: Counter[int]  # how many of them have each number of finite bounds
+    chunks: list[tuple[ChunkMade, tuple[HistogramSample, ...], tuple[str, ...]]]
+    bounds: Counter[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,11 +211,10 @@ def _part_histograms(
             if queue_ones:
                 queues = tuple(dict.fromkeys(h.labels[places[h.metric]] for h in queue_ones))
                 chunks.append((made, queue_ones, queues))
-    every_one = [h for _, found, _ in chunks for h in found]
-    return _Found(chunks, every_one, Counter(len(h.buckets) - 1 for h in every_one))
+    return _Found(chunks, Counter(len(h.buckets) - 1 for _, its, _ in chunks for h in its))
 
 
-_NONE_FOUND = _Found([], [], Counter())
+_NONE_FOUND = _Found([], Counter())
 
 
 def _merging(bounds: Counter[int], rest: int, limit: int, counting: Counting) -> int:
@@ -247,20 +245,15 @@ def _histogram_series(bounds: Counter[int], counting: Counting, every: int) -> i
 def _order(parts: list[Part], found: list[_Found], plan: _Plan, memo: Remade) -> _Order:
     """The folding order: the last fit's while the parts with histograms are the same
     and merged alike."""
-    holding = tuple(part for part, each in zip(parts, found, strict=True) if each.histograms)
+    holding = tuple(part for part, each in zip(parts, found, strict=True) if each.chunks)
     last = memo.order
-    if (
-        last is not None
-        and last[1] == plan.every
-        and len(last[0]) == len(holding)
-        and all(a is b for a, b in zip(last[0], holding, strict=True))
-    ):
+    if last is not None and last[1] == plan.every and same_objects(last[0], holding):
         return last[2]
     jobs: dict[str, float] = {}
     series: dict[str, int] = {}
     others: dict[OtherKey, int] = {}
     total = 0
-    for histogram in (h for each in found for h in each.histograms):
+    for histogram in (h for each in found for _, its, _ in each.chunks for h in its):
         at = plan.places[histogram.metric]
         queue = histogram.labels[at]
         n = series_of(histogram, plan.counting, plan.every)
@@ -336,8 +329,7 @@ def _part_remade(
     places = plan.places
     chunks: dict[int, _ChunkRemade] = {}
     instead: dict[int, ChunkMade] = {}
-    into_other: dict[OtherKey, list[HistogramSample]] = {}
-    sources: list[_ChunkRemade] = []
+    sources: list[_ChunkRemade] = []  # those with histograms going into queue="other"
     counted: dict[str, int] = {}
     for made, _, queues in found.chunks:
         flags = tuple(map(plan.gone.__contains__, queues))
@@ -348,14 +340,12 @@ def _part_remade(
         instead[id(made)] = done.made
         if done.out:
             sources.append(done)
-        for key, sample in done.out:
-            into_other.setdefault(key, []).append(sample)
         for name, n in done.series:
             counted[name] = counted.get(name, 0) + n
     made_list = [instead.get(id(made), made) for made in part.made]
     other = None
-    if into_other:
-        other = (tuple(sources), _other(last.other if last else None, sources, into_other))
+    if sources:
+        other = (tuple(sources), _other(last.other if last else None, sources))
         made_list.append(other[1])
         for name, group in other[1].grouped().items():
             counted[name] = counted.get(name, 0) + sum(series_of(h, plan.counting) for h in group)
@@ -389,18 +379,16 @@ def _chunk_remade(made: ChunkMade, plan: _Plan, flags: tuple[bool, ...]) -> _Chu
 
 
 def _other(
-    last: tuple[tuple[_ChunkRemade, ...], ChunkMade] | None,
-    sources: list[_ChunkRemade],
-    into_other: dict[OtherKey, list[HistogramSample]],
+    last: tuple[tuple[_ChunkRemade, ...], ChunkMade] | None, sources: list[_ChunkRemade]
 ) -> ChunkMade:
-    """The part's queue="other" histograms: the last fit's while what was made of the
-    chunks folded into them is the same."""
-    if (
-        last is not None
-        and len(last[0]) == len(sources)
-        and all(a is b for a, b in zip(last[0], sources, strict=True))
-    ):
+    """The part's queue="other" histograms, of those ``sources`` send there: the last
+    fit's while what was made of the chunks folded into them is the same."""
+    if last is not None and same_objects(last[0], sources):
         return last[1]
+    into_other: dict[OtherKey, list[HistogramSample]] = {}
+    for source in sources:
+        for key, sample in source.out:
+            into_other.setdefault(key, []).append(sample)
     other: dict[str, list[AnySample]] = {}
     for (name, at, _), group in into_other.items():
         other.setdefault(name, []).append(folded(group, at))

@@ -444,19 +444,18 @@ class Target:
         limits.series, its own series and the collectors' own always among them, and
         ``beside`` series served with them. ``forms``: those rendered now."""
         specs = self._specs()
+
+        def own() -> Part:
+            return sample_part(specs, self.name, self.own_samples())
+
         # Its own series are counted before (as many as after: only values change).
-        own_series = sample_part(specs, self.name, self.own_samples()).total(TEXT_COUNTING)
-        reserved = own_series + beside
+        reserved = own().total(TEXT_COUNTING) + beside
         # A static target's samples of its server are on /metrics once per server, by
         # the exporter (server_samples); a probe target's answer holds them.
         collectors = self.series.collectors_parts(
             specs, list(self.slots.values()), server_wide=not self.spec.always,
             classic_in_protobuf=self.config.histograms.classic_in_protobuf, reserved=reserved,
         )  # fmt: skip
-
-        def own() -> Part:
-            return sample_part(specs, self.name, self.own_samples())
-
         return own_first(own, collectors, {form.format for form in forms})
 
     def server_samples(self) -> list[AnySample]:

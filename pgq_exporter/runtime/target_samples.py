@@ -18,7 +18,7 @@ from pgq_exporter.runtime.collection import (
     Slot,
 )
 from pgq_exporter.runtime.series_budget import Fitted, Remade, fit
-from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, chunks_of
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, chunks_of, same_objects
 from pgq_exporter.sources import QueueSource
 
 log = logging.getLogger("pgq_exporter.targets")
@@ -156,7 +156,7 @@ class TargetSeries:
         changed."""
         with self._lock:
             last = self._last.get(counting)
-            if last is not None and last[1] == reserved and _same(last[0], parts):
+            if last is not None and last[1] == reserved and same_objects(last[0], parts):
                 fitted = last[2]
             else:
                 remade = self._remade.setdefault(counting, Remade())
@@ -196,7 +196,3 @@ class TargetSeries:
 def _past(fitted: Fitted) -> bool:
     """Whether the fit served anything otherwise than collected."""
     return fitted.merged > 1 or bool(fitted.folded) or bool(fitted.dropped)
-
-
-def _same(before: list[Part], now: list[Part]) -> bool:
-    return len(before) == len(now) and all(a is b for a, b in zip(before, now, strict=True))
