@@ -27,7 +27,7 @@ from pgq_exporter.exposition.columns import Built, Entries, Pieces, built_anew, 
 from pgq_exporter.exposition.fitting import Counting
 from pgq_exporter.exposition.protobuf import (
     metric_entries,
-    split_entries,
+    metric_entry_list,
 )
 from pgq_exporter.exposition.text import Family, headers, metric_lines
 from pgq_exporter.samples import AnySample, Chunk, chunks_of, matched
@@ -304,11 +304,12 @@ class Part:
                 owners.setdefault(name, []).append((index, len(found)))
         pieces: list[Pieces] = [{} for _ in new]
         for name, found in samples.items():
-            serialized = metric_entries(self._specs[name], self.database, found, classic=classic)
+            spec = self._specs[name]
             if len(owners[name]) == 1:
+                serialized = metric_entries(spec, self.database, found, classic=classic)
                 pieces[owners[name][0][0]][name] = serialized
                 continue
-            split, at = split_entries(serialized), 0
+            split, at = metric_entry_list(spec, self.database, found, classic=classic), 0
             for index, count in owners[name]:
                 pieces[index][name] = split[at] if count == 1 else b"".join(split[at : at + count])
                 at += count

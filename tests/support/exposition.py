@@ -51,11 +51,18 @@ def count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from pgq_exporter.exposition import part, protobuf  # noqa: PLC0415
 
     counts: list[int] = []
-    whole = protobuf.metric_entries
+    whole, each = protobuf.metric_entries, protobuf.metric_entry_list
 
     def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
         counts.append(len(samples))
         return whole(spec, database, samples, classic=classic)
 
+    def counted_each(
+        spec: Any, database: str, samples: list[AnySample], *, classic: bool
+    ) -> list[bytes]:
+        counts.append(len(samples))
+        return each(spec, database, samples, classic=classic)
+
     monkeypatch.setattr(part, "metric_entries", counted)
+    monkeypatch.setattr(part, "metric_entry_list", counted_each)
     return counts

@@ -195,9 +195,51 @@ def test_a_gauges_or_counters_entries_are_the_bytes_of_whole_messages(name: str)
         assert made == _whole_messages(spec, database, samples)
 
 
-def test_a_sample_with_label_values_not_one_a_label_is_refused() -> None:
+@pytest.mark.parametrize(
+    ("name", "labels"),
+    [("pgq_queue_jobs", ("q",)),  # its status missing
+     ("pgq_queue_ready_jobs", ("q", "pending")),  # one too many
+     ("pgq_up", ("q",))],
+)  # fmt: skip
+def test_a_sample_with_label_values_not_one_a_label_is_refused(
+    name: str, labels: tuple[str, ...]
+) -> None:
     from pgq_exporter.exposition.protobuf import metric_entries  # noqa: PLC0415
 
-    short = Sample("pgq_queue_jobs", ("q",), 1.0)  # its status missing
-    with pytest.raises(ValueError, match="pgq_queue_jobs"):
-        metric_entries(SPECS["pgq_queue_jobs"], "main", [short], classic=False)
+    fine = Sample(name, ("x",) * (len(labels) - 1 if name != "pgq_up" else 0), 1.0)
+    odd = Sample(name, labels, 1.0)
+    with pytest.raises(ValueError, match=name):
+        metric_entries(SPECS[name], "main", [fine, odd, fine], classic=False)
+
+
+@pytest.mark.parametrize("name", ["pgq_up", "pgq_queue_ready_jobs", "pgq_queue_jobs",
+                                  "pgq_job_waits_total", "pgq_job_processing_seconds"])  # fmt: skip
+def test_the_entries_one_a_sample_are_the_entries_split(name: str) -> None:
+    """What a part splits among its chunks, one entry a sample, joins back into the
+    family's entries, for gauges, counters and histograms alike."""
+    from pgq_exporter.exposition.protobuf import (  # noqa: PLC0415
+        metric_entries,
+        metric_entry_list,
+        split_entries,
+    )
+
+    spec = SPECS[name]
+    width = len(spec.labels) - (spec.labels[:1] == ("database",))
+    samples = list(_samples_of(spec, width, 300))
+    for classic in (False, True):
+        joined = metric_entries(spec, "main", samples, classic=classic)
+        each = metric_entry_list(spec, "main", samples, classic=classic)
+        assert len(each) == len(samples)
+        assert each == split_entries(joined)
+        assert b"".join(each) == joined
+
+
+def _samples_of(spec: Any, width: int, count: int) -> list[AnySample]:
+    """``count`` samples of ``spec`` with ``width`` label values each, long and short."""
+    texts = ["q", "tenant-ü", "x" * 150, "pending"]
+    labels = [
+        tuple(f"{texts[(i + k) % len(texts)]}{i}" for k in range(width)) for i in range(count)
+    ]
+    if spec.type is MetricType.HISTOGRAM:
+        return [_histogram(values[0], [0.01 * (i % 7), 2.0 * i]) for i, values in enumerate(labels)]
+    return [Sample(spec.name, values, float(i) - 0.5) for i, values in enumerate(labels)]
