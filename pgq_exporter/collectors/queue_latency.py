@@ -37,7 +37,8 @@ class QueueLatency(Collector):
         kept = bool(thresholds) and all(kept_tables(conn, self.mapping))
         limit = ctx.config.exact_count_limit
         look = min(LOOK, limit) if kept else limit
-        params = {"queues": ctx.known_queues(conn), "thresholds": list(thresholds), "cap": look}
+        params = {"queues": ctx.known_queues(conn), "thresholds": list(thresholds), "cap": look,
+                  "first": min(thresholds, default=None)}  # fmt: skip
         ages: dict[str, float] = {}
         late: dict[Key, int] = {}
         rows = fetch(conn, "oldest_ready_late", ctx, params, self.mapping)

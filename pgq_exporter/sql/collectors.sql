@@ -172,17 +172,25 @@ WHERE j.{c_queue} = %(queue)s;
 -- name: oldest_ready_late
 -- Per queue, the age of its oldest ready job (one index probe: min() over (queue,
 -- scheduled_at) of the pending index), and for each wait threshold the ready jobs
--- that have waited longer, through the pending index up to %(cap)s, counted only where
--- the oldest is past the threshold (NULL elsewhere, and one row with a NULL threshold
--- where there are none). One statement, each age worked out once (OFFSET 0 keeps the
--- planner from copying it into each use): 10,000 queues took 46 ms where the ages and
--- the counts, two statements, took 61.
+-- that have waited longer, counted up to %(cap)s only where the oldest is past the
+-- threshold (NULL elsewhere, and one row with a NULL threshold where there are none).
+-- Where the oldest is past the smallest threshold (%(first)s), the jobs past it are
+-- read once, up to %(cap)s, and sorted: each threshold's count is a binary search
+-- of them (width_bucket: the elements at or before its cut). Read whole (fewer than
+-- %(cap)s), they hold every threshold's jobs; where they are not, a larger threshold
+-- is counted through the pending index as before. 10,000 queues, each with about
+-- ten late jobs: 159-239 ms where a scan a threshold took 205-271 (two thresholds),
+-- 148-171 where it took 239-266 (three). Each age is worked out once (OFFSET 0 keeps
+-- the planner from copying it into each use).
 SELECT q.queue, o.age, t.seconds,
-       CASE WHEN o.age >= t.seconds THEN (SELECT count(*) FROM (
-            SELECT 1 FROM {jobs} j
-            WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
-              AND j.{c_scheduled_at} <= now() - make_interval(secs => t.seconds)
-            LIMIT %(cap)s) AS late) END AS late
+       CASE WHEN o.age >= t.seconds THEN
+            CASE WHEN cardinality(l.late) < %(cap)s OR t.seconds = %(first)s
+                 THEN width_bucket(now() - make_interval(secs => t.seconds), l.late)
+                 ELSE (SELECT count(*) FROM (
+                      SELECT 1 FROM {jobs} j
+                      WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+                        AND j.{c_scheduled_at} <= now() - make_interval(secs => t.seconds)
+                      LIMIT %(cap)s) AS late) END END AS late
 FROM unnest(%(queues)b::text[]) AS q(queue)
 CROSS JOIN LATERAL (
     SELECT coalesce(extract(epoch FROM now() - (
@@ -190,6 +198,15 @@ CROSS JOIN LATERAL (
                WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
                  AND j.{c_scheduled_at} <= now()))::float8, 0) AS age
     OFFSET 0) AS o
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN o.age >= %(first)s THEN ARRAY(
+               SELECT s.at FROM (
+                   SELECT j.{c_scheduled_at}::timestamptz AS at FROM {jobs} j
+                   WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
+                     AND j.{c_scheduled_at} <= now() - make_interval(secs => %(first)s)
+                   LIMIT %(cap)s) AS s
+               ORDER BY s.at) END AS late
+    OFFSET 0) AS l
 LEFT JOIN unnest(%(thresholds)s::float8[]) AS t(seconds) ON true;
 
 -- name: not_late_kept

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.support.exporter import basic_config, collect_once_with, value
+from tests.support.seed import SEED_TABLE
 
 Conn = psycopg.Connection[Any]
 CONFIG_EXTRA = "histograms: {wait_thresholds: [30s, 5m]}\n"
@@ -106,3 +107,37 @@ def test_many_late_jobs_are_counted_exactly_from_the_other_side_of_the_threshold
     for (queue, seconds), expected in truth.items():
         assert value(samples, "pgq_queue_late_ready_jobs", database="main", queue=queue,
                      threshold=str(seconds)) == expected, (queue, seconds)  # fmt: skip
+
+
+def test_late_jobs_past_the_limit_on_a_table_without_kept_counts(db: Database) -> None:
+    """The seed article's table (no kept counts, no index on scheduled_at): each
+    threshold's late jobs exact up to exact_count_limit. Where the jobs past the
+    smallest threshold pass the limit, those read of them are not all, so a larger
+    threshold is counted on its own: queue few_old's 20 oldest jobs are written after
+    120 younger late ones, and a count among the first 50 read would be 0."""
+    with db.connect(autocommit=True) as conn:
+        conn.execute(SEED_TABLE)
+        for queue, batches in (
+            ("piled", (("10 minutes", 120), ("1 minute", 30))),
+            ("few_old", (("1 minute", 120), ("10 minutes", 20))),
+            ("short", (("10 minutes", 10), ("1 minute", 5), ("0", 3), ("-1 hour", 4))),
+        ):
+            for ago, n in batches:
+                conn.execute(
+                    "INSERT INTO app.jobs (queue, scheduled_at)"
+                    " SELECT %s, now() - %s::interval FROM generate_series(1, %s)",
+                    (queue, ago, n),
+                )
+    seed = basic_config(db.dsn, extra=CONFIG_EXTRA + "exact_count_limit: 50\n")
+    with collect_once_with(
+        seed.replace("    dsn:", "    preset: seed\n    schema: app\n    dsn:")
+    ) as collect:
+        samples = collect()
+    expected = {("piled", "30"): 50, ("piled", "300"): 50, ("few_old", "30"): 50,
+                ("few_old", "300"): 20, ("short", "30"): 15, ("short", "300"): 10}  # fmt: skip
+    for (queue, threshold), count in expected.items():
+        assert value(samples, "pgq_queue_late_ready_jobs", database="main", queue=queue,
+                     threshold=threshold) == count, (queue, threshold)  # fmt: skip
+    for queue in ("piled", "few_old", "short"):
+        age = value(samples, "pgq_queue_oldest_ready_age_seconds", database="main", queue=queue)
+        assert 600 <= age < 660, queue
