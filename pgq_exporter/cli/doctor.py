@@ -9,7 +9,10 @@ a table or partition of at least LARGE rows sequentially, with the index that
 would make them cheap, and, for a library preset, the indexes it knows for that
 collector that the library does not create, on a table of at least LARGE rows (a
 smaller one is read fast without). A fast collector is not looked at, whatever
-its plan.
+its plan. A collector whose transaction holds more than a quarter of the server's
+lock table (a statement that reads a partitioned table for each queue locks every
+partition and its indexes: pg-boss keeps a partition a queue) is flagged, fast or
+not, with the max_locks_per_transaction that makes room for it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pgq_exporter.config import Config, DatabaseConfig
 from pgq_exporter.pg.connect import read_only
 from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.sources import LARGE, QueueSource, Scan, large_table
+from pgq_exporter.sql import query
 
 _ALREADY_EXPLAIN = re.compile(r"\s*(?:--[^\n]*\n\s*)*EXPLAIN\b", re.IGNORECASE)
 
@@ -40,6 +44,7 @@ class Diagnosis:
     cost: float = 0.0  # the sum of the statements' planned total costs
     seconds: float = 0.0  # the run's time, measured
     scans: list[Scan] = field(default_factory=list)  # large tables read sequentially
+    locks: int = 0  # held by its transaction at its end
     error: str = ""
 
 
@@ -78,11 +83,55 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
                 began = time.perf_counter()
                 collector.collect(cast(Conn, recording), ctx)
                 diagnosis.seconds = time.perf_counter() - began
+                [(diagnosis.locks,)] = conn.execute(query("doctor.sql", "locks_held")).fetchall()
                 _plan(conn, recording.statements, diagnosis, large)
         except psycopg.Error as exc:
             diagnosis.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         results.append(diagnosis)
     return results
+
+
+@dataclass(frozen=True)
+class LockTable:
+    """The server's lock table: ``per_session`` (max_locks_per_transaction) for each of
+    ``sessions`` (connections and prepared transactions)."""
+
+    per_session: int
+    sessions: int
+
+    @property
+    def size(self) -> int:
+        return self.per_session * self.sessions
+
+    def crowded_by(self, locks: int) -> bool:
+        """Whether a few transactions holding ``locks`` each would fill it: the
+        exporter runs several at once, and the applications take their own."""
+        return locks * CROWDING > self.size
+
+    def needed_for(self, locks: int) -> int:
+        """The max_locks_per_transaction at which ``locks`` no longer crowd it."""
+        return -(-locks * CROWDING // self.sessions)
+
+
+# A transaction holding more than this share of the lock table crowds it.
+CROWDING = 4
+
+
+def crowding_advice(locks: int, table: LockTable) -> str:
+    """doctor's line on a collector whose transaction crowds the lock table."""
+    return (
+        f"  locks: its transaction holds {locks:,} until it ends, of {table.size:,} in the "
+        f"server's lock table ({table.per_session} a connection); a few such at once can "
+        "fill it, and then any session's next lock fails with 'out of shared memory'. "
+        "A statement that reads a partitioned table for each queue locks each partition "
+        f"and its indexes. Raise max_locks_per_transaction to {table.needed_for(locks)} "
+        "or more (a restart)."
+    )
+
+
+def lock_table(conn: Conn) -> LockTable:
+    [(per_session, sessions)] = conn.execute(query("doctor.sql", "lock_table")).fetchall()
+    return LockTable(int(per_session), int(sessions))
 
 
 def _plan(conn: Conn, statements: list[tuple[Any, Any]], diagnosis: Diagnosis, large: int) -> None:

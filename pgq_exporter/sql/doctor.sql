@@ -28,3 +28,16 @@ CREATE INDEX CONCURRENTLY ON {table} ({c_finished_xid}) WHERE {c_finished_xid} I
 
 -- name: index_updated
 CREATE INDEX CONCURRENTLY ON {table} ({c_updated_at}) WHERE {c_status} IN ({s_done}, {s_failed});
+
+-- name: locks_held
+-- The locks this session holds: in a collector's transaction, every relation its
+-- statements planned (each partition of a partitioned table read per queue, and each
+-- index of one), held until the transaction ends.
+SELECT count(*)::bigint FROM pg_locks WHERE pid = pg_backend_pid();
+
+-- name: lock_table
+-- The server's lock table, as its settings size it: max_locks_per_transaction for
+-- each connection and prepared transaction it allows; and those counts.
+SELECT current_setting('max_locks_per_transaction')::bigint,
+       current_setting('max_connections')::bigint
+           + current_setting('max_prepared_transactions')::bigint;

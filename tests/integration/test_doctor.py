@@ -42,6 +42,7 @@ def test_doctor_flags_a_scan_of_a_large_table_and_suggests_an_index(
     assert reference.returncode == 0, reference.stderr
     assert reference.stdout.splitlines()[0] == "layout: preset pgq, table pgq.jobs"
     assert "job_histograms" in reference.stdout and "sequential scan" not in reference.stdout
+    assert "  locks:" not in reference.stdout  # a few partitions crowd nothing
     assert "fails" not in reference.stdout + seed.stdout
 
 
@@ -122,3 +123,30 @@ def test_doctor_fails_when_the_collectors_fail(empty_db: Database) -> None:
     result = run_cli("doctor", "--dsn", empty_db.dsn, "--preset", "procrastinate")
     assert "fails:" in result.stdout
     assert_clean_failure(result, "queue collectors fail on this database")
+
+
+def test_doctor_flags_a_collector_whose_transaction_crowds_the_lock_table(db: Database) -> None:
+    """A queue table partitioned as pg-boss partitions its jobs, a partition a queue:
+    a statement that reads it for each queue locks every partition and each of its
+    indexes while it is planned, until the transaction ends. Past a quarter of the
+    server's lock table, doctor says so, with the setting that makes room."""
+    with db.connect(autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('max_locks_per_transaction')::int,"
+                           " current_setting('max_connections')::int"
+                           " + current_setting('max_prepared_transactions')::int").fetchone()  # fmt: skip
+        assert row is not None
+        per_session, sessions = row
+        # Each partition of pgq.jobs is locked with its five indexes.
+        partitions = per_session * sessions // 4 // 6 + 20
+        for i in range(partitions):
+            conn.execute(f"CREATE TABLE pgq.jobs_t{i} PARTITION OF pgq.jobs FOR VALUES IN ('t{i}')")
+        conn.execute("SELECT enqueue('t0')")
+    crowded = run_cli("doctor", "--dsn", db.dsn)
+    assert crowded.returncode == 0, crowded.stderr
+    flagged = [line for line in crowded.stdout.splitlines() if line.startswith("  locks:")]
+    assert flagged, crowded.stdout
+    held = int(flagged[0].split("holds ")[1].split(" until")[0].replace(",", ""))
+    assert held > per_session * sessions // 4
+    needed = -(-held * 4 // sessions)
+    assert f"Raise max_locks_per_transaction to {needed} or more" in flagged[0]
+    assert " fails: " not in crowded.stdout
