@@ -112,21 +112,20 @@ class LockTable:
         """The max_locks_per_transaction at which ``locks`` no longer crowd it."""
         return -(-locks * CROWDING // self.sessions)
 
+    def advice(self, locks: int) -> str:
+        """doctor's line on a collector whose transaction holds ``locks`` and crowds it."""
+        return (
+            f"  locks: its transaction holds {locks:,} until it ends, of {self.size:,} in "
+            f"the server's lock table ({self.per_session} a connection); a few such at once "
+            "can fill it, and then any session's next lock fails with 'out of shared "
+            "memory'. A statement that reads a partitioned table for each queue locks each "
+            f"partition and its indexes. Raise max_locks_per_transaction to "
+            f"{self.needed_for(locks)} or more (a restart)."
+        )
+
 
 # A transaction holding more than this share of the lock table crowds it.
 CROWDING = 4
-
-
-def crowding_advice(locks: int, table: LockTable) -> str:
-    """doctor's line on a collector whose transaction crowds the lock table."""
-    return (
-        f"  locks: its transaction holds {locks:,} until it ends, of {table.size:,} in the "
-        f"server's lock table ({table.per_session} a connection); a few such at once can "
-        "fill it, and then any session's next lock fails with 'out of shared memory'. "
-        "A statement that reads a partitioned table for each queue locks each partition "
-        f"and its indexes. Raise max_locks_per_transaction to {table.needed_for(locks)} "
-        "or more (a restart)."
-    )
 
 
 def lock_table(conn: Conn) -> LockTable:

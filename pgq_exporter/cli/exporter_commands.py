@@ -144,7 +144,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from pgq_exporter.cli.doctor import crowding_advice, diagnose, lock_table  # noqa: PLC0415
+    from pgq_exporter.cli.doctor import diagnose, lock_table  # noqa: PLC0415
     from pgq_exporter.collectors.periodic_tasks import describe_pg_cron  # noqa: PLC0415
     from pgq_exporter.sources import resolve  # noqa: PLC0415
 
@@ -168,7 +168,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"{diagnosis.collector:<16} {took}, {diagnosis.statements} statements, "
                   f"planned cost {diagnosis.cost:,.1f}, {diagnosis.locks:,} locks")  # fmt: skip
             if locks.crowded_by(diagnosis.locks):
-                print(crowding_advice(diagnosis.locks, locks))
+                print(locks.advice(diagnosis.locks))
             if diagnosis.seconds >= slow:  # a fast one is fine, whatever its plan
                 advice = source.slow_advice(conn, diagnosis.collector, diagnosis.scans,
                                             args.min_rows)  # fmt: skip
