@@ -51,18 +51,14 @@ def count_serialized(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from pgq_exporter.exposition import part, protobuf  # noqa: PLC0415
 
     counts: list[int] = []
-    whole, each = protobuf.metric_entries, protobuf.metric_entry_list
 
-    def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> bytes:
-        counts.append(len(samples))
-        return whole(spec, database, samples, classic=classic)
+    def counting(serialize: Any) -> Any:
+        def counted(spec: Any, database: str, samples: list[AnySample], *, classic: bool) -> Any:
+            counts.append(len(samples))
+            return serialize(spec, database, samples, classic=classic)
 
-    def counted_each(
-        spec: Any, database: str, samples: list[AnySample], *, classic: bool
-    ) -> list[bytes]:
-        counts.append(len(samples))
-        return each(spec, database, samples, classic=classic)
+        return counted
 
-    monkeypatch.setattr(part, "metric_entries", counted)
-    monkeypatch.setattr(part, "metric_entry_list", counted_each)
+    for name in ("metric_entries", "metric_entry_list"):  # joined, and one a sample
+        monkeypatch.setattr(part, name, counting(getattr(protobuf, name)))
     return counts
