@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from bench.collection import SETTLE
 from bench.serving import exporter_process, paced
 from pgq_exporter.queue.schema import apply_schema
 from tests.support.exposition import read_delimited
@@ -207,9 +208,10 @@ def measure_queues(
         # text forms are fetched last, for their sizes.
         cycles, renders = [], []
         _scraped(url)  # asked for from the start: every render from the first makes it
-        # The first two cycles: the first serializes every queue, the second what the
-        # collectors that end late (the workers) found at their first run.
-        time.sleep(interval * 2.1)
+        # The cycles of a start: the first serializes every queue, the second what the
+        # collectors that end late (the workers) found at their first run, and until the
+        # seventh the server plans the statements anew (bench.collection.SETTLE).
+        time.sleep(interval * (SETTLE + 1.1))
         for _ in range(READS):
             time.sleep(interval / 2)
             families = read_delimited(_scraped(url))
@@ -237,7 +239,8 @@ def measure_queues(
             "series_text": sum(1 for line in plain.splitlines() if not line.startswith(b"#")),
             "scrape_openmetrics_gzip": paced(url, seconds=seconds, scrapers=10, every=1.0),
             "rss_mb_text_too": tree.rss_bytes() / 2**20,
-            "finished_per_s": finishing.finished / ((2.1 + READS / 2) * interval + 2 * seconds),
+            "finished_per_s": finishing.finished
+            / ((SETTLE + 1.1 + READS / 2) * interval + 2 * seconds),
         }
     figures["series_per_queue_protobuf"] = figures["series_protobuf"] / queues
     figures["series_per_queue_text"] = figures["series_text"] / queues

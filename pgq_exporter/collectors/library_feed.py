@@ -22,8 +22,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from psycopg import sql
-
 from pgq_exporter.collectors.finished import FinishedJobs
 from pgq_exporter.collectors.library_sql import run_block
 from pgq_exporter.collectors.queues import KnownQueues, trackable
@@ -72,7 +70,7 @@ class LibraryFeed:
             bound = min(prepared, _bound(conn))
             first = self._since is None
             since = now - window if self._since is None else self._since
-            rows = run_block(conn, layout, "finished", None, since=sql.Literal(since))
+            rows = run_block(conn, layout, "finished", None, since=since)
             for row in rows:
                 self._take(row, count=not first)
             # The bound is often the very stamp of a transaction's jobs, and a stamp goes

@@ -16,6 +16,9 @@ Caps = Mapping[str, int | None]  # state -> its LIMIT in the depth block (0: non
 # {queues} as the exporter runs a block: the known queues, bound as a parameter, in
 # binary (10,000 names: 2 ms where text took 6, for every query that reads them).
 BOUND_QUEUES = sql.SQL("%(queues)b::text[]")
+# {since} as the exporter runs a block: bound, so that the statement's text is the same
+# at every run, and the connection keeps it prepared (pg.statements).
+BOUND_SINCE = sql.SQL("%(since)s::float8")
 
 
 def render_block(
@@ -52,21 +55,24 @@ def run_block(
     *,
     caps: Caps | None = None,
     stuck_cap: int | None = None,
-    **extra: sql.Composable,
+    since: float | None = None,
 ) -> list[Row]:
-    """The block's rows for ``queues`` (None: every queue the library has): one
-    statement, or, with a table per queue, one per queue that the library has."""
+    """The block's rows for ``queues`` (None: every queue the library has), and the
+    jobs finished at or after ``since``: one statement, or, with a table per queue, one
+    per queue that the library has."""
+    bound = {} if since is None else {"since": since}
 
     def rendered(queue: str | None) -> sql.Composed:
-        return render_block(layout, block, queue, caps=caps, stuck_cap=stuck_cap, **extra)
+        return render_block(layout, block, queue, caps=caps, stuck_cap=stuck_cap,
+                            since=BOUND_SINCE)  # fmt: skip
 
     if not layout.preset.per_queue or block == "queues":
-        return conn.execute(rendered(None), {"queues": queues or []}).fetchall()
+        return conn.execute(rendered(None), {"queues": queues or [], **bound}).fetchall()
     present = queue_names(conn, layout)
     rows: list[Row] = []
     for queue in present if queues is None else queues:
         if queue in present:
-            rows += conn.execute(rendered(queue)).fetchall()
+            rows += conn.execute(rendered(queue), bound or None).fetchall()
     return rows
 
 

@@ -26,6 +26,7 @@ from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Part, PartMemo
 from pgq_exporter.labels import bound_labels
 from pgq_exporter.pg.connect import Conn, read_only
+from pgq_exporter.pg.statements import Stale, forget_statements, keeps_statements, went_stale
 from pgq_exporter.runtime.connections import (
     CapReachedError,
     Connections,
@@ -141,6 +142,7 @@ class GroupRun:
         self.waited_for_server = False
         self.started = time.monotonic()
         self._prepared: dict[str, float] = {}  # each slot's time in prepare, by name
+        self._retried: set[str] = set()  # slots run again after a kept statement failed
 
     @property
     def _wait(self) -> float:
@@ -161,7 +163,7 @@ class GroupRun:
                     self._in_transactions(conn, pending, waited)
                     if any(slot.collector.runs_users_sql for slot in self.slots):
                         # What no rollback undoes: a session's advisory locks.
-                        conn.execute(query("session.sql", "release_session_locks"))
+                        conn.execute(query("session.sql", "release_session_locks"), prepare=False)
                 return RunOutcome.RAN
             except CapReachedError:
                 return RunOutcome.DROPPED
@@ -211,6 +213,8 @@ class GroupRun:
                         except _SlotFailedError:
                             pending.pop(0)
                             raise
+                        except _RunAgainError:
+                            raise _SlotFailedError from None  # it stays pending
                         finally:
                             FREEZER.after_job()  # what the collector keeps: see memory.py
                         pending.pop(0)
@@ -222,23 +226,46 @@ class GroupRun:
         in its duration); a slot whose read fails is failed."""
         self._prepared.clear()
         for slot in list(pending):
-            if not slot.collector.prepares(self.ctx):
-                continue
-            began = time.monotonic()
-            try:
-                # A transaction of its own, whose snapshot ends before the collector's.
-                with read_only(conn):
-                    set_transaction_settings(conn, slot.plan.settings.timeout)
-                    slot.collector.prepare(conn, self.ctx)
-                self._prepared[slot.name] = time.monotonic() - began
-            except psycopg.OperationalError as exc:
-                if lost_connection(exc):
-                    raise  # the run retries on a new connection
+            if slot.collector.prepares(self.ctx):
+                self._prepare_one(conn, slot, pending, waited)
+
+    def _prepare_one(self, conn: Conn, slot: Slot, pending: list[Slot], waited: float) -> None:
+        began = time.monotonic()
+        try:
+            # A transaction of its own, whose snapshot ends before the collector's.
+            with read_only(conn):
+                set_transaction_settings(conn, slot.plan.settings.timeout)
+                slot.collector.prepare(conn, self.ctx)
+            self._prepared[slot.name] = time.monotonic() - began
+        except psycopg.OperationalError as exc:
+            if lost_connection(exc):
+                raise  # the run retries on a new connection
+            self._record_failure(slot, exc, began, waited)
+            pending.remove(slot)
+        except psycopg.Error as exc:
+            if self._runs_again(conn, slot, exc):
+                self._prepare_one(conn, slot, pending, waited)
+            else:
                 self._record_failure(slot, exc, began, waited)
                 pending.remove(slot)
-            except psycopg.Error as exc:
-                self._record_failure(slot, exc, began, waited)
-                pending.remove(slot)
+
+    def _runs_again(self, conn: Conn, slot: Slot, exc: psycopg.Error) -> bool:
+        """Whether ``slot`` runs again, once, because a kept statement failed: the
+        statements are forgotten, for good where the server lost them."""
+        stale = went_stale(exc) if keeps_statements(conn) else None
+        if stale is None or slot.name in self._retried:
+            return False
+        if stale is Stale.CHANGED and slot.state.sqlstate == exc.sqlstate:
+            return False  # its last run failed so, unprepared too: not a kept statement's
+        self._retried.add(slot.name)
+        where = {"database": self.ctx.database.name, "collector": slot.name}
+        if stale is Stale.LOST:
+            self.connections.stop_keeping_statements(conn, self.ctx.database.dsn)
+            log.warning(f"{stale.value}: statements are prepared no more", extra=where)
+        else:
+            forget_statements(conn)
+            log.info(f"{stale.value}: its statements are prepared anew", extra=where)
+        return True
 
     def _run_one(self, conn: Conn, slot: Slot, waited: float) -> None:
         began = time.monotonic() - self._prepared.pop(slot.name, 0.0)
@@ -254,6 +281,8 @@ class GroupRun:
             self._record_failure(slot, exc, began, waited)
             raise _SlotFailedError from None
         except psycopg.Error as exc:
+            if self._runs_again(conn, slot, exc):
+                raise _RunAgainError from None
             self._record_failure(slot, exc, began, waited)
             raise _SlotFailedError from None
         except Exception as exc:  # a failing collector never stops the others
@@ -317,6 +346,10 @@ class _SlotFailedError(Exception):
     """A collector's SQL failed and ended the transaction: the rest go on in a new one."""
 
 
+class _RunAgainError(Exception):
+    """A collector's kept statement failed: it runs again in a new transaction."""
+
+
 # Server states that end a session: admin, crash or startup shutdown.
 _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03"})
 
@@ -328,8 +361,10 @@ def lost_connection(exc: psycopg.OperationalError) -> bool:
 
 
 def set_transaction_settings(conn: Conn, seconds: float) -> None:
-    """Bound every statement and lock wait of the current transaction; no JIT in it."""
-    conn.execute(query("session.sql", "transaction_settings"), {"ms": str(int(seconds * 1000))})
+    """Bound every statement and lock wait of the current transaction; no JIT in it.
+    Never prepared: it plans nothing, and it runs outside any collector."""
+    settings = query("session.sql", "transaction_settings")
+    conn.execute(settings, {"ms": str(int(seconds * 1000))}, prepare=False)
 
 
 def _describe(exc: BaseException) -> str:

@@ -36,6 +36,7 @@ from pgq_exporter.pg.connect import (
     session_options,
 )
 from pgq_exporter.pg.dsn import describe_connect_error
+from pgq_exporter.pg.statements import forget_statements, keep_statements
 from pgq_exporter.redaction import scrub
 
 log = logging.getLogger("pgq_exporter.connections")
@@ -120,6 +121,7 @@ class Connections:
         self._keys: dict[str, tuple[str, float]] = {}  # dsn -> (server key, resolved at)
         self._in_use: set[Conn] = set()
         self._users: dict[str, int] = {}  # dsn -> targets using it
+        self._unkept: set[str] = set()  # dsns whose server loses prepared statements
         self._closed = False
 
     # -- who uses which connection string -----------------------------------------
@@ -214,6 +216,8 @@ class Connections:
             # Every transaction on it (BEGIN, with these) reads one snapshot and writes nothing.
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.read_only = True
+            if dsn not in self._unkept:
+                keep_statements(conn)
             return readable(conn)
         self._release(key)
         raise ConnectionUnavailableError(message)
@@ -236,6 +240,15 @@ class Connections:
                 if not server.open and not server.idle:
                     del self._servers[key]  # its series goes with it
             self._cond.notify()
+
+    def stop_keeping_statements(self, conn: Conn, dsn: str) -> None:
+        """``dsn``'s server loses a session's prepared statements between transactions
+        (a pooler in transaction mode): none is kept on its connections from now on."""
+        forget_statements(conn, for_good=True)
+        with self._cond:
+            self._unkept.add(dsn)
+            closing = self._take_idle(lambda idle: idle.dsn == dsn)  # they keep theirs
+        self._close_and_release(closing)
 
     def server_of(self, dsn: str) -> str:
         """The server ``dsn`` reaches, as its cap counts it (see server_key)."""

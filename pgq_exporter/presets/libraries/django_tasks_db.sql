@@ -95,7 +95,7 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue);
 
 -- name: finished
--- Tasks that succeeded or failed at or after {since} (seconds since the epoch),
+-- Tasks that succeeded or failed at or after `since` (seconds since the epoch),
 -- through doctor's index of finished tasks by finished_at, which the worker
 -- stamps from Python's clock (stamp_lag). Processing runs from started_at; wait
 -- from when the task became due (its enqueueing, or its run_after if later) to

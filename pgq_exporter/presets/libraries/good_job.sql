@@ -176,7 +176,7 @@ LEFT JOIN abandoned a ON a.queue_name = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs finished at or after {since} (seconds since the epoch), done without an
+-- Jobs finished at or after `since` (seconds since the epoch), done without an
 -- error and failed (discarded) with one, through good_job's index on finished_at.
 -- good_job stamps finished_at from Ruby's clock (stamp_lag). Processing runs
 -- from performed_at; wait from when it became due (scheduled_at, or its

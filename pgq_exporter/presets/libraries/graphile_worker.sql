@@ -181,11 +181,11 @@ CREATE INDEX CONCURRENTLY graphile_jobs_locked_at_idx
     ON {schema}._private_jobs (locked_at) WHERE locked_at IS NOT NULL;
 
 -- name: finished
--- Jobs that failed for good at or after {since} (seconds since the epoch): a
+-- Jobs that failed for good at or after `since` (seconds since the epoch): a
 -- completed job is deleted and leaves no trace, so only the failures are known.
 -- A failure sets run_at to its transaction's now() plus exp(least(attempts, 10))
 -- seconds, so a job out of attempts failed for good at run_at less that: the jobs
--- whose run_at is at or after {since} hold them (through doctor's index), and
+-- whose run_at is at or after `since` hold them (through doctor's index), and
 -- those failed since are kept.
 SELECT j.id, coalesce(q.queue_name, t.identifier), false AS done,
        NULL::float8 AS processing, NULL::float8 AS wait,

@@ -90,7 +90,7 @@ LEFT JOIN stale s ON s.queue = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs that failed for good at or after {since} (seconds since the epoch): a done
+-- Jobs that failed for good at or after `since` (seconds since the epoch): a done
 -- job is deleted and leaves no trace, so only the failures are known, from
 -- failed_jobs (failed_at, from PHP's clock in whole seconds, the application's
 -- time zone taken as UTC: stamp_lag), through doctor's index.

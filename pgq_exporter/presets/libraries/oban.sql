@@ -123,7 +123,7 @@ CREATE INDEX CONCURRENTLY oban_jobs_executing_attempted_at_idx
     WHERE state = 'executing';
 
 -- name: finished
--- Jobs completed or discarded at or after {since} (seconds since the epoch),
+-- Jobs completed or discarded at or after `since` (seconds since the epoch),
 -- through the partial indexes on completed_at and discarded_at. Oban stamps
 -- both with its acknowledging transaction's now(). Wait runs from the last
 -- attempt's scheduled_at to its attempted_at, processing from attempted_at to

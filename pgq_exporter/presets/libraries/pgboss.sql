@@ -76,7 +76,7 @@ LEFT JOIN expired e ON e.name = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs completed, or failed for good, at or after {since} (seconds since the
+-- Jobs completed, or failed for good, at or after `since` (seconds since the
 -- epoch): pg-boss stamps completed_on with the finishing transaction's now() (a
 -- job that fails with a retry left has none), read through doctor's index of
 -- finished jobs by completed_on. Processing runs from its last start; wait from

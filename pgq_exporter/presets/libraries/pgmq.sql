@@ -58,7 +58,7 @@ SELECT {queue}::text AS queue,
 CREATE INDEX CONCURRENTLY {index} ON {q} (vt) WHERE read_ct > 0;
 
 -- name: finished
--- Messages archived at or after {since} (seconds since the epoch), through the
+-- Messages archived at or after `since` (seconds since the epoch), through the
 -- archive's archived_at index; archive() stamps each with its transaction's
 -- now(). Processing runs from the last read. A message's visibility timeout
 -- is overwritten by each read, so when it became due is lost: wait is unknown.

@@ -112,7 +112,7 @@ GROUP BY q.queue;
 -- name: finished
 -- Log rows of jobs that ended successful, with an exception, or failed and held
 -- (on_failure="hold": kept in the table for a manual requeue) at or after
--- {since} (seconds since the epoch), through the log's created index; each is
+-- `since` (seconds since the epoch), through the log's created index; each is
 -- stamped with its transaction's now(). Processing runs from the job's last
 -- pick before it, found through the (job_id, created) index. The log does not
 -- record when a job became due, so wait is unknown (NULL).

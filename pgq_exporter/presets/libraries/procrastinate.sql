@@ -125,7 +125,7 @@ LEFT JOIN stalled s ON s.queue_name = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs that succeeded, or failed for good, at or after {since} (seconds since the
+-- Jobs that succeeded, or failed for good, at or after `since` (seconds since the
 -- epoch), from their finishing events, which the status trigger stamps with the
 -- finishing transaction's now(), through doctor's index of those events by time.
 -- One row per event (its id), so a failed job retried by hand that then succeeds

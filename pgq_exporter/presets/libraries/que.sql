@@ -162,7 +162,7 @@ SELECT q.queue,
 FROM unnest({queues}) AS q(queue);
 
 -- name: finished
--- Jobs finished or expired (out of retries) at or after {since} (seconds since
+-- Jobs finished or expired (out of retries) at or after `since` (seconds since
 -- the epoch): Que stamps both with its transaction's now(), read through
 -- doctor's index of the finished and expired jobs by that stamp. Que records no
 -- start, so neither processing nor wait is known.

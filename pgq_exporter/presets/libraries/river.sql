@@ -108,7 +108,7 @@ LEFT JOIN stuck s ON s.queue = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs completed or discarded at or after {since} (seconds since the epoch),
+-- Jobs completed or discarded at or after `since` (seconds since the epoch),
 -- through river_job_state_and_finalized_at_index. River's completer stamps
 -- finalized_at from its client's clock and writes it in batches, so the stamp may
 -- precede the transaction that records it (stamp_lag). Processing runs from the

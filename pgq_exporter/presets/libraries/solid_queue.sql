@@ -147,7 +147,7 @@ LEFT JOIN stuck s ON s.queue_name = q.queue
 GROUP BY q.queue;
 
 -- name: finished
--- Jobs finished at or after {since} (seconds since the epoch, the times UTC
+-- Jobs finished at or after `since` (seconds since the epoch, the times UTC
 -- without a time zone), through index_solid_queue_jobs_on_finished_at (kept
 -- while preserve_finished_jobs is on), and failed executions created since,
 -- through doctor's index. Rails stamps both from its clock (stamp_lag). The
