@@ -15,6 +15,7 @@ from psycopg.types.string import StrBinaryDumper, StrDumperUnknown
 
 from pgq_exporter.errors import DatabaseUnavailableError
 from pgq_exporter.pg.dsn import describe_connect_error, parse_dsn
+from pgq_exporter.sql import query
 
 DEFAULT_APPLICATION_NAME = "pgq-exporter"
 Conn = psycopg.Connection[Any]
@@ -68,11 +69,14 @@ def readable(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     return conn
 
 
+_PINNED_OPTION = PINNED_SEARCH_PATH.replace(" ", "")
+
+
 def session_options(dsn: str) -> str:
     """The ``options`` a session starts with: the connection string's own, then the
     pinned search_path (the last ``-c`` of a setting wins)."""
     own = str(conninfo_to_dict(dsn).get("options") or "")
-    pinned = "-c search_path=" + PINNED_SEARCH_PATH.replace(" ", "")
+    pinned = "-c search_path=" + _PINNED_OPTION
     return f"{own} {pinned}".strip()
 
 
@@ -90,21 +94,39 @@ def connect(
     """
     parse_dsn(dsn)
     try:
-        return readable(
-            psycopg.connect(
-                dsn,
-                options=session_options(dsn),
-                application_name=application_name,
-                autocommit=autocommit,
-                connect_timeout=connect_timeout,
-                **kwargs,
-            )
+        conn = psycopg.connect(
+            dsn,
+            options=session_options(dsn),
+            application_name=application_name,
+            autocommit=autocommit,
+            connect_timeout=connect_timeout,
+            **kwargs,
         )
     except (psycopg.OperationalError, UnicodeError) as exc:
         # UnicodeError: a host name that IDNA cannot encode, found only at lookup.
         message = describe_connect_error(dsn, exc)
         release_failed_attempt(exc)
-    raise DatabaseUnavailableError(message)
+        raise DatabaseUnavailableError(message) from None
+    if not search_path_pinned(conn):
+        conn.close()
+        raise DatabaseUnavailableError(UNPINNED)
+    return readable(conn)
+
+
+UNPINNED = (
+    "the session's search_path is not the catalog's: the server did not take the "
+    "connection's options (a pooler that drops them, as PgBouncer's "
+    "ignore_startup_parameters does?); connect to PostgreSQL directly"
+)
+
+
+def search_path_pinned(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the session searches only the catalog, as its options set it (SHOW is
+    not a function call: no shadow can answer it)."""
+    shown = conn.execute("SHOW search_path").fetchone()
+    if not conn.autocommit:
+        conn.rollback()  # the caller's first statement starts its transaction
+    return shown is not None and str(shown[0]).replace(" ", "") == _PINNED_OPTION
 
 
 def release_failed_attempt(exc: BaseException) -> None:
@@ -127,8 +149,10 @@ def release_failed_attempt(exc: BaseException) -> None:
 def read_only(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
     """A transaction that ends in a rollback however it goes: what a statement in it
     wrote despite READ ONLY (a large object, a notification, a setting of the session)
-    is undone, not committed."""
+    is undone, not committed. It searches only the catalog, whatever the session
+    does (see session.sql's pin_search_path)."""
     with conn.transaction() as tx:
+        conn.execute(query("session.sql", "pin_search_path"), prepare=False)
         yield conn
         raise psycopg.Rollback(tx)
 

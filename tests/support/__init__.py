@@ -51,9 +51,7 @@ def require_tool(name: str) -> str:
     search = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     path = shutil.which(name, path=search)
     if path is None:
-        message = (
-            f"{name} is not installed (apt-get install prometheus prometheus-postgres-exporter)"
-        )
+        message = f"{name} is not installed (scripts/install-test-tools installs it)"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
