@@ -67,6 +67,8 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
     database = DatabaseConfig("doctor", dsn, layout=source.layout)
     config = Config(databases=(database,))
     results = []
+    # Each collector's transaction begins as the exporter's do: one snapshot, no writes.
+    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
     for plan in source.plan(config, database.name):
         if plan.name not in QUEUE_COLLECTORS:
             continue
@@ -78,7 +80,6 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
         diagnosis = Diagnosis(plan.name)
         try:
             with read_only(conn):
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 set_transaction_settings(conn, 30.0)
                 began = time.perf_counter()
                 collector.collect(cast(Conn, recording), ctx)
