@@ -13,47 +13,25 @@ import os
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.config import parse_config
 from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
-from tests.support import assert_clean_failure, run_cli, wait_for
+from tests.support import assert_clean_failure, run_cli
 from tests.support.exporter import parse_samples
 from tests.support.pgbouncer import pgbouncer
-from tests.support.shadows import Planted, plant, product_calls
+from tests.support.shadows import Planted, called_once_ended, pinned, plant, product_calls
 
-PINNED = "-c search_path=pg_catalog,pg_temp"
 CYCLES = 8
-
-
-def _pinned(dsn: str) -> str:
-    return make_conninfo(dsn, options=PINNED)
 
 
 def _plant_in_public(db: Database) -> Planted:
     """Shadows of every catalog function and operator the product calls, in public;
     their calls counted."""
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
         conn.execute(sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(
             sql.Identifier(db.name)))  # fmt: skip
         return plant(conn, ["public"], product_calls())
-
-
-def _called(db: Database, planted: Planted) -> dict[str, int]:
-    """The shadows called, once every other session of the database has ended."""
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
-        wait_for(
-            lambda: conn.execute(
-                "SELECT count(*) FROM pg_catalog.pg_stat_activity "
-                "WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
-                "AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
-            ).fetchone(),
-            "the other sessions to end",
-            until=lambda row: row is not None and row[0] == 0,
-        )
-        conn.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
-        return planted.called(conn)
 
 
 def _open_server_connections(pooled: str, n: int) -> str:
@@ -89,7 +67,7 @@ def test_behind_a_transaction_pooler_every_run_succeeds_and_no_shadow_is_called(
         assert not failed, failed
     lost = [r for r in caplog.records if "prepared no more" in r.getMessage()]
     assert len(lost) == 1, [r.getMessage() for r in lost]  # the database's, once
-    assert _called(db, planted) == {}
+    assert called_once_ended(db.dsn, planted) == {}
 
 
 def test_a_command_refuses_a_session_whose_search_path_a_pooler_dropped(db: Database) -> None:

@@ -26,11 +26,9 @@ from pgq_exporter.runtime.exporter import Exporter
 from tests.conftest import Database
 from tests.support import assert_clean_failure, run_cli, unique_name, wait_for
 from tests.support.exporter import parse_samples
-from tests.support.shadows import Calls, Planted, plant, product_calls
+from tests.support.shadows import Calls, Planted, called_once_ended, pinned, plant, product_calls
 
 pytestmark = pytest.mark.library
-
-PINNED = "-c search_path=pg_catalog,pg_temp"
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +36,8 @@ def calls() -> Calls:
     return product_calls()
 
 
-def _pinned(dsn: str, **kwargs: str) -> str:
-    """The test's own sessions search only the catalog too, so that they call no shadow."""
-    return make_conninfo(dsn, options=PINNED, **kwargs)
-
-
 def _execute(dsn: str, statement: sql.Composed) -> None:
-    with psycopg.connect(_pinned(dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(dsn), autocommit=True) as conn:
         conn.execute(statement)
 
 
@@ -68,7 +61,7 @@ def monitor(server_dsn: str) -> Iterator[str]:
 
 def _hand_over(db: Database, owner: str, *schemas: str) -> None:
     """The database to ``owner``, with CREATE on ``schemas``; calls counted."""
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
         names = {"db": sql.Identifier(db.name), "owner": sql.Identifier(owner)}
         conn.execute(sql.SQL("ALTER DATABASE {db} OWNER TO {owner}").format(**names))
         conn.execute(sql.SQL("ALTER DATABASE {db} SET track_functions = 'pl'").format(**names))
@@ -78,25 +71,8 @@ def _hand_over(db: Database, owner: str, *schemas: str) -> None:
 
 
 def _plant(db: Database, owner: str, schemas: list[str], calls: Calls) -> Planted:
-    with psycopg.connect(_pinned(db.dsn, user=owner), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn, user=owner), autocommit=True) as conn:
         return plant(conn, schemas, calls)
-
-
-def _called(db: Database, planted: Planted) -> dict[str, int]:
-    """The shadows called so far, once every other session of the database has ended
-    (a session's counts reach the statistics when it ends)."""
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
-        wait_for(
-            lambda: conn.execute(
-                "SELECT count(*) FROM pg_catalog.pg_stat_activity "
-                "WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
-                "AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
-            ).fetchone(),
-            "the other sessions to end",
-            until=lambda row: row is not None and row[0] == 0,
-        )
-        conn.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
-        return planted.called(conn)
 
 
 def _assert_a_shadow_would_be_called(db: Database, planted: Planted, schema: str) -> None:
@@ -105,9 +81,9 @@ def _assert_a_shadow_would_be_called(db: Database, planted: Planted, schema: str
     options = f"-c search_path={schema},public"
     with psycopg.connect(make_conninfo(db.dsn, options=options), autocommit=True) as conn:
         conn.execute("SELECT unnest(ARRAY['a', 'b']::text[])")
-    called = _called(db, planted)
+    called = called_once_ended(db.dsn, planted)
     assert any(".unnest(text[])" in name for name in called), called
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
         conn.execute("SELECT pg_catalog.pg_stat_reset()")
 
 
@@ -153,7 +129,7 @@ def test_no_shadow_is_called_by_a_library_presets_commands_and_collectors(
 
     INSTALL[preset](empty_db.dsn)
     fill(empty_db.dsn, preset, 60)
-    with psycopg.connect(_pinned(empty_db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(empty_db.dsn), autocommit=True) as conn:
         schema = detect(conn)[0].schema
     _hand_over(empty_db, owner, schema)
     planted = _plant(empty_db, owner, sorted({"public", schema}), calls)
@@ -162,11 +138,11 @@ def test_no_shadow_is_called_by_a_library_presets_commands_and_collectors(
     _admin_commands(empty_db, monitor, preset, schema, tmp_path)
     _collect_as(empty_db, monitor, preset, schema)
     _collect_as(empty_db, _superuser(empty_db), preset, schema)
-    assert _called(empty_db, planted) == {}
+    assert called_once_ended(empty_db.dsn, planted) == {}
 
 
 def _superuser(db: Database) -> str:
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
         row = conn.execute("SELECT current_user::text").fetchone()
     assert row is not None
     return str(row[0])
@@ -183,7 +159,7 @@ def test_no_shadow_is_called_by_the_reference_queues_commands_worker_and_collect
     demo = run_cli("demo", "--dsn", db.dsn, "--duration", "4s",
                    "--web.listen-address", "127.0.0.1:0", timeout=120)  # fmt: skip
     assert demo.returncode == 0, demo.stderr[-2000:]
-    assert _called(db, planted) == {}
+    assert called_once_ended(db.dsn, planted) == {}
 
     # Now the owner may create in the queue's schema too, and plants shadows there.
     _hand_over(db, owner, db.schema)
@@ -192,7 +168,7 @@ def test_no_shadow_is_called_by_the_reference_queues_commands_worker_and_collect
     assert_clean_failure(refused, f'schema "{db.schema}" can be written by {owner}')
 
     producer = Producer()
-    with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+    with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
         for n in range(40):
             producer.enqueue("shadowed", {"n": n}, conn=conn)
     added = run_cli("queue", "add", "shadowed", "--dsn", db.dsn)
@@ -203,7 +179,7 @@ def test_no_shadow_is_called_by_the_reference_queues_commands_worker_and_collect
         assert result.returncode == 0, (args, result.stderr)
     _admin_commands(db, monitor, "pgq", db.schema, tmp_path)
     _collect_as(db, monitor, "pgq", db.schema)
-    assert _called(db, planted) == {}
+    assert called_once_ended(db.dsn, planted) == {}
 
 
 def _work_until_done(db: Database, queue: str) -> None:
@@ -212,7 +188,7 @@ def _work_until_done(db: Database, queue: str) -> None:
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        with psycopg.connect(_pinned(db.dsn), autocommit=True) as conn:
+        with psycopg.connect(pinned(db.dsn), autocommit=True) as conn:
             wait_for(
                 lambda: conn.execute(
                     sql.SQL("SELECT count(*) FROM {}.jobs WHERE queue OPERATOR(pg_catalog.=) %s "

@@ -22,12 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pglast
+import psycopg
 import yaml
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from pgq_exporter.pg.connect import Conn
 from pgq_exporter.queue.sql import migrations
 from pgq_exporter.sql import parse_named_blocks
+from tests.support import wait_for
+
+# The tests' own sessions search only the catalog too, so that they call no shadow.
+PINNED = "-c search_path=pg_catalog,pg_temp"
 
 # What an operator expression of each kind calls, beside its own name.
 _IMPLIED = {
@@ -355,3 +361,25 @@ def _first_usable(
         return False
     made.add(key)
     return True
+
+
+def pinned(dsn: str, **kwargs: str) -> str:
+    """``dsn`` for a session of the test's own, which calls no shadow."""
+    return make_conninfo(dsn, options=PINNED, **kwargs)
+
+
+def called_once_ended(dsn: str, planted: Planted) -> dict[str, int]:
+    """The shadows called in ``dsn``'s database, once every other session of it has
+    ended (a session's counts reach the statistics when it ends)."""
+    with psycopg.connect(pinned(dsn), autocommit=True) as conn:
+        wait_for(
+            lambda: conn.execute(
+                "SELECT count(*) FROM pg_catalog.pg_stat_activity "
+                "WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database() "
+                "AND pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()"
+            ).fetchone(),
+            "the other sessions to end",
+            until=lambda row: row is not None and row[0] == 0,
+        )
+        conn.execute("SELECT pg_catalog.pg_stat_clear_snapshot()")
+        return planted.called(conn)
