@@ -25,8 +25,17 @@ SELECT queue::text FROM q WHERE queue IS NOT NULL;
 -- its state's cap (0 once the last recount has them all above the cap: see
 -- collectors/counting.py). A claimed execution's queue is its job's, each job
 -- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join, which
--- reads every job of the table).
-WITH now_utc AS (SELECT timezone('UTC', now()) AS at)
+-- reads every job of the table); the claimed ones are counted in one pass for
+-- every queue, as many as the workers run: a pass for each queue read them all
+-- for each (3,000 queues, 900 claimed: 2.7M lookups, 2.8 s).
+WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
+claimed AS MATERIALIZED (
+    SELECT j.queue_name, count(*) AS processing
+    FROM {schema}.solid_queue_claimed_executions c
+    CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
+                        WHERE j.id = c.job_id OFFSET 0) AS j
+    GROUP BY j.queue_name
+)
 SELECT q.queue,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_ready_executions r
             WHERE r.queue_name = q.queue LIMIT {ready_cap}) AS c)
@@ -40,10 +49,7 @@ SELECT q.queue,
             LIMIT {delayed_cap}) AS c)
        + (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_blocked_executions b
             WHERE b.queue_name = q.queue LIMIT {delayed_cap}) AS c) AS delayed,
-       (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_claimed_executions c
-            CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
-                                WHERE j.id = c.job_id OFFSET 0) AS j
-            WHERE j.queue_name = q.queue LIMIT {processing_cap}) AS c) AS processing,
+       least(coalesce(c.processing, 0), {processing_cap}) AS processing,
        (SELECT count(*) FROM (SELECT 1 FROM {schema}.solid_queue_jobs j
             WHERE j.queue_name = q.queue AND j.finished_at IS NOT NULL
             LIMIT {done_cap}) AS c) AS done,
@@ -51,11 +57,12 @@ SELECT q.queue,
             JOIN {schema}.solid_queue_jobs j ON j.id = f.job_id
             WHERE j.queue_name = q.queue LIMIT {failed_cap}) AS c) AS failed,
        NULL::bigint AS cancelled
-FROM unnest({queues}) AS q(queue);
+FROM unnest({queues}) AS q(queue)
+LEFT JOIN claimed c ON c.queue_name = q.queue;
 
 -- name: unfinished
 -- The executions per queue, uncapped (for recounts): the claimed ones in one pass,
--- each job looked up by its id as above.
+-- as in depth.
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
 claimed AS MATERIALIZED (
     SELECT j.queue_name, count(*) AS processing
