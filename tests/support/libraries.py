@@ -208,8 +208,7 @@ _INSTALLERS: dict[str, Callable[[str], None]] = {
 INSTALL = {name: _library(name, install) for name, install in _INSTALLERS.items()}
 
 
-# Job n's queue: a third each, or 70%, 25% and 5% (the shares below).
-UNIFORM = "(n %% 3)"
+# Job n's queue: a third each (or the queues' share, see fill), or 70%, 25% and 5%.
 SKEWED = "(CASE WHEN n %% 20 < 14 THEN 0 WHEN n %% 20 < 19 THEN 1 ELSE 2 END)"
 SKEWED_SHARES = (0.70, 0.25, 0.05)
 RUNNING_SHARE = 0.03  # of the jobs, before any are thinned out (library_fill.sql)
@@ -225,10 +224,15 @@ ENDED = """CREATE FUNCTION pg_temp.ended(n bigint) RETURNS timestamptz LANGUAGE 
 AS $$ SELECT now() - ((n * 7919) % 604800) * interval '1 second' $$"""
 
 
-def fill(dsn: str, preset: str, jobs: int, *, skewed: bool = False, running_every: int = 1) -> None:
-    """``jobs`` jobs in three queues, as the library writes them, with a 1 in
-    ``running_every`` share of the running ones; then VACUUM ANALYZE."""
-    shard = sql.SQL(SKEWED if skewed else UNIFORM)
+def fill(
+    dsn: str, preset: str, jobs: int, *, skewed: bool = False, running_every: int = 1,
+    queues: int = 3,
+) -> None:  # fmt: skip
+    """``jobs`` jobs in three queues (``queues``, evenly, but for pgmq's three), as the
+    library writes them, with a 1 in ``running_every`` share of the running ones; then
+    VACUUM ANALYZE."""
+    spread = sql.SQL("(n %% {})").format(sql.Literal(queues))
+    shard = sql.SQL(SKEWED) if skewed else spread
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL(BUCKET).format(running_every=sql.Literal(running_every)))
         conn.execute(ENDED)
