@@ -49,6 +49,9 @@ class LibraryFeed:
         # Every job observed, by (queue, "done" or "failed"): what moved the finished
         # totals since a recount (collectors/library_queues.py).
         self.observed: Counter[tuple[str, str]] = Counter()
+        # The transaction of the last read, as its connection and now(): a second
+        # read in it (another collector's, in the same snapshot) finds nothing new.
+        self._read_in: tuple[int, float] | None = None
 
     def prepare(self, conn: Conn) -> None:
         """Read the next start point before the read's snapshot is taken (in a
@@ -66,6 +69,8 @@ class LibraryFeed:
         lag = layout.preset.stamp_lag
         with self.jobs.lock:
             now = float(conn.execute(render("database_now", NO_TABLE)).fetchone()[0])  # type: ignore[index]
+            if self._read_in == (id(conn), now):
+                return  # a library with a table per queue reads one for each
             prepared = self._bounds.get(threading.get_ident(), now)
             bound = min(prepared, _bound(conn))
             first = self._since is None
@@ -79,6 +84,7 @@ class LibraryFeed:
             self._since = max(self._since or 0.0, bound - lag - STAMP_SLACK)
             self._seen = {key: at for key, at in self._seen.items() if at >= self._since}
             self.jobs.advance(now, window)
+            self._read_in = (id(conn), now)
         queues.saw({str(row[1]) for row in rows})
 
     def _take(self, row: Row, *, count: bool) -> None:

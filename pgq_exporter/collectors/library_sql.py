@@ -69,11 +69,13 @@ def run_block(
     if not layout.preset.per_queue or block == "queues":
         return conn.execute(rendered(None), {"queues": queues or [], **bound}).fetchall()
     present = queue_names(conn, layout)
-    rows: list[Row] = []
-    for queue in present if queues is None else queues:
-        if queue in present:
-            rows += conn.execute(rendered(queue), bound or None).fetchall()
-    return rows
+    known = set(present)
+    wanted = present if queues is None else [queue for queue in queues if queue in known]
+    # One statement a queue, sent in a pipeline: a round trip for all of them, not one
+    # for each (pgmq's 1,000 queues: a read took 250 ms, most of it waiting).
+    with conn.pipeline():
+        cursors = [conn.execute(rendered(queue), bound or None) for queue in wanted]
+    return [row for cursor in cursors for row in cursor.fetchall()]
 
 
 def queue_names(conn: Conn, layout: LibraryLayout) -> list[str]:
