@@ -27,7 +27,8 @@ SELECT queue::text FROM q WHERE queue IS NOT NULL;
 -- looked up by its id (OFFSET 0 keeps the lookup from becoming a hash join, which
 -- reads every job of the table); the claimed ones are counted in one pass for
 -- every queue, as many as the workers run: a pass for each queue read them all
--- for each (3,000 queues, 900 claimed: 2.7M lookups, 2.8 s).
+-- for each (3,000 queues, 900 claimed: 2.7M lookups, 2.8 s). Without caps, it is
+-- the recount of the unfinished executions too.
 WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
 claimed AS MATERIALIZED (
     SELECT j.queue_name, count(*) AS processing
@@ -59,30 +60,6 @@ SELECT q.queue,
        NULL::bigint AS cancelled
 FROM unnest({queues}) AS q(queue)
 LEFT JOIN claimed c ON c.queue_name = q.queue;
-
--- name: unfinished
--- The executions per queue, uncapped (for recounts): the claimed ones in one pass,
--- as in depth.
-WITH now_utc AS (SELECT timezone('UTC', now()) AS at),
-claimed AS MATERIALIZED (
-    SELECT j.queue_name, count(*) AS processing
-    FROM {schema}.solid_queue_claimed_executions c
-    CROSS JOIN LATERAL (SELECT j.queue_name FROM {schema}.solid_queue_jobs j
-                        WHERE j.id = c.job_id OFFSET 0) AS j
-    GROUP BY j.queue_name
-)
-SELECT q.queue,
-       (SELECT count(*) FROM {schema}.solid_queue_ready_executions r
-        WHERE r.queue_name = q.queue)
-       + (SELECT count(*) FROM {schema}.solid_queue_scheduled_executions s, now_utc n
-          WHERE s.queue_name = q.queue AND s.scheduled_at <= n.at) AS ready,
-       (SELECT count(*) FROM {schema}.solid_queue_scheduled_executions s, now_utc n
-        WHERE s.queue_name = q.queue AND s.scheduled_at > n.at)
-       + (SELECT count(*) FROM {schema}.solid_queue_blocked_executions b
-          WHERE b.queue_name = q.queue) AS delayed,
-       coalesce((SELECT c.processing FROM claimed c WHERE c.queue_name = q.queue), 0)
-           AS processing
-FROM unnest({queues}) AS q(queue);
 
 -- name: totals
 -- The finished jobs per queue, and those with a failed execution, uncapped, one
