@@ -70,7 +70,7 @@ class LibraryFeed:
         with self.jobs.lock:
             now = float(conn.execute(render("database_now", NO_TABLE)).fetchone()[0])  # type: ignore[index]
             if self._read_in == (id(conn), now):
-                return  # a library with a table per queue reads one for each
+                return  # read in this snapshot already (pgmq: a statement a queue)
             prepared = self._bounds.get(threading.get_ident(), now)
             bound = min(prepared, _bound(conn))
             first = self._since is None

@@ -19,15 +19,12 @@ type. The runtime then forgets them, and runs the collector again.
 
 from __future__ import annotations
 
-import logging
 from enum import Enum
 
 import psycopg
 from psycopg._preparing import PrepareManager  # no public API keeps them past a rollback
 
 from pgq_exporter.pg.connect import Conn
-
-log = logging.getLogger("pgq_exporter.statements")
 
 # Runs of a text before it is prepared: a text run once (a one-off, or one of the
 # statements per queue of a library with a table per queue) is never prepared.
