@@ -30,7 +30,6 @@ from pgq_exporter.collectors.base import Conn, Context
 from pgq_exporter.collectors.queues import KnownQueues
 from pgq_exporter.config import Config, DatabaseConfig
 from pgq_exporter.pg.connect import read_only
-from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.sources import LARGE, QueueSource, Scan, large_table
 from pgq_exporter.sql import query
 
@@ -79,8 +78,7 @@ def diagnose(conn: Conn, dsn: str, source: QueueSource, large: int = LARGE) -> l
         recording = _Recording(conn)
         diagnosis = Diagnosis(plan.name)
         try:
-            with read_only(conn):
-                set_transaction_settings(conn, 30.0)
+            with read_only(conn, 30.0):
                 began = time.perf_counter()
                 collector.collect(cast(Conn, recording), ctx)
                 diagnosis.seconds = time.perf_counter() - began

@@ -146,15 +146,24 @@ def release_failed_attempt(exc: BaseException) -> None:
 
 
 @contextmanager
-def read_only(conn: psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+def read_only(conn: psycopg.Connection[Any], timeout: float) -> Iterator[psycopg.Connection[Any]]:
     """A transaction that ends in a rollback however it goes: what a statement in it
     wrote despite READ ONLY (a large object, a notification, a setting of the session)
-    is undone, not committed. It searches only the catalog, whatever the session
-    does (see session.sql's pin_search_path)."""
+    is undone, not committed. It searches only the catalog, whatever the session does,
+    and bounds each statement and lock wait by ``timeout`` seconds (see
+    ``set_transaction_settings``)."""
     with conn.transaction() as tx:
-        conn.execute(query("session.sql", "pin_search_path"), prepare=False)
+        set_transaction_settings(conn, timeout)
         yield conn
         raise psycopg.Rollback(tx)
+
+
+def set_transaction_settings(conn: psycopg.Connection[Any], seconds: float) -> None:
+    """For the current transaction: the catalog's search_path, every statement and lock
+    wait bounded by ``seconds``, no JIT. Never prepared: it plans nothing, and it runs
+    outside any collector."""
+    settings = query("session.sql", "transaction_settings")
+    conn.execute(settings, {"ms": str(int(seconds * 1000))}, prepare=False)
 
 
 @contextmanager

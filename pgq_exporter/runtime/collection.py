@@ -25,7 +25,7 @@ from pgq_exporter.collectors.base import Collector, Context, PartialCollectionEr
 from pgq_exporter.errors import first_line
 from pgq_exporter.exposition import Part, PartMemo
 from pgq_exporter.labels import bound_labels
-from pgq_exporter.pg.connect import Conn, read_only
+from pgq_exporter.pg.connect import Conn, read_only, set_transaction_settings
 from pgq_exporter.pg.statements import Stale, forget_statements, keeps_statements, went_stale
 from pgq_exporter.runtime.connections import (
     CapReachedError,
@@ -200,9 +200,8 @@ class GroupRun:
         self._prepare(conn, pending, waited)
         while pending:
             try:
-                with read_only(conn):
-                    set_transaction_settings(conn, pending[0].plan.settings.timeout)
-                    timeout = pending[0].plan.settings.timeout
+                timeout = pending[0].plan.settings.timeout
+                with read_only(conn, timeout):
                     while pending:
                         slot = pending[0]
                         if slot.plan.settings.timeout != timeout:
@@ -233,8 +232,7 @@ class GroupRun:
         began = time.monotonic()
         try:
             # A transaction of its own, whose snapshot ends before the collector's.
-            with read_only(conn):
-                set_transaction_settings(conn, slot.plan.settings.timeout)
+            with read_only(conn, slot.plan.settings.timeout):
                 slot.collector.prepare(conn, self.ctx)
             self._prepared[slot.name] = time.monotonic() - began
         except psycopg.OperationalError as exc:
@@ -358,13 +356,6 @@ def lost_connection(exc: psycopg.OperationalError) -> bool:
     """The connection is gone (no SQLSTATE: the socket closed), not the query."""
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _SESSION_ENDED
-
-
-def set_transaction_settings(conn: Conn, seconds: float) -> None:
-    """Bound every statement and lock wait of the current transaction; no JIT in it.
-    Never prepared: it plans nothing, and it runs outside any collector."""
-    settings = query("session.sql", "transaction_settings")
-    conn.execute(settings, {"ms": str(int(seconds * 1000))}, prepare=False)
 
 
 def _describe(exc: BaseException) -> str:

@@ -16,7 +16,6 @@ from pgq_exporter.config import Config, DatabaseConfig, metric_specs
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import PgqError, first_line
 from pgq_exporter.pg.connect import Conn, read_only
-from pgq_exporter.runtime.collection import set_transaction_settings
 from pgq_exporter.runtime.connections import Connections, ConnectionUnavailableError
 from pgq_exporter.runtime.discovery import list_targets
 from pgq_exporter.runtime.spec import Origin, TargetSpec
@@ -32,8 +31,7 @@ def _checking(dsn: str, wait: float) -> Iterator[Conn]:
     connections = Connections(cap=1)
     connections.attach(dsn)
     try:
-        with connections.checkout(dsn, wait, wait) as (conn, _), read_only(conn):
-            set_transaction_settings(conn, wait)
+        with connections.checkout(dsn, wait, wait) as (conn, _), read_only(conn, wait):
             yield conn
     finally:
         connections.detach(dsn)

@@ -1,17 +1,14 @@
 -- Settings of the exporter's own sessions.
 
--- name: pin_search_path
--- For the current transaction only: the catalog's objects, whatever the session's
--- search_path is. The one set at connection start is lost where a pooler drops the
--- session's startup options (PgBouncer's ignore_startup_parameters), and each
--- transaction may run on another server connection.
-SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-
 -- name: transaction_settings
--- For the current transaction only: statement and lock timeouts, in ms, and
--- no JIT. Compiling a plan costs these short, frequent queries far more than
--- it saves (docs/benchmarks.md, "postgres_exporter and JIT").
-SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true),
+-- For the current transaction only: the catalog's objects, whatever the session's
+-- search_path is (the one set at connection start is lost where a pooler drops the
+-- session's startup options, PgBouncer's ignore_startup_parameters, and each
+-- transaction may run on another server connection); statement and lock timeouts,
+-- in ms; and no JIT. Compiling a plan costs these short, frequent queries far more
+-- than it saves (docs/benchmarks.md, "postgres_exporter and JIT").
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true),
+       pg_catalog.set_config('statement_timeout', %(ms)s, true),
        pg_catalog.set_config('lock_timeout', %(ms)s, true),
        pg_catalog.set_config('jit', 'off', true);
 

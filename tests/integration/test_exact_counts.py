@@ -590,7 +590,7 @@ def test_a_recount_may_outlast_the_collector_timeout_and_the_run_keeps_it(db: Da
     be cut short at every try and leave the totals at their cap. Its statements get
     RECOUNT_TIMEOUT; the rest of the run keeps the collector's timeout."""
     from pgq_exporter.collectors.counting import Recounts, recount  # noqa: PLC0415
-    from pgq_exporter.runtime.collection import set_transaction_settings  # noqa: PLC0415
+    from pgq_exporter.pg.connect import set_transaction_settings  # noqa: PLC0415
 
     recounts = Recounts()
     with db.connect() as conn, conn.transaction():

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from pgq_exporter.collectors.library_sql import render_block
+from pgq_exporter.pg.connect import read_only
 from pgq_exporter.presets.library import CAPPED, LIBRARY_PRESETS, LibraryLayout
-from pgq_exporter.sql import query
 from tests.conftest import Database
 from tests.support.libraries import INSTALL, fill
 
@@ -36,8 +36,7 @@ def test_solid_queues_claimed_executions_are_read_once_for_every_queue(
     preset = LIBRARY_PRESETS["solid_queue"]
     layout = LibraryLayout(preset, preset.schema, preset.defaults)
     depth = render_block(layout, "depth", caps=dict.fromkeys(CAPPED, 1001))
-    with psycopg.connect(empty_db.dsn, autocommit=True) as conn, conn.transaction():
-        conn.execute(query("session.sql", "pin_search_path"))
+    with psycopg.connect(empty_db.dsn, autocommit=True) as conn, read_only(conn, 30.0):
         queues = [f"q{n}" for n in range(QUEUES)]
         rows = conn.execute(depth, {"queues": queues}).fetchall()
         [(explained,)] = conn.execute(
