@@ -10,6 +10,11 @@ same snapshot. So the cost follows the shorter side: a queue whose reaper is dow
 (nearly every lease expired) costs what a healthy one does from its second
 collection on. Above exact_count_limit, both kinds are estimated from a sample of
 the table (see counting.py) and marked so.
+
+Where the kept counts hold few processing jobs a queue (at most READ_WHOLE_PER_QUEUE
+on average: as many as the workers run at once, which at thousands of queues is
+fewer than the queues), every queue's expired leases are counted in one pass of the
+processing index instead of a probe a queue.
 """
 
 from __future__ import annotations
@@ -21,8 +26,14 @@ from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
+from pgq_exporter.collectors.rendering import kept_tables, kept_unfinished
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
+
+# Processing jobs a queue, on average, up to which the processing index is read in
+# one pass rather than probed a queue at a time: a probe that finds nothing costs
+# about what reading two or three entries does.
+READ_WHOLE_PER_QUEUE = 2
 
 
 class Expired(NamedTuple):
@@ -51,6 +62,37 @@ class QueueLeases(Collector):
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
+        if self._few_processing(conn, len(queues)):
+            counted = self._in_one_pass(conn, ctx, queues)
+            self._past_look = {queue for queue in queues if counted[queue].total > LOOK}
+        else:
+            counted = self._probed(conn, ctx, queues, limit)
+        self._live_shorter &= set(queues)
+        sampled = SampledCounts(conn, ctx, self.mapping)
+        found: list[Expired | dict[str, Count]] = [counted[queue] for queue in queues]
+        for i, queue in enumerate(queues):
+            expired = counted[queue]
+            if expired.total > limit:
+                found[i] = _estimated(expired, queue, sampled)
+        return Chunks(self._chunks.of(queues, found, _queue_samples))
+
+    def _few_processing(self, conn: Conn, queues: int) -> bool:
+        """Whether the kept counts hold few enough processing jobs for one pass."""
+        if not kept_tables(conn, self.mapping)[0]:
+            return False
+        return kept_unfinished(conn, self.mapping).processing <= READ_WHOLE_PER_QUEUE * queues
+
+    def _in_one_pass(self, conn: Conn, ctx: Context, queues: list[str]) -> dict[str, Expired]:
+        counted = dict.fromkeys(queues, Expired(0, 0))
+        for queue, stuck, exhausted in fetch(conn, "expired_in_one_pass", ctx, None, self.mapping):
+            if queue in counted:
+                counted[queue] = Expired(stuck, exhausted)
+        return counted
+
+    def _probed(
+        self, conn: Conn, ctx: Context, queues: list[str], limit: int
+    ) -> dict[str, Expired]:
+        """Each queue's expired leases from the shorter side of now() (see above)."""
         counted: dict[str, Expired] = {}
         live_first = [queue for queue in queues if queue in self._live_shorter]
         keeps_last = bool(live_first) and self._keeps_last_attempts(conn, ctx)
@@ -69,14 +111,7 @@ class QueueLeases(Collector):
         if over and keeps_last:
             self._learn(conn, ctx, {queue: counted[queue] for queue in over})
         self._past_look = {queue for queue in over if counted[queue].total > look}
-        self._live_shorter &= set(queues)
-        sampled = SampledCounts(conn, ctx, self.mapping)
-        found: list[Expired | dict[str, Count]] = [counted[queue] for queue in queues]
-        for i, queue in enumerate(queues):
-            expired = counted[queue]
-            if expired.total > limit:
-                found[i] = _estimated(expired, queue, sampled)
-        return Chunks(self._chunks.of(queues, found, _queue_samples))
+        return counted
 
     def _scanned(self, conn: Conn, ctx: Context, queues: list[str], cap: int) -> dict[str, Expired]:
         """Each queue's expired leases through the processing index, up to cap + 1."""

@@ -4,7 +4,7 @@ and literals quoted in: the one place their SQL is rendered."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -58,6 +58,19 @@ def kept_tables(conn: Conn, mapping: SchemaMapping) -> tuple[bool, bool]:
         return False, False
     row = conn.execute(render("has_counts", mapping)).fetchone()
     return (bool(row[0]), bool(row[1])) if row else (False, False)
+
+
+class Unfinished(NamedTuple):
+    """The reference schema's kept counts of unfinished jobs, all queues together."""
+
+    pending: int
+    processing: int
+
+
+def kept_unfinished(conn: Conn, mapping: SchemaMapping) -> Unfinished:
+    """The kept counts of pending and processing jobs (a table that keeps counts)."""
+    [(pending, processing)] = conn.execute(render("kept_unfinished", mapping)).fetchall()
+    return Unfinished(int(pending), int(processing))
 
 
 def table_list(tables: Iterable[str]) -> sql.Composable:

@@ -1,0 +1,130 @@
+"""Many queues of few jobs each, read in one pass of an index, serve what a probe of
+each queue serves: the reference schema's kept counts choose the read, by the pending
+and processing jobs a queue (queue_latency.py, queue_leases.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgq_exporter.collectors import queue_latency, queue_leases
+from tests.conftest import Database
+from tests.support.exporter import Samples, basic_config, collect_once
+
+Conn = psycopg.Connection[Any]
+
+# max_queues 5: the first five queues in name order are served, zz_left_out is not.
+CONFIG_EXTRA = "max_queues: 5\nhistograms: {wait_thresholds: [30s, 5m, 1h]}\n"
+READS = ("ready_in_one_pass", "expired_in_one_pass", "oldest_ready_late", "expired_leases")
+PROCESSING = (
+    "INSERT INTO jobs (queue, status, attempts, max_attempts, started_at, locked_until,"
+    " lease_token) SELECT %(queue)s, 'processing', CASE WHEN n %% 3 = 0 THEN 3 ELSE 1 END, 3,"
+    " now(), now() + %(lease)s::interval, gen_random_uuid() FROM generate_series(1, %(n)s) n"
+)
+SERVED = (
+    "pgq_queue_oldest_ready_age_seconds",
+    "pgq_queue_late_ready_jobs",
+    "pgq_queue_stuck_jobs",
+    "pgq_queue_exhausted_jobs",
+    "pgq_queue_lease_count_approximate",
+)
+
+
+def _enqueue(conn: Conn, queue: str, n: int, ago: str) -> None:
+    conn.execute(
+        "SELECT count(*) FROM enqueue_batch(%s, array_fill('{}'::jsonb, ARRAY[%s]), -%s::interval)",
+        (queue, n, ago),
+    )
+
+
+def _fill(conn: Conn) -> None:
+    for queue, batches in (
+        ("mail", (("2 hours", 2), ("10 minutes", 3), ("1 minute", 2), ("0", 4), ("-1 hour", 2))),
+        ("fresh", (("0", 3),)),
+        ("later", (("-1 hour", 2),)),
+        ("zz_left_out", (("2 hours", 5),)),
+    ):
+        for ago, n in batches:
+            _enqueue(conn, queue, n, ago)
+    for queue, expired, live in (("leased", 5, 3), ("mail", 0, 2), ("zz_left_out", 4, 0)):
+        conn.execute(PROCESSING, {"queue": queue, "n": expired, "lease": "-1 minute"})
+        conn.execute(PROCESSING, {"queue": queue, "n": live, "lease": "1 hour"})
+    _enqueue(conn, "idle", 1, "0")
+    conn.execute("UPDATE jobs SET status = 'done', finished_at = now() WHERE queue = 'idle'")
+
+
+def _collected(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, read_whole: int | None = None
+) -> tuple[Samples, list[str]]:
+    """One collection, with READ_WHOLE_PER_QUEUE set (None: as it is), and the reads
+    the two collectors made."""
+    ran: list[str] = []
+    for module in (queue_latency, queue_leases):
+        if read_whole is not None:
+            monkeypatch.setattr(module, "READ_WHOLE_PER_QUEUE", read_whole)
+        monkeypatch.setattr(module, "fetch", _recording(module.fetch, ran))
+    samples = collect_once(basic_config(dsn, extra=CONFIG_EXTRA))
+    monkeypatch.undo()
+    return samples, [name for name in ran if name in READS]
+
+
+def _recording(fetch: Callable[..., Any], ran: list[str]) -> Callable[..., Any]:
+    def recorded(conn: Conn, name: str, *args: Any, **kwargs: Any) -> Any:
+        ran.append(name)
+        return fetch(conn, name, *args, **kwargs)
+
+    return recorded
+
+
+def _served(samples: Samples) -> dict[str, dict[Any, float]]:
+    return {name: samples[name] for name in SERVED}
+
+
+def test_one_pass_and_probes_serve_the_same_figures(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with db.connect(autocommit=True) as conn:
+        _fill(conn)
+    whole, whole_reads = _collected(db.dsn, monkeypatch, read_whole=1_000_000)
+    probed, probed_reads = _collected(db.dsn, monkeypatch, read_whole=0)
+    assert whole_reads == ["ready_in_one_pass", "expired_in_one_pass"]
+    assert probed_reads == ["oldest_ready_late", "expired_leases"]
+    ages = "pgq_queue_oldest_ready_age_seconds"
+    for labels, age in probed[ages].items():  # a second or two apart
+        assert whole[ages][labels] == pytest.approx(age, abs=5), labels
+    assert whole[ages].keys() == probed[ages].keys()
+    assert {k: v for k, v in _served(whole).items() if k != ages} == {
+        k: v for k, v in _served(probed).items() if k != ages
+    }
+    mail = {("database", "main"), ("queue", "mail")}
+    late = {dict(labels)["threshold"]: n for labels, n in whole["pgq_queue_late_ready_jobs"].items()
+            if mail <= labels}  # fmt: skip
+    assert late == {"30": 7, "300": 5, "3600": 2}
+    assert whole[ages][frozenset(mail)] == pytest.approx(7200, abs=60)
+    assert whole[ages][frozenset({("database", "main"), ("queue", "later")})] == 0
+    leased = frozenset({("database", "main"), ("queue", "leased")})
+    assert (whole["pgq_queue_stuck_jobs"][leased], whole["pgq_queue_exhausted_jobs"][leased]) == (
+        4, 1)  # fmt: skip
+    assert not any(("queue", "zz_left_out") in labels for labels in whole[ages])
+
+
+def test_the_kept_counts_choose_the_read_by_the_jobs_a_queue(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most READ_WHOLE_PER_QUEUE pending (or processing) jobs a queue on average:
+    one pass; more, a probe a queue."""
+    with db.connect(autocommit=True) as conn:
+        _enqueue(conn, "mail", queue_latency.READ_WHOLE_PER_QUEUE, "1 minute")
+        conn.execute(PROCESSING, {"queue": "mail", "n": queue_leases.READ_WHOLE_PER_QUEUE,
+                                  "lease": "-1 minute"})  # fmt: skip
+        _, reads = _collected(db.dsn, monkeypatch)
+        assert reads == ["ready_in_one_pass", "expired_in_one_pass"]
+        _enqueue(conn, "mail", 1, "0")
+        conn.execute(PROCESSING, {"queue": "mail", "n": 1, "lease": "1 hour"})
+        samples, reads = _collected(db.dsn, monkeypatch)
+    assert reads == ["oldest_ready_late", "expired_leases"]
+    mail = frozenset({("database", "main"), ("queue", "mail")})
+    assert samples["pgq_queue_stuck_jobs"][mail] == 2  # the two expired leases
