@@ -25,7 +25,8 @@ from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
 from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, queue_labels
 
-Key = tuple[str, float]
+# Each queue's ready jobs past each wait threshold, in the thresholds' order.
+Late = dict[str, list[int]]
 
 # Pending jobs a queue, on average, up to which one pass of the pending index is read
 # rather than a probe a queue: a pass reads an entry in about a twentieth of a probe's
@@ -52,7 +53,7 @@ class QueueLatency(Collector):
         params = {"queues": queues, "thresholds": list(thresholds), "cap": look,
                   "first": min(thresholds, default=None)}  # fmt: skip
         ages: dict[str, float] = {}
-        late: dict[Key, int] = {}
+        late: Late = {}
         if counts and kept_unfinished(conn, self.mapping).pending <= _whole(queues):
             ages = dict.fromkeys(queues, 0.0)
             rows = fetch(conn, "ready_in_one_pass", ctx, params, self.mapping)
@@ -60,43 +61,40 @@ class QueueLatency(Collector):
             return self._chunks(ages, late, thresholds)
         rows = fetch(conn, "oldest_ready_late", ctx, params, self.mapping)
         _take(rows, ages, late)
-        many = sorted({queue for (queue, _), n in late.items() if n >= look})
+        many = [queue for queue, found in late.items() if found and max(found) >= look]
         if kept and many:
-            late.update(self._from_the_other_side(conn, ctx, many, thresholds))
+            self._from_the_other_side(conn, ctx, many, thresholds, late)
         return self._chunks(ages, late, thresholds)
 
-    def _chunks(
-        self, ages: dict[str, float], late: dict[Key, int], thresholds: tuple[float, ...]
-    ) -> Chunks:
+    def _chunks(self, ages: dict[str, float], late: Late, thresholds: tuple[float, ...]) -> Chunks:
         # One chunk for all: a queue's age changes whenever it has a ready job.
         found = tuple(ages.items())
         chunks = self._ages.of([""], [found], _ages)
         return Chunks(chunks + self._late(ages, late, thresholds) if thresholds else chunks)
 
     def _late(
-        self, ages: dict[str, float], late: dict[Key, int], thresholds: tuple[float, ...]
+        self, ages: dict[str, float], late: Late, thresholds: tuple[float, ...]
     ) -> list[Chunk]:
         # The queues none of whose jobs is past the smallest threshold share one input:
         # a tuple made for each of 10,000 queues took 7 ms a run. Past it as
         # oldest_ready_late counts: at the threshold or over.
-        none_late = (thresholds, (0,) * len(thresholds))
+        none_late = (thresholds, [0] * len(thresholds))
+        first = thresholds[0]
         counts = [
-            (thresholds, tuple([late.get((queue, t), 0) for t in thresholds]))
-            if age >= thresholds[0]
-            else none_late
-            for queue, age in ages.items()
+            (thresholds, late[queue]) if age >= first else none_late for queue, age in ages.items()
         ]
         return self._late_chunks.of(list(ages), counts, _late_samples)
 
     def _from_the_other_side(self, conn: Conn, ctx: Context, queues: list[str],
-                             thresholds: tuple[float, ...]) -> dict[Key, int]:  # fmt: skip
+                             thresholds: tuple[float, ...], late: Late) -> None:  # fmt: skip
+        """Each threshold's late jobs of ``queues``, counted from the recent side."""
         params = {"queues": queues, "thresholds": list(thresholds),
                   "cap": ctx.config.exact_count_limit}  # fmt: skip
-        rows = fetch(conn, "not_late_kept", ctx, params, self.mapping)
-        return {
-            (queue, float(seconds)): max(int(pending) - int(later) - int(recent), 0)
-            for queue, seconds, pending, later, recent in rows
-        }
+        place = {seconds: i for i, seconds in enumerate(thresholds)}
+        for queue, seconds, pending, later, recent in fetch(
+            conn, "not_late_kept", ctx, params, self.mapping
+        ):
+            late[queue][place[seconds]] = max(int(pending) - int(later) - int(recent), 0)
 
 
 def _whole(queues: list[str]) -> int:
@@ -104,18 +102,15 @@ def _whole(queues: list[str]) -> int:
     return READ_WHOLE_PER_QUEUE * len(queues)
 
 
-def _take(
-    rows: list[Row], ages: dict[str, float], late: dict[Key, int], *, known_only: bool = False
-) -> None:
+def _take(rows: list[Row], ages: dict[str, float], late: Late, *, known_only: bool = False) -> None:
     """Each queue's age and late counts from oldest_ready_late's rows, or from
     ready_in_one_pass's (``known_only``: the queues ``ages`` holds already, as every
     queue's are read)."""
-    for queue, age, seconds, n in rows:  # a float8, a float8 and a bigint: as they come
+    for queue, age, counts in rows:  # a float8 and a bigint[]: as they come
         if known_only and queue not in ages:
             continue
-        ages[queue] = max(age, 0.0)
-        if n is not None:
-            late[(queue, seconds)] = n
+        ages[queue] = age
+        late[queue] = counts
 
 
 def _ages(_: str, ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
@@ -125,7 +120,7 @@ def _ages(_: str, ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
     ]
 
 
-def _late_samples(queue: str, found: tuple[tuple[float, ...], tuple[int, ...]]) -> list[AnySample]:
+def _late_samples(queue: str, found: tuple[tuple[float, ...], list[int]]) -> list[AnySample]:
     thresholds, counts = found
     return [
         Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))

@@ -12,7 +12,7 @@ from pgq_exporter.samples import Sample
 def test_a_queue_at_its_smallest_threshold_is_served_its_late_jobs() -> None:
     thresholds = (30.0, 300.0)
     ages = {"at": 30.0, "past": 31.0, "under": 29.0}
-    late = {("at", 30.0): 1, ("past", 30.0): 4}
+    late = {"at": [1, 0], "past": [4, 0], "under": [0, 0]}
     chunks = QueueLatency(SchemaMapping())._late(ages, late, thresholds)
     served = {(s.labels, s.value) for chunk in chunks for s in chunk if isinstance(s, Sample)}
     assert served == {
