@@ -62,6 +62,16 @@ class Outcomes:
     wait: bool = True  # when each became due
 
 
+@functools.lru_cache(maxsize=64)
+def outcomes_of(
+    finishes: tuple[str, ...] = ("done", "failed"), processing: bool = True, wait: bool = True
+) -> Outcomes:
+    """One Outcomes for each kind: every queue's inputs at every run hold it, and are
+    compared with the last run's, by identity first (a new one each run made that
+    10,000 calls of its __eq__ a collector)."""
+    return Outcomes(finishes, processing, wait)
+
+
 def stats_samples(
     queue: str, stats: QueueStats, outcomes: Outcomes, totals: tuple[int, int] | None = None
 ) -> list[AnySample]:

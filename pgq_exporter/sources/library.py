@@ -18,7 +18,7 @@ from pgq_exporter.catalogue import (
     QUEUE_WINDOW,
 )
 from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers, PeriodicTask
-from pgq_exporter.collectors.finished import Outcomes
+from pgq_exporter.collectors.finished import Outcomes, outcomes_of
 from pgq_exporter.collectors.job_histograms import JobHistograms
 from pgq_exporter.collectors.library_feed import LibraryFeed
 from pgq_exporter.collectors.library_queues import (
@@ -69,7 +69,7 @@ class LibrarySource(QueueSource):
     @property
     def outcomes(self) -> Outcomes:
         preset = self.library.preset
-        return Outcomes(preset.finishes, preset.knows_processing, preset.knows_wait)
+        return outcomes_of(preset.finishes, preset.knows_processing, preset.knows_wait)
 
     @property
     def knows_exhausted(self) -> bool:

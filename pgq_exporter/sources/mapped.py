@@ -22,7 +22,7 @@ from pgq_exporter.catalogue import (
     window_from_updates,
 )
 from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers
-from pgq_exporter.collectors.finished import Outcomes
+from pgq_exporter.collectors.finished import Outcomes, outcomes_of
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.collectors.job_histograms import JobHistograms
 from pgq_exporter.collectors.queue_depth import QueueDepth
@@ -89,7 +89,7 @@ class MappedSource(QueueSource):
 
     @property
     def outcomes(self) -> Outcomes:
-        return Outcomes()
+        return outcomes_of()
 
     @property
     def counts_late_jobs(self) -> bool:
