@@ -4,7 +4,9 @@ makes the samples of the few hundred queues whose rows moved, not 350,000."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, count
 from typing import Any
 
 from pgq_exporter.samples import AnySample, Chunk
@@ -30,7 +32,9 @@ class QueueChunks:
         last = self._inputs
         if queues == self._queues:
             chunks = self._chunks.copy()
-            changed = [i for i, (a, b) in enumerate(zip(inputs, last, strict=True)) if a != b]
+            if len(inputs) != len(last):
+                raise ValueError("an input for each queue")
+            changed = list(compress(count(), map(operator.ne, inputs, last)))
             for i in changed:
                 chunks[i] = tuple(make(queues[i], inputs[i]))
         else:

@@ -66,3 +66,21 @@ def test_a_label_set_served_for_one_metric_is_new_for_another() -> None:
     second, _ = settling.settle(Chunks([_counter("mail", 4.0), failed]), served, first=False)
     assert _values(second) == [4.0, 0.0]
     assert served.size == 2
+
+
+def test_the_values_cut_are_those_of_the_chunks_served_now() -> None:
+    """A cut value is reported while its chunk is served, handed over again or not, and
+    no longer once the chunk is gone; one arriving among unchanged chunks is found."""
+    long_name, other = "q" * (MAX_LABEL_BYTES + 10), "r" * (MAX_LABEL_BYTES + 10)
+    short, cut_chunk = _counter("mail", 1.0), _counter(long_name, 2.0)
+    settling, served = Settling(), Served()
+    assert settling.settle(Chunks([short]), served, first=True)[1] == frozenset()
+    _, with_long = settling.settle(Chunks([short, cut_chunk]), served, first=False)
+    assert len(with_long) == 1
+    _, kept = settling.settle(Chunks([short, cut_chunk, _counter("misc", 1.0)]), served,
+                              first=False)  # fmt: skip
+    assert kept == with_long
+    _, both = settling.settle(Chunks([short, cut_chunk, _counter(other, 1.0)]), served,
+                              first=False)  # fmt: skip
+    assert len(both) == 2 and with_long < both
+    assert settling.settle(Chunks([short]), served, first=False)[1] == frozenset()
