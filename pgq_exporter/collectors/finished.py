@@ -124,7 +124,7 @@ class _Window:
     only numbers, so that the garbage collector stops tracking them: a full collection
     that walked every job of a busy window was another such pause."""
 
-    __slots__ = ("_arrivals", "_by_time", "_durations", "changes", "done", "failed")
+    __slots__ = ("_arrivals", "_by_time", "_durations", "changes", "done", "failed", "listed")
 
     def __init__(self) -> None:
         # (finished at, arrival, done, processing), by finishing time: a late commit
@@ -135,6 +135,12 @@ class _Window:
         self.done = 0
         self.failed = 0
         self.changes = 0  # jobs that came and went: its figures change only with it
+        self.listed: float | None = None  # its entry in FinishedJobs._due (see there)
+
+    @property
+    def oldest(self) -> float | None:
+        """When its oldest job finished (None: it holds none)."""
+        return self._by_time[0][0] if self._by_time else None
 
     def add(self, finished: Finished) -> None:
         entry = (finished.at, next(self._arrivals), finished.done, finished.processing)
@@ -175,6 +181,11 @@ class FinishedJobs:
         self.stats: dict[str, QueueStats] = {}
         self.now = 0.0  # the database's now() at the last read
         self._windows: dict[str, _Window] = {}
+        # When each window's oldest job leaves it, as a heap of (finished at, queue): a
+        # window is listed at its oldest job, or before it (``listed``), so that a read
+        # looks only at the windows a job leaves, not at every queue's. An entry that is
+        # not its window's ``listed`` is one left behind when an older job came in.
+        self._due: list[tuple[float, str]] = []
         self.lock = threading.Lock()
 
     def take(
@@ -195,8 +206,14 @@ class FinishedJobs:
         if count:
             stats.count(done, processing, wait)
         if finished is not None:
-            window = self._windows.setdefault(queue, _Window())
+            window = self._windows.get(queue)
+            if window is None:
+                window = self._windows[queue] = _Window()
+            oldest = window.oldest
             window.add(Finished(finished, done, processing))
+            if oldest is None or finished < oldest:
+                window.listed = finished
+                heapq.heappush(self._due, (finished, queue))
 
     def empty_stats(self) -> QueueStats:
         return QueueStats.empty(self.layout)
@@ -212,8 +229,16 @@ class FinishedJobs:
         ``window`` seconds before it leave the window."""
         self.now = max(self.now, now)
         cutoff = self.now - window
-        for queue_window in self._windows.values():
+        due, windows = self._due, self._windows
+        while due and due[0][0] <= cutoff:
+            at, queue = heapq.heappop(due)
+            queue_window = windows[queue]
             queue_window.forget_up_to(cutoff)
+            if at != queue_window.listed:
+                continue  # left behind: the window's own entry is older still
+            oldest = queue_window.listed = queue_window.oldest
+            if oldest is not None:
+                heapq.heappush(due, (oldest, queue))
 
     def window_changes(self, queues: list[str]) -> list[int]:
         """Per queue, how many times a job came into its window or left it: its figures

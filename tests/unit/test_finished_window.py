@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from pgq_exporter.collectors.finished import Finished, _percentile, _Window
+from pgq_exporter.collectors.finished import Finished, FinishedJobs, _percentile, _Window
 
 QUANTILES = (0.5, 0.95, 0.99)
 
@@ -42,3 +42,27 @@ def test_an_empty_window_reads_zero() -> None:
     window.forget_up_to(10.0)  # finished exactly at the cutoff: out, as in the SQL (> cutoff)
     figures = window.figures(QUANTILES)
     assert (figures.done, figures.failed, figures.percentiles) == (0, 0, (0.0, 0.0, 0.0))
+
+
+def test_every_queues_window_loses_its_jobs_on_time_though_a_read_looks_at_few() -> None:
+    """FinishedJobs.advance looks only at the windows a job leaves: each queue's figures
+    equal its jobs counted from scratch, with late commits that become a window's oldest
+    and windows that empty and fill again."""
+    rng = random.Random(11)
+    jobs, every = FinishedJobs(), {q: [] for q in ("a", "b", "c", "d")}
+    now = 1000.0
+    for _ in range(300):
+        for _ in range(rng.randint(0, 6)):
+            queue = rng.choice("abcd" if rng.random() < 0.7 else "a")
+            at = now - (rng.uniform(20, 45) if rng.random() < 0.15 else rng.uniform(0, 1))
+            finished = Finished(at, rng.random() < 0.8, round(rng.uniform(0, 3), 1))
+            with jobs.lock:
+                jobs.take(queue, finished.done, (finished.processing, None, at), count=False)
+            every[queue].append(finished)
+        with jobs.lock:
+            jobs.advance(now, 30.0)
+        for queue, kept in every.items():
+            figures = jobs.window(queue, QUANTILES)
+            found = (figures.done, figures.failed, figures.percentiles)
+            assert found == _from_scratch(kept, now - 30.0), (queue, now)
+        now += rng.uniform(0.5, 3) if rng.random() < 0.9 else 40.0  # some reads find all gone
