@@ -49,7 +49,8 @@ def test_every_queues_window_loses_its_jobs_on_time_though_a_read_looks_at_few()
     equal its jobs counted from scratch, with late commits that become a window's oldest
     and windows that empty and fill again."""
     rng = random.Random(11)
-    jobs, every = FinishedJobs(), {q: [] for q in ("a", "b", "c", "d")}
+    jobs = FinishedJobs()
+    every: dict[str, list[Finished]] = {q: [] for q in ("a", "b", "c", "d")}
     now = 1000.0
     for _ in range(300):
         for _ in range(rng.randint(0, 6)):
