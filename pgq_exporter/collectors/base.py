@@ -4,18 +4,29 @@ interface, and the catalog queries it runs against the target's tables."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from pgq_exporter.collectors.finished import FinishedJobs, Outcomes
 from pgq_exporter.collectors.queues import KnownQueues
-from pgq_exporter.collectors.rendering import NO_TABLE, Conn, Row, render, table_list
+from pgq_exporter.collectors.rendering import (
+    NO_TABLE,
+    Conn,
+    Row,
+    Unfinished,
+    kept_tables,
+    kept_unfinished,
+    render,
+    table_list,
+)
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
 from pgq_exporter.samples import AnySample
 
 __all__ = ["Conn", "Context", "Row"]  # Conn and Row: every collector's types
+
+T = TypeVar("T")
 
 
 class Feed(Protocol):
@@ -102,6 +113,8 @@ class Context:
     queues: KnownQueues
     feed: Feed
     server: str = ""  # the server, as its connections count it (host or address:port)
+    # What the run's collectors read alike, read by the first to ask (see once).
+    _read: dict[str, object] = field(default_factory=dict)
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -126,6 +139,14 @@ class Context:
     def read_feed(self, conn: Conn) -> None:
         """Observe the jobs finished since the feed's last read."""
         self.feed.read(conn, self.queues, self.config.window)
+
+    def once(self, key: str, read: Callable[[], T]) -> T:
+        """What several collectors of the run read alike (whether the schema keeps its
+        counts, their sums), read by the first to ask: a statement a collector was three
+        more statements a run for each of a thousand probe targets."""
+        if key not in self._read:
+            self._read[key] = read()
+        return cast(T, self._read[key])
 
 
 class PartialCollectionError(Exception):
@@ -183,6 +204,16 @@ def fetch(
     mapping a reference collector reads (a catalog query reads no mapped column)."""
     statement = render(name, mapping, tables=table_list(ctx.tables))
     return conn.execute(statement, params).fetchall()
+
+
+def kept_in_run(conn: Conn, ctx: Context, mapping: SchemaMapping) -> tuple[bool, bool]:
+    """rendering.kept_tables, read once a run."""
+    return ctx.once("kept_tables", lambda: kept_tables(conn, mapping))
+
+
+def unfinished_in_run(conn: Conn, ctx: Context, mapping: SchemaMapping) -> Unfinished:
+    """rendering.kept_unfinished (a schema that keeps its counts), read once a run."""
+    return ctx.once("kept_unfinished", lambda: kept_unfinished(conn, mapping))
 
 
 def require_all_stats(conn: Conn, ctx: Context) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from pgq_exporter.catalogue import QUEUE_DEPTH
-from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch
+from pgq_exporter.collectors.base import Collector, Conn, Context, Row, fetch, kept_in_run
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import (
     CappedCounts,
@@ -31,7 +31,6 @@ from pgq_exporter.collectors.counting import (
     exact,
     table_changes,
 )
-from pgq_exporter.collectors.rendering import kept_tables
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
@@ -54,7 +53,7 @@ class QueueDepth(Collector):
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         mapping = self.mapping
         queues = ctx.known_queues(conn)
-        kept, by_tick = kept_tables(conn, mapping)
+        kept, by_tick = kept_in_run(conn, ctx, mapping)
         if kept and by_tick:
             found = _by_tick(conn, ctx, mapping, queues)
         else:

@@ -17,10 +17,17 @@ probes a queue (10,000 queues of ten jobs: 53-57 ms against 97-107).
 from __future__ import annotations
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
-from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.base import (
+    Collector,
+    Conn,
+    Context,
+    fetch,
+    kept_in_run,
+    unfinished_in_run,
+)
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
-from pgq_exporter.collectors.rendering import Row, kept_tables, kept_unfinished
+from pgq_exporter.collectors.rendering import Row
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import threshold_text
 from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, queue_labels
@@ -45,7 +52,7 @@ class QueueLatency(Collector):
 
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         thresholds = ctx.config.histograms.wait_thresholds
-        counts, by_tick = kept_tables(conn, self.mapping)
+        counts, by_tick = kept_in_run(conn, ctx, self.mapping)
         kept = bool(thresholds) and counts and by_tick
         limit = ctx.config.exact_count_limit
         look = min(LOOK, limit) if kept else limit
@@ -54,7 +61,7 @@ class QueueLatency(Collector):
                   "first": min(thresholds, default=None)}  # fmt: skip
         ages: dict[str, float] = {}
         late: Late = {}
-        if counts and kept_unfinished(conn, self.mapping).pending <= _whole(queues):
+        if counts and unfinished_in_run(conn, ctx, self.mapping).pending <= _whole(queues):
             ages = dict.fromkeys(queues, 0.0)
             rows = fetch(conn, "ready_in_one_pass", ctx, params, self.mapping)
             _take(rows, ages, late, known_only=True)

@@ -22,11 +22,17 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pgq_exporter.catalogue import QUEUE_LEASES
-from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.base import (
+    Collector,
+    Conn,
+    Context,
+    fetch,
+    kept_in_run,
+    unfinished_in_run,
+)
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
-from pgq_exporter.collectors.rendering import kept_tables, kept_unfinished
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
@@ -62,7 +68,7 @@ class QueueLeases(Collector):
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
-        if self._few_processing(conn, len(queues)):
+        if self._few_processing(conn, ctx, len(queues)):
             counted = self._in_one_pass(conn, ctx, queues)
             self._past_look = {queue for queue in queues if counted[queue].total > LOOK}
         else:
@@ -76,11 +82,12 @@ class QueueLeases(Collector):
                 found[i] = _estimated(expired, queue, sampled)
         return Chunks(self._chunks.of(queues, found, _queue_samples))
 
-    def _few_processing(self, conn: Conn, queues: int) -> bool:
+    def _few_processing(self, conn: Conn, ctx: Context, queues: int) -> bool:
         """Whether the kept counts hold few enough processing jobs for one pass."""
-        if not kept_tables(conn, self.mapping)[0]:
+        if not kept_in_run(conn, ctx, self.mapping)[0]:
             return False
-        return kept_unfinished(conn, self.mapping).processing <= READ_WHOLE_PER_QUEUE * queues
+        processing = unfinished_in_run(conn, ctx, self.mapping).processing
+        return processing <= READ_WHOLE_PER_QUEUE * queues
 
     def _in_one_pass(self, conn: Conn, ctx: Context, queues: list[str]) -> dict[str, Expired]:
         counted = dict.fromkeys(queues, Expired(0, 0))

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgq_exporter.collectors import queue_latency, queue_leases
+from pgq_exporter.collectors import base, queue_latency, queue_leases
 from tests.conftest import Database
 from tests.support.exporter import Samples, basic_config, collect_once
 
@@ -128,3 +128,26 @@ def test_the_kept_counts_choose_the_read_by_the_jobs_a_queue(
     assert reads == ["oldest_ready_late", "expired_leases"]
     mail = frozenset({("database", "main"), ("queue", "mail")})
     assert samples["pgq_queue_stuck_jobs"][mail] == 2  # the two expired leases
+
+
+def test_a_runs_collectors_read_the_kept_counts_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether the schema keeps counts, and their sums, are read once a run, however
+    many of its collectors ask (three and two of them)."""
+    with db.connect(autocommit=True) as conn:
+        _fill(conn)
+    calls: list[str] = []
+    for name in ("kept_tables", "kept_unfinished"):
+        real = getattr(base, name)
+        monkeypatch.setattr(base, name, _counting(real, name, calls))
+    collect_once(basic_config(db.dsn, extra=CONFIG_EXTRA))
+    assert sorted(calls) == ["kept_tables", "kept_unfinished"]
+
+
+def _counting(read: Callable[..., Any], name: str, calls: list[str]) -> Callable[..., Any]:
+    def counted(*args: Any) -> Any:
+        calls.append(name)
+        return read(*args)
+
+    return counted
