@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from pgq_exporter.collectors import base, queue_latency, queue_leases
+from pgq_exporter.queue.admin import add_queue
 from tests.conftest import Database
 from tests.support.exporter import Samples, basic_config, collect_once
 
@@ -86,8 +87,13 @@ def _served(samples: Samples) -> dict[str, dict[Any, float]]:
 def test_one_pass_and_probes_serve_the_same_figures(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    with psycopg.connect(db.dsn, autocommit=True) as admin:  # a pass reads every partition
+        add_queue(admin, "pgq", "mail")
+        add_queue(admin, "pgq", "leased")
     with db.connect(autocommit=True) as conn:
         _fill(conn)
+        [(tables,)] = conn.execute("SELECT count(DISTINCT tableoid) FROM pgq.jobs").fetchall()
+    assert tables == 3  # the default partition and the two queues'
     whole, whole_reads = _collected(db.dsn, monkeypatch, read_whole=1_000_000)
     probed, probed_reads = _collected(db.dsn, monkeypatch, read_whole=0)
     assert whole_reads == ["ready_in_one_pass", "expired_in_one_pass"]
