@@ -7,7 +7,6 @@ import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import compress, count
 from typing import NamedTuple, TypeVar, overload
 
 from pgq_exporter.histograms import EMPTY_NATIVE, NativeBuckets
@@ -111,7 +110,8 @@ def matched(
     made = last.copy() if same_length else [nothing] * len(chunks)
     # Compared in C, a place at a time (map, compress): a comprehension's bytecode for
     # each place took 1.6 times as long.
-    changed = list(compress(count(), map(operator.is_not, map(chunk_of, made), chunks)))
+    flags = map(operator.is_not, map(chunk_of, made), chunks)
+    changed = list(itertools.compress(itertools.count(), flags))
     if changed:
         moved = [last[i] for i in changed] if same_length else last
         by_identity = {id(chunk_of(found)): found for found in moved}

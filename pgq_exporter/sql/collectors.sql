@@ -224,8 +224,8 @@ FROM {counts} c;
 -- over the pending index, where a probe a queue would cost more: each queue's oldest
 -- ready job, and its jobs past the smallest threshold sorted, whose count past each
 -- threshold is a binary search (width_bucket). The kept counts bound the pass
--- (see queue_latency.py). 10,000 queues of ten ready jobs each: 53-57 ms, where
--- oldest_ready_late took 97-107.
+-- (see queue_latency.py). 10,000 queues of ten ready jobs each: 45.9 ms, where
+-- oldest_ready_late takes 66.6 (docs/benchmarks.md).
 SELECT g.queue, g.age,
        ARRAY(SELECT coalesce(CASE WHEN g.age >= t.seconds THEN
                  width_bucket(now() - make_interval(secs => t.seconds), g.late) END, 0)
