@@ -1,6 +1,6 @@
 """Many queues of few jobs each, read in one pass of an index, serve what a probe of
 each queue serves: the reference schema's kept counts choose the read, by the pending
-and processing jobs a queue (queue_latency.py, queue_leases.py)."""
+and processing jobs a queue (queue_latency.py, queue_leases.py, queue_depth.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgq_exporter.collectors import base, queue_latency, queue_leases
+from pgq_exporter.collectors import base, queue_depth, queue_latency, queue_leases
+from pgq_exporter.collectors.rendering import render
+from pgq_exporter.config import SchemaMapping
 from pgq_exporter.queue.admin import add_queue
 from tests.conftest import Database
 from tests.support.exporter import Samples, basic_config, collect_once
@@ -20,6 +22,10 @@ Conn = psycopg.Connection[Any]
 # max_queues 5: the first five queues in name order are served, zz_left_out is not.
 CONFIG_EXTRA = "max_queues: 5\nhistograms: {wait_thresholds: [30s, 5m, 1h]}\n"
 READS = ("ready_in_one_pass", "expired_in_one_pass", "oldest_ready_late", "expired_leases")
+DEPTH = "kept_counts_by_tick"
+# The reads of depth's statement: the current tick's delayed jobs in a pass or probed.
+DEPTH_READS = (f"{DEPTH} in one pass", f"{DEPTH} probed")
+MODULES = (queue_latency, queue_leases, queue_depth)
 PROCESSING = (
     "INSERT INTO jobs (queue, status, attempts, max_attempts, started_at, locked_until,"
     " lease_token) SELECT %(queue)s, 'processing', CASE WHEN n %% 3 = 0 THEN 3 ELSE 1 END, 3,"
@@ -31,6 +37,9 @@ SERVED = (
     "pgq_queue_stuck_jobs",
     "pgq_queue_exhausted_jobs",
     "pgq_queue_lease_count_approximate",
+    "pgq_queue_jobs",
+    "pgq_queue_ready_jobs",
+    "pgq_queue_delayed_jobs",
 )
 
 
@@ -63,19 +72,22 @@ def _collected(
     """One collection, with READ_WHOLE_PER_QUEUE set (None: as it is), and the reads
     the two collectors made."""
     ran: list[str] = []
-    for module in (queue_latency, queue_leases):
+    for module in MODULES:
         if read_whole is not None:
             monkeypatch.setattr(module, "READ_WHOLE_PER_QUEUE", read_whole)
         monkeypatch.setattr(module, "fetch", _recording(module.fetch, ran))
     samples = collect_once(basic_config(dsn, extra=CONFIG_EXTRA))
     monkeypatch.undo()
-    return samples, [name for name in ran if name in READS]
+    return samples, [name for name in ran if name in READS or name in DEPTH_READS]
 
 
 def _recording(fetch: Callable[..., Any], ran: list[str]) -> Callable[..., Any]:
-    def recorded(conn: Conn, name: str, *args: Any, **kwargs: Any) -> Any:
-        ran.append(name)
-        return fetch(conn, name, *args, **kwargs)
+    def recorded(conn: Conn, name: str, ctx: Any, params: Any = None, *args: Any) -> Any:
+        if name == DEPTH:
+            ran.append(f"{DEPTH} {'in one pass' if params['one_pass'] else 'probed'}")
+        else:
+            ran.append(name)
+        return fetch(conn, name, ctx, params, *args)
 
     return recorded
 
@@ -96,8 +108,8 @@ def test_one_pass_and_probes_serve_the_same_figures(
     assert tables == 3  # the default partition and the two queues'
     whole, whole_reads = _collected(db.dsn, monkeypatch, read_whole=1_000_000)
     probed, probed_reads = _collected(db.dsn, monkeypatch, read_whole=0)
-    assert whole_reads == ["ready_in_one_pass", "expired_in_one_pass"]
-    assert probed_reads == ["oldest_ready_late", "expired_leases"]
+    assert whole_reads == [f"{DEPTH} in one pass", "ready_in_one_pass", "expired_in_one_pass"]
+    assert probed_reads == [f"{DEPTH} probed", "oldest_ready_late", "expired_leases"]
     ages = "pgq_queue_oldest_ready_age_seconds"
     for labels, age in probed[ages].items():  # a second or two apart
         assert whole[ages][labels] == pytest.approx(age, abs=5), labels
@@ -127,13 +139,39 @@ def test_the_kept_counts_choose_the_read_by_the_jobs_a_queue(
         conn.execute(PROCESSING, {"queue": "mail", "n": queue_leases.READ_WHOLE_PER_QUEUE,
                                   "lease": "-1 minute"})  # fmt: skip
         _, reads = _collected(db.dsn, monkeypatch)
-        assert reads == ["ready_in_one_pass", "expired_in_one_pass"]
+        assert reads == [f"{DEPTH} in one pass", "ready_in_one_pass", "expired_in_one_pass"]
         _enqueue(conn, "mail", 1, "0")
         conn.execute(PROCESSING, {"queue": "mail", "n": 1, "lease": "1 hour"})
         samples, reads = _collected(db.dsn, monkeypatch)
-    assert reads == ["oldest_ready_late", "expired_leases"]
-    mail = frozenset({("database", "main"), ("queue", "mail")})
-    assert samples["pgq_queue_stuck_jobs"][mail] == 2  # the two expired leases
+        assert reads == [f"{DEPTH} in one pass", "oldest_ready_late", "expired_leases"]
+        mail = frozenset({("database", "main"), ("queue", "mail")})
+        assert samples["pgq_queue_stuck_jobs"][mail] == 2  # the two expired leases
+        # Depth's pass reads fewer fields an entry: its bound is higher.
+        pending = samples["pgq_queue_jobs"][frozenset({*mail, ("status", "pending")})]
+        _enqueue(conn, "mail", queue_depth.READ_WHOLE_PER_QUEUE - int(pending), "0")
+        _, reads = _collected(db.dsn, monkeypatch)
+        assert reads[0] == f"{DEPTH} in one pass"
+        _enqueue(conn, "mail", 1, "0")
+        _, reads = _collected(db.dsn, monkeypatch)
+    assert reads[0] == f"{DEPTH} probed"
+
+
+def test_the_current_ticks_delayed_jobs_count_alike_in_one_pass_and_probed(db: Database) -> None:
+    """Jobs due later within the current ten-second tick are not in the kept ticks:
+    the pass and the probes count them alike, in one transaction (one now())."""
+    tick_end = "to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10)"
+    statement = render(DEPTH, SchemaMapping())
+    with db.connect() as conn, conn.transaction():
+        _fill(conn)
+        conn.execute(f"INSERT INTO jobs (queue, scheduled_at) SELECT q, {tick_end}"
+                     " - interval '1 millisecond' FROM unnest(ARRAY['mail', 'mail', 'fresh']) q")  # fmt: skip
+        params: dict[str, Any] = {"cap": 1001, "queues": ["fresh", "later", "mail"]}
+        passed = sorted(conn.execute(statement, {**params, "one_pass": True}).fetchall())
+        probed = sorted(conn.execute(statement, {**params, "one_pass": False}).fetchall())
+    assert passed == probed
+    # queue, pending, delayed in later ticks, delayed in the current tick
+    assert [row[:4] for row in passed] == [("fresh", 4, 0, 1), ("later", 2, 2, 0),
+                                          ("mail", 15, 2, 2)]  # fmt: skip
 
 
 def test_a_runs_collectors_read_the_kept_counts_once(
