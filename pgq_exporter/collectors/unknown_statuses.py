@@ -56,4 +56,4 @@ class UnknownStatuses:
             queue_column=sql.Identifier(queue_column), status_column=sql.Identifier(status_column),
         )  # fmt: skip
         params = {"values": list(self._values), "limit": cap + 1, "queues": queues}
-        return {str(queue): int(n) for queue, n in conn.execute(statement, params)}
+        return {str(queue): int(n) for queue, n in conn.execute(statement, params).fetchall()}
