@@ -22,6 +22,7 @@ from pgq_exporter.collectors.rendering import (
 )
 from pgq_exporter.config import Config, DatabaseConfig, SchemaMapping
 from pgq_exporter.errors import PgqError
+from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.samples import AnySample
 
 __all__ = ["Conn", "Context", "Row"]  # Conn and Row: every collector's types
@@ -74,7 +75,7 @@ class Source(Protocol):
     def outcomes(self) -> Outcomes:
         """What its feed knows of each finished job."""
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
+    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
         """The queues known now, after a look for new ones (at most every few seconds)."""
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:
@@ -124,7 +125,7 @@ class Context:
     def outcomes(self) -> Outcomes:
         return self.source.outcomes
 
-    def known_queues(self, conn: Conn) -> list[str]:
+    def known_queues(self, conn: Conn) -> QueueNames:
         return self.source.find_queues(conn, self.queues)
 
     @property

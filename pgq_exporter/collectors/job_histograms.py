@@ -17,6 +17,7 @@ from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.finished import Outcomes, QueueStats, stats_samples
 from pgq_exporter.config import SchemaMapping
+from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
 
@@ -65,10 +66,10 @@ _NONE_FINISHED = (0, 0)
 _Seen = tuple[QueueStats, int, int, tuple[int, int] | None, Outcomes, float | None]
 
 
-def _queues(known: list[str], stats: dict[str, QueueStats], kept: Totals | None) -> list[str]:
+def _queues(known: QueueNames, stats: dict[str, QueueStats], kept: Totals | None) -> list[str]:
     """The queues known, and those of the feed's stats and the kept totals (which are
     nearly always known): sorted again only when there are others."""
-    others = (stats.keys() | (kept or {}).keys()) - set(known)
+    others = (stats.keys() - known.as_set) | ((kept or {}).keys() - known.as_set)
     return sorted({*known, *others}) if others else known
 
 

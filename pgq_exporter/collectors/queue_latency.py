@@ -16,6 +16,9 @@ probes a queue (10,000 queues of ten jobs: 45.9 ms against 66.6).
 
 from __future__ import annotations
 
+from functools import partial
+from itertools import repeat
+
 from pgq_exporter.catalogue import QUEUE_LATENCY
 from pgq_exporter.collectors.base import (
     Collector,
@@ -49,6 +52,7 @@ class QueueLatency(Collector):
         # Apart: a queue's age changes as the clock runs, its late jobs seldom.
         self._ages = QueueChunks()
         self._late_chunks = QueueChunks()
+        self._thresholds: tuple[float, ...] = ()  # those of the late chunks
 
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         thresholds = ctx.config.histograms.wait_thresholds
@@ -75,22 +79,19 @@ class QueueLatency(Collector):
 
     def _chunks(self, ages: dict[str, float], late: Late, thresholds: tuple[float, ...]) -> Chunks:
         # One chunk for all: a queue's age changes whenever it has a ready job.
-        found = tuple(ages.items())
-        chunks = self._ages.of([""], [found], _ages)
+        chunks = self._ages.of([""], [ages], _ages)
         return Chunks(chunks + self._late(ages, late, thresholds) if thresholds else chunks)
 
     def _late(
         self, ages: dict[str, float], late: Late, thresholds: tuple[float, ...]
     ) -> list[Chunk]:
-        # The queues none of whose jobs is past the smallest threshold share one input:
-        # a tuple made for each of 10,000 queues took 7 ms a run. Past it as
-        # oldest_ready_late counts: at the threshold or over.
-        none_late = (thresholds, [0] * len(thresholds))
-        first = thresholds[0]
-        counts = [
-            (thresholds, late[queue]) if age >= first else none_late for queue, age in ages.items()
-        ]
-        return self._late_chunks.of(list(ages), counts, _late_samples)
+        if thresholds != self._thresholds:  # a queue's input is its counts alone
+            self._late_chunks, self._thresholds = QueueChunks(), thresholds
+        # Each queue's counts as read (0 past every threshold where it has no ready job),
+        # looked up in C: 10,000 queues in 0.27 ms, where a tuple made for each with its
+        # thresholds took 0.70 and twice as long to compare.
+        counts = list(map(late.get, ages, repeat([0] * len(thresholds))))
+        return self._late_chunks.of(list(ages), counts, partial(_late_samples, thresholds))
 
     def _from_the_other_side(self, conn: Conn, ctx: Context, queues: list[str],
                              thresholds: tuple[float, ...], late: Late) -> None:  # fmt: skip
@@ -120,15 +121,14 @@ def _take(rows: list[Row], ages: dict[str, float], late: Late, *, known_only: bo
         late[queue] = counts
 
 
-def _ages(_: str, ages: tuple[tuple[str, float], ...]) -> list[AnySample]:
+def _ages(_: str, ages: dict[str, float]) -> list[AnySample]:
     return [
         Sample("pgq_queue_oldest_ready_age_seconds", queue_labels(queue), age)
-        for queue, age in ages
+        for queue, age in ages.items()
     ]
 
 
-def _late_samples(queue: str, found: tuple[tuple[float, ...], list[int]]) -> list[AnySample]:
-    thresholds, counts = found
+def _late_samples(thresholds: tuple[float, ...], queue: str, counts: list[int]) -> list[AnySample]:
     return [
         Sample("pgq_queue_late_ready_jobs", (queue, threshold_text(t)), float(n))
         for t, n in zip(thresholds, counts, strict=True)

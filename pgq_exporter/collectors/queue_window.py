@@ -9,6 +9,8 @@ done jobs has no ratio, one that records no start no percentiles.
 
 from __future__ import annotations
 
+import functools
+
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
@@ -17,6 +19,8 @@ from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
+QUANTILES = tuple(q for _, q in PERCENTILES)
+FINISHED = "pgq_queue_window_finished_jobs"
 
 
 class QueueWindow(Collector):
@@ -26,16 +30,19 @@ class QueueWindow(Collector):
 
     def __init__(self) -> None:
         self._chunks = QueueChunks()
+        self._made_for: tuple[float, Outcomes] | None = None  # the chunks' window, outcomes
 
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         window = ctx.config.window
         queues = ctx.known_queues(conn)
         ctx.read_feed(conn)
         jobs, outcomes = ctx.feed.jobs, ctx.outcomes
-        changes = [(n, window, outcomes) for n in jobs.window_changes(queues)]
+        if self._made_for != (window, outcomes):  # a queue's input is its count alone
+            self._chunks, self._made_for = QueueChunks(), (window, outcomes)
+        changes = jobs.window_changes(queues)
 
         def made(queue: str, _changes: object) -> list[AnySample]:
-            figures = jobs.window(queue, tuple(q for _, q in PERCENTILES))
+            figures = jobs.window(queue, QUANTILES)
             return window_samples(queue, window, figures, outcomes)
 
         return Chunks(self._chunks.of(queues, changes, made))
@@ -67,14 +74,14 @@ def window_samples(
     queue: str, window: float, figures: WindowFigures, outcomes: Outcomes
 ) -> list[AnySample]:
     """The window's figures of what the feed knows."""
-    label = f"{window:g}"
-    counts = {"done": figures.done, "failed": figures.failed}
-    samples: list[AnySample] = [
-        Sample("pgq_queue_window_finished_jobs", (queue, status, label), float(counts[status]))
-        for status in ("done", "failed")
-        if status in outcomes.finishes
-    ]
-    if set(counts) <= set(outcomes.finishes):
+    label = _window_text(window)
+    finishes = outcomes.finishes
+    samples: list[AnySample] = []
+    if "done" in finishes:
+        samples.append(Sample(FINISHED, (queue, "done", label), float(figures.done)))
+    if "failed" in finishes:
+        samples.append(Sample(FINISHED, (queue, "failed", label), float(figures.failed)))
+    if "done" in finishes and "failed" in finishes:
         finished = figures.done + figures.failed
         ratio = figures.failed / finished if finished else 0.0
         samples.append(Sample("pgq_queue_window_failure_ratio", (queue, label), ratio))
@@ -84,3 +91,8 @@ def window_samples(
             for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
         ]
     return samples
+
+
+@functools.lru_cache(maxsize=16)
+def _window_text(window: float) -> str:
+    return f"{window:g}"

@@ -79,7 +79,7 @@ class KnownQueues:
         with self._lock:
             return len(self._too_long)
 
-    def known(self, now: float | None = None) -> list[str]:
+    def known(self, now: float | None = None) -> QueueNames:
         stamp = time.time() if now is None else now
         with self._lock:
             if stamp - self._oldest > self.memory:
@@ -112,7 +112,7 @@ class KnownQueues:
                 del self._too_long[digest]
         self._oldest = min([*self._seen.values(), *self._too_long.values()], default=stamp)
 
-    def discover(self, conn: Conn, mapping: SchemaMapping) -> list[str]:
+    def discover(self, conn: Conn, mapping: SchemaMapping) -> QueueNames:
         """Refresh from the database (partitions, and queues with jobs), then the known list."""
 
         def find() -> set[str]:
@@ -128,7 +128,7 @@ class KnownQueues:
 
         return self.refresh(find)
 
-    def refresh(self, find: Callable[[], Iterable[str]]) -> list[str]:
+    def refresh(self, find: Callable[[], Iterable[str]]) -> QueueNames:
         """The known list, after adding what ``find`` returns (at most every DISCOVERY_GAP s)."""
         now = time.monotonic()
         if now - self._discovered >= DISCOVERY_GAP:

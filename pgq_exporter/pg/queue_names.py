@@ -16,11 +16,19 @@ from psycopg.types.array import ListBinaryDumper
 class QueueNames(list[str]):
     """Queue names, never changed once made: a new list is made when they change."""
 
-    __slots__ = ("dumped",)
+    __slots__ = ("_as_set", "dumped")
 
     def __init__(self, names: list[str]) -> None:
         super().__init__(names)
         self.dumped: dict[type, bytes] = {}  # by the text dumper of its items
+        self._as_set: frozenset[str] | None = None
+
+    @property
+    def as_set(self) -> frozenset[str]:
+        """The names as a set, made once: each collector looks names up in it."""
+        if self._as_set is None:
+            self._as_set = frozenset(self)
+        return self._as_set
 
 
 class _QueueNamesBinaryDumper(ListBinaryDumper):

@@ -40,6 +40,7 @@ from pgq_exporter.collectors.workers import Workers
 from pgq_exporter.collectors.xmin_horizon import XminHorizon
 from pgq_exporter.config import CollectorSettings, Config, Layout
 from pgq_exporter.histograms import ClassicLayout
+from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.sql import query
 
 log = logging.getLogger("pgq_exporter.collectors")
@@ -95,7 +96,7 @@ class QueueSource(ABC):
         """What its feed knows of each finished job."""
 
     @abstractmethod
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]: ...
+    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames: ...
 
     @abstractmethod
     def tables(self, queues: KnownQueues) -> tuple[str, ...]: ...

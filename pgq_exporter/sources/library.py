@@ -36,6 +36,7 @@ from pgq_exporter.config import Config
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.errors import first_line
 from pgq_exporter.histograms import ClassicLayout
+from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.presets.library import LibraryLayout
 from pgq_exporter.sources.base import NO_REMEDY, Factory, QueueSource, Scan, large_table, one_line
 from pgq_exporter.sql import query
@@ -75,7 +76,7 @@ class LibrarySource(QueueSource):
     def knows_exhausted(self) -> bool:
         return self.library.preset.knows_exhausted
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
+    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
         return queues.refresh(lambda: queue_names(conn, self.library))
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from pgq_exporter.collectors.rendering import (
 from pgq_exporter.config import PRESET_LAYOUTS, Config, SchemaMapping
 from pgq_exporter.config.yamlpos import ConfigError
 from pgq_exporter.histograms import ClassicLayout
+from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.sources.base import NO_REMEDY, Factory, QueueSource, Scan, one_line
 from pgq_exporter.sql import query
 
@@ -117,7 +118,7 @@ class MappedSource(QueueSource):
         rows = conn.execute(render("live_workers", self.mapping)).fetchall()
         return [LiveWorkers(str(queue), int(n), int(slots)) for queue, n, slots in rows]
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> list[str]:
+    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
         return queues.discover(conn, self.mapping)
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:
