@@ -75,7 +75,7 @@ class Source(Protocol):
     def outcomes(self) -> Outcomes:
         """What its feed knows of each finished job."""
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
+    def find_queues(self, conn: Conn, ctx: Context) -> QueueNames:
         """The queues known now, after a look for new ones (at most every few seconds)."""
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:
@@ -126,7 +126,7 @@ class Context:
         return self.source.outcomes
 
     def known_queues(self, conn: Conn) -> QueueNames:
-        return self.source.find_queues(conn, self.queues)
+        return self.source.find_queues(conn, self)
 
     @property
     def feed_prepares(self) -> bool:

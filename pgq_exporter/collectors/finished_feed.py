@@ -65,7 +65,7 @@ class FinishedFeed:
             since = horizon if self.horizon is None else self.horizon
             found = rows("finished_since", {"since": str(since)})
             if first:
-                known = queues.discover(conn, mapping)
+                known = queues.known()  # as the run's collectors found them
                 found += rows("finished_in_window",
                               {"since": str(since), "window": window, "queues": known})  # fmt: skip
             for row in found:

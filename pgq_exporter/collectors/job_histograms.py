@@ -13,9 +13,15 @@ that numbers each queue's jobs from a sequence of its own (pgmq), the sequence's
 from __future__ import annotations
 
 from pgq_exporter.catalogue import JOB_HISTOGRAMS
-from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
+from pgq_exporter.collectors.base import Collector, Conn, Context
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.finished import Outcomes, QueueStats, stats_samples
+from pgq_exporter.collectors.kept import (
+    COMPLETED_TOTAL,
+    ENQUEUED_TOTAL,
+    FAILED_TOTAL,
+    kept_by_queue,
+)
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.pg.queue_names import QueueNames
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
@@ -88,17 +94,13 @@ def _kept_totals(
     conn: Conn, ctx: Context, mapping: SchemaMapping
 ) -> tuple[Totals | None, dict[str, int] | None]:
     """Per queue, the jobs that entered done and failed, and those inserted, as the
-    reference schema keeps them, in one pass over its counts; None for what it keeps
+    reference schema keeps them (read once a run: see kept.py); None for what it keeps
     not (the finished totals before version 7, the inserted before version 12)."""
-
-    def has(column: str) -> bool:
-        return bool(fetch(conn, "has_counts_column", ctx, {"column": column}, mapping)[0][0])
-
-    if has("enqueued_total"):
-        rows = fetch(conn, "kept_totals_arrived", ctx, mapping=mapping)  # bigints: ints
-        totals = {queue: (done, failed) for queue, done, failed, _ in rows}
-        return totals, {queue: enqueued for queue, _, _, enqueued in rows}
-    if not has("completed_total"):
+    kept = kept_by_queue(conn, ctx, mapping)
+    if kept is None or not kept.totals:
         return None, None
-    rows = fetch(conn, "kept_totals", ctx, mapping=mapping)
-    return {queue: (int(done), int(failed)) for queue, done, failed in rows}, None
+    rows = kept.rows
+    totals = {queue: (row[COMPLETED_TOTAL], row[FAILED_TOTAL]) for queue, row in rows.items()}
+    if not kept.arrived:
+        return totals, None
+    return totals, {queue: row[ENQUEUED_TOTAL] for queue, row in rows.items()}

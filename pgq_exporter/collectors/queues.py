@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from psycopg import sql
 
-from pgq_exporter.collectors.rendering import Conn, distinct_queues, kept_tables, render
+from pgq_exporter.collectors.rendering import Conn, distinct_queues, render
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.pg.queue_names import QueueNames
 
@@ -112,16 +112,21 @@ class KnownQueues:
                 del self._too_long[digest]
         self._oldest = min([*self._seen.values(), *self._too_long.values()], default=stamp)
 
-    def discover(self, conn: Conn, mapping: SchemaMapping) -> QueueNames:
-        """Refresh from the database (partitions, and queues with jobs), then the known list."""
+    def discover(
+        self, conn: Conn, mapping: SchemaMapping, kept: Callable[[], set[str] | None]
+    ) -> QueueNames:
+        """Refresh from the database (partitions, and queues with jobs), then the known
+        list. ``kept``: the queues the schema's kept counts hold jobs of (None where it
+        keeps none)."""
 
         def find() -> set[str]:
             # A partition whose bound is not a single value has none.
             found = _names(conn, render("queue_partitions", mapping)) - {"", None}
             # Kept counts: a skip through three indexes per queue took 93 ms a discovery
             # at 10,000 queues, their rows 13 ms (docs/benchmarks.md).
-            if kept_tables(conn, mapping)[0]:
-                return found | _names(conn, render("kept_queues", mapping))
+            with_jobs = kept()
+            if with_jobs is not None:
+                return found | with_jobs
             for statuses in (("pending",), ("processing",), ("done", "failed")):
                 found |= _names(conn, distinct_queues(mapping, statuses))
             return found

@@ -30,7 +30,7 @@ from pgq_exporter.catalogue import (
 )
 from pgq_exporter.collectors import Planned
 from pgq_exporter.collectors.activity import Activity
-from pgq_exporter.collectors.base import Collector, Conn, Feed, LiveWorkers, PeriodicTask
+from pgq_exporter.collectors.base import Collector, Conn, Context, Feed, LiveWorkers, PeriodicTask
 from pgq_exporter.collectors.custom import CustomSQL
 from pgq_exporter.collectors.finished import Outcomes
 from pgq_exporter.collectors.periodic_tasks import PeriodicTasks
@@ -96,7 +96,7 @@ class QueueSource(ABC):
         """What its feed knows of each finished job."""
 
     @abstractmethod
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames: ...
+    def find_queues(self, conn: Conn, ctx: Context) -> QueueNames: ...
 
     @abstractmethod
     def tables(self, queues: KnownQueues) -> tuple[str, ...]: ...

@@ -17,7 +17,7 @@ from pgq_exporter.catalogue import (
     QUEUE_LEASES,
     QUEUE_WINDOW,
 )
-from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers, PeriodicTask
+from pgq_exporter.collectors.base import Conn, Context, Feed, LiveWorkers, PeriodicTask
 from pgq_exporter.collectors.finished import Outcomes, outcomes_of
 from pgq_exporter.collectors.job_histograms import JobHistograms
 from pgq_exporter.collectors.library_feed import LibraryFeed
@@ -76,8 +76,8 @@ class LibrarySource(QueueSource):
     def knows_exhausted(self) -> bool:
         return self.library.preset.knows_exhausted
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
-        return queues.refresh(lambda: queue_names(conn, self.library))
+    def find_queues(self, conn: Conn, ctx: Context) -> QueueNames:
+        return ctx.queues.refresh(lambda: queue_names(conn, self.library))
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:
         return self.library.qualified_tables(queues.known())

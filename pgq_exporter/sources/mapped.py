@@ -21,10 +21,11 @@ from pgq_exporter.catalogue import (
     columns_read,
     window_from_updates,
 )
-from pgq_exporter.collectors.base import Conn, Feed, LiveWorkers
+from pgq_exporter.collectors.base import Conn, Context, Feed, LiveWorkers
 from pgq_exporter.collectors.finished import Outcomes, outcomes_of
 from pgq_exporter.collectors.finished_feed import FinishedFeed
 from pgq_exporter.collectors.job_histograms import JobHistograms
+from pgq_exporter.collectors.kept import kept_by_queue
 from pgq_exporter.collectors.queue_depth import QueueDepth
 from pgq_exporter.collectors.queue_latency import QueueLatency
 from pgq_exporter.collectors.queue_leases import QueueLeases
@@ -118,8 +119,14 @@ class MappedSource(QueueSource):
         rows = conn.execute(render("live_workers", self.mapping)).fetchall()
         return [LiveWorkers(str(queue), int(n), int(slots)) for queue, n, slots in rows]
 
-    def find_queues(self, conn: Conn, queues: KnownQueues) -> QueueNames:
-        return queues.discover(conn, self.mapping)
+    def find_queues(self, conn: Conn, ctx: Context) -> QueueNames:
+        mapping = self.mapping
+
+        def with_jobs() -> set[str] | None:
+            kept = kept_by_queue(conn, ctx, mapping)
+            return None if kept is None else kept.with_jobs()
+
+        return ctx.queues.discover(conn, mapping, with_jobs)
 
     def tables(self, queues: KnownQueues) -> tuple[str, ...]:
         return (sql.Identifier(self.mapping.schema, self.mapping.table).as_string(),)

@@ -36,14 +36,6 @@ WITH RECURSIVE q(queue) AS (
 )
 SELECT queue FROM q WHERE queue IS NOT NULL;
 
--- name: kept_queues
--- The queues the reference schema's kept counts hold jobs of (version 3 on): the same
--- queues distinct_queues finds through the indexes, from one row per queue and writer
--- slot, whatever the number of queues.
-SELECT c.queue FROM {counts} c
-GROUP BY c.queue
-HAVING sum((c.pending + c.processing + c.done + c.failed)::float8) > 0;
-
 -- name: capped_counts
 -- Per queue and status, exact counts from the partial indexes, each up to its
 -- status's cap: %(pending_cap)s and so on (0 while the caller serves its last
@@ -73,41 +65,73 @@ FROM unnest(%(queues)b::text[]) AS q(queue);
 SELECT to_regclass({counts_name}) IS NOT NULL AS present,
        to_regclass({delayed_name}) IS NOT NULL AS delayed;
 
--- name: kept_counts
--- The reference schema's exact counts, summed over the writers' slots, and
--- the delayed jobs counted through the pending index up to %(cap)s.
+-- name: kept_by_queue
+-- The reference schema's kept counts (version 3 on), summed over the writers' slots
+-- by queue, read once a run for the collectors and the discovery that use them (see
+-- collectors/kept.py): whether the queue has jobs (the queues distinct_queues finds
+-- through the indexes, whatever the number of queues), then its jobs by status.
+SELECT c.queue,
+       sum((c.pending + c.processing + c.done + c.failed)::float8) > 0 AS has_jobs,
+       sum(c.pending::float8)::bigint AS pending,
+       sum(c.processing::float8)::bigint AS processing,
+       sum(c.done::float8)::bigint AS done,
+       sum(c.failed::float8)::bigint AS failed
+FROM {counts} c
+GROUP BY c.queue;
+
+-- name: kept_by_queue_totals
+-- kept_by_queue, and the totals of the jobs that entered done and failed (version 7
+-- on), in the same pass: they never go down.
+SELECT c.queue,
+       sum((c.pending + c.processing + c.done + c.failed)::float8) > 0 AS has_jobs,
+       sum(c.pending::float8)::bigint AS pending,
+       sum(c.processing::float8)::bigint AS processing,
+       sum(c.done::float8)::bigint AS done,
+       sum(c.failed::float8)::bigint AS failed,
+       sum(c.completed_total::float8)::bigint AS completed_total,
+       sum(c.failed_total::float8)::bigint AS failed_total
+FROM {counts} c
+GROUP BY c.queue;
+
+-- name: kept_by_queue_arrived
+-- kept_by_queue_totals, and the jobs inserted (version 12 on): they never go down
+-- either.
+SELECT c.queue,
+       sum((c.pending + c.processing + c.done + c.failed)::float8) > 0 AS has_jobs,
+       sum(c.pending::float8)::bigint AS pending,
+       sum(c.processing::float8)::bigint AS processing,
+       sum(c.done::float8)::bigint AS done,
+       sum(c.failed::float8)::bigint AS failed,
+       sum(c.completed_total::float8)::bigint AS completed_total,
+       sum(c.failed_total::float8)::bigint AS failed_total,
+       sum(c.enqueued_total::float8)::bigint AS enqueued_total
+FROM {counts} c
+GROUP BY c.queue;
+
+-- name: delayed_probed
+-- Per queue, its delayed jobs counted through the pending index up to %(cap)s: on
+-- the reference schema before version 8, beside its kept counts.
 SELECT q.queue,
-       coalesce(k.pending, 0) AS pending,
        (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
             WHERE j.{c_queue} = q.queue AND j.{c_status} = {s_pending}
               AND j.{c_scheduled_at} > now()
-            LIMIT %(cap)s) AS c) AS delayed,
-       coalesce(k.processing, 0) AS processing,
-       coalesce(k.done, 0) AS done,
-       coalesce(k.failed, 0) AS failed
-FROM unnest(%(queues)b::text[]) AS q(queue)
-LEFT JOIN (SELECT c.queue, sum(c.pending::float8)::bigint AS pending,
-                  sum(c.processing::float8)::bigint AS processing,
-                  sum(c.done::float8)::bigint AS done,
-                  sum(c.failed::float8)::bigint AS failed
-           FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue;
+            LIMIT %(cap)s) AS c) AS delayed
+FROM unnest(%(queues)b::text[]) AS q(queue);
 
--- name: kept_counts_by_tick
--- The reference schema's exact counts, as kept_counts, and its delayed jobs in two
--- parts: the ticks after now()'s, kept by the triggers (see migration 8) and summed in
--- one pass, and the rest of the current tick, counted through the pending index up
--- to %(cap)s. The cost follows the jobs due within ten seconds, not the delayed ones.
--- The current tick is worked out once (a scalar subquery), not for each queue: 10,000
--- queues took 44 ms where they took 54. The delayed ticks are summed as the counts
--- are, in one pass (the passed ticks are dropped by fold_counts()), not probed for
--- each queue: 28 ms where they took 37 (10,000 queues, none delayed), 85 where they
--- took 103 (500,000 ticks ahead).
+-- name: delayed_by_tick
+-- Per queue, the reference schema's delayed jobs (version 8 on) in two parts: the
+-- ticks after now()'s, kept by the triggers (see migration 8) and summed in one pass,
+-- and the rest of the current tick, counted through the pending index up to %(cap)s.
+-- The cost follows the jobs due within ten seconds, not the delayed ones. The current
+-- tick is worked out once (a scalar subquery), not for each queue: 10,000 queues took
+-- 44 ms where they took 54. The delayed ticks are summed in one pass (the passed ticks
+-- are dropped by fold_counts()), not probed for each queue: 28 ms where they took 37
+-- (10,000 queues, none delayed), 85 where they took 103 (500,000 ticks ahead).
 -- Where %(one_pass)s (the kept counts hold few pending jobs a queue: see
 -- queue_depth.py), the rest of the current tick is counted in one pass of the
 -- pending index, which reads an entry in about a hundredth of the time a queue's
 -- probe takes: 10,000 queues of ten pending jobs, 2.0 ms against 20.
 SELECT q.queue,
-       coalesce(k.pending, 0) AS pending,
        coalesce(l.jobs, 0)::bigint AS delayed_later,
        CASE WHEN %(one_pass)s THEN least(coalesce(n.jobs, 0), %(cap)s)
        ELSE (SELECT count(*) FROM (SELECT 1 FROM {jobs} j
@@ -115,16 +139,8 @@ SELECT q.queue,
               AND j.{c_scheduled_at} > now()
               AND j.{c_scheduled_at}
                   < (SELECT to_timestamp((floor(extract(epoch FROM now()) / 10) + 1) * 10))
-            LIMIT %(cap)s) AS c) END AS delayed_now,
-       coalesce(k.processing, 0) AS processing,
-       coalesce(k.done, 0) AS done,
-       coalesce(k.failed, 0) AS failed
+            LIMIT %(cap)s) AS c) END AS delayed_now
 FROM unnest(%(queues)b::text[]) AS q(queue)
-LEFT JOIN (SELECT c.queue, sum(c.pending::float8)::bigint AS pending,
-                  sum(c.processing::float8)::bigint AS processing,
-                  sum(c.done::float8)::bigint AS done,
-                  sum(c.failed::float8)::bigint AS failed
-           FROM {counts} c GROUP BY c.queue) AS k ON k.queue = q.queue
 LEFT JOIN (SELECT d.queue, sum(d.jobs) AS jobs FROM {delayed} d
            WHERE d.tick > (SELECT floor(extract(epoch FROM now()) / 10)::bigint)
            GROUP BY d.queue) AS l ON l.queue = q.queue
@@ -142,25 +158,6 @@ LEFT JOIN (SELECT j.{c_queue} AS queue, count(*) AS jobs FROM {jobs} j
 SELECT EXISTS (SELECT FROM pg_attribute a
                WHERE a.attrelid = to_regclass({counts_name})
                  AND a.attname = %(column)s AND NOT a.attisdropped) AS present;
-
--- name: kept_totals
--- The reference schema's totals of the jobs that entered done and failed,
--- summed over the writers' slots: they never go down. Each sum is a bigint, as the
--- counts are, not the numeric sum() makes of them: 10,000 queues' rows were read in
--- 4.4 ms as numbers of arbitrary precision, in 2.6 as bigints.
-SELECT c.queue, sum(c.completed_total::float8)::bigint AS completed,
-       sum(c.failed_total::float8)::bigint AS failed
-FROM {counts} c
-GROUP BY c.queue;
-
--- name: kept_totals_arrived
--- kept_totals, and the jobs inserted (version 12 and later), in the same pass
--- over the kept counts: they never go down either.
-SELECT c.queue, sum(c.completed_total::float8)::bigint AS completed,
-       sum(c.failed_total::float8)::bigint AS failed,
-       sum(c.enqueued_total::float8)::bigint AS enqueued
-FROM {counts} c
-GROUP BY c.queue;
 
 -- name: table_pages
 -- Pages, as they are now, of the largest table or partition that holds the

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgq_exporter.collectors import base, queue_depth, queue_latency, queue_leases
+from pgq_exporter.collectors import base, kept, queue_depth, queue_latency, queue_leases
 from pgq_exporter.collectors.rendering import render
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.queue.admin import add_queue
@@ -22,7 +22,7 @@ Conn = psycopg.Connection[Any]
 # max_queues 5: the first five queues in name order are served, zz_left_out is not.
 CONFIG_EXTRA = "max_queues: 5\nhistograms: {wait_thresholds: [30s, 5m, 1h]}\n"
 READS = ("ready_in_one_pass", "expired_in_one_pass", "oldest_ready_late", "expired_leases")
-DEPTH = "kept_counts_by_tick"
+DEPTH = "delayed_by_tick"
 # The reads of depth's statement: the current tick's delayed jobs in a pass or probed.
 DEPTH_READS = (f"{DEPTH} in one pass", f"{DEPTH} probed")
 MODULES = (queue_latency, queue_leases, queue_depth)
@@ -169,24 +169,26 @@ def test_the_current_ticks_delayed_jobs_count_alike_in_one_pass_and_probed(db: D
         passed = sorted(conn.execute(statement, {**params, "one_pass": True}).fetchall())
         probed = sorted(conn.execute(statement, {**params, "one_pass": False}).fetchall())
     assert passed == probed
-    # queue, pending, delayed in later ticks, delayed in the current tick
-    assert [row[:4] for row in passed] == [("fresh", 4, 0, 1), ("later", 2, 2, 0),
-                                          ("mail", 15, 2, 2)]  # fmt: skip
+    # queue, delayed in later ticks, delayed in the current tick
+    assert passed == [("fresh", 0, 1), ("later", 2, 0), ("mail", 2, 2)]
 
 
 def test_a_runs_collectors_read_the_kept_counts_once(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whether the schema keeps counts, and their sums, are read once a run, however
-    many of its collectors ask (three and two of them)."""
+    """Whether the schema keeps counts, their sums, and their sums by queue are read
+    once a run, however many of its collectors ask (three, two, and three of them with
+    the discovery)."""
     with db.connect(autocommit=True) as conn:
         _fill(conn)
     calls: list[str] = []
-    for name in ("kept_tables", "kept_unfinished"):
-        real = getattr(base, name)
-        monkeypatch.setattr(base, name, _counting(real, name, calls))
-    collect_once(basic_config(db.dsn, extra=CONFIG_EXTRA))
-    assert sorted(calls) == ["kept_tables", "kept_unfinished"]
+    for module, name in ((base, "kept_tables"), (base, "kept_unfinished"), (kept, "_read")):
+        monkeypatch.setattr(module, name, _counting(getattr(module, name), name, calls))
+    samples = collect_once(basic_config(db.dsn, extra=CONFIG_EXTRA))
+    assert sorted(calls) == ["_read", "kept_tables", "kept_unfinished"]
+    mail = frozenset({("database", "main"), ("queue", "mail")})
+    # From the one read: 13 enqueued, 2 inserted as processing.
+    assert samples["pgq_jobs_enqueued_total"][mail] == 15
 
 
 def _counting(read: Callable[..., Any], name: str, calls: list[str]) -> Callable[..., Any]:
