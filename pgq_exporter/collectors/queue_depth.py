@@ -82,7 +82,10 @@ class QueueDepth(Collector):
         else:
             counts = self._counted(conn, ctx, queues, kept)
             found = [Counts(tuple(counts[(queue, s)] for s in COUNTED)) for queue in queues]
-        marks = [_approximate(f.counts) if isinstance(f, Counts) else _EXACT for f in found]
+        if Counts in map(type, found):
+            marks = [_approximate(f.counts) if isinstance(f, Counts) else _EXACT for f in found]
+        else:  # all exact, as kept (most runs): no queue's looked at
+            marks = [_EXACT] * len(found)
         return Chunks(self._chunks.of(queues, found, _samples)
                       + self._marks.of(queues, marks, _marks))  # fmt: skip
 
@@ -108,8 +111,17 @@ class Counts(NamedTuple):
     counts: tuple[Count, ...]
 
 
-# A queue's kept counts and its delayed jobs as read, all exact; or its counts.
-Found = tuple[Row, Row] | Counts
+class WithDelayed(NamedTuple):
+    """A queue's kept counts as read, and its delayed jobs: later ticks', the current's."""
+
+    counts: Row
+    later: int
+    now: int
+
+
+# A queue's kept counts as read (it has no delayed job), or with its delayed jobs, all
+# exact; or its counts, where one may be an estimate.
+Found = Row | WithDelayed | Counts
 # The kept counts of a known queue the table holds no row of (see kept.py's columns).
 _NO_JOBS: Row = ("", False, 0, 0, 0, 0, 0, 0, 0)
 
@@ -140,20 +152,22 @@ def _by_tick(
     limit = ctx.config.exact_count_limit
     one_pass = unfinished_in_run(conn, ctx, mapping).pending <= READ_WHOLE_PER_QUEUE * len(queues)
     params = {"cap": limit + 1, "queues": queues, "one_pass": one_pass}
-    rows = fetch(conn, "delayed_by_tick", ctx, params, mapping)
-    delayed: dict[str, Row] = {row[0]: row for row in rows}
-    # Paired in C, a queue's input its two rows: 10,000 queues in 1 ms.
-    counts = map(kept.rows.get, queues, repeat(_NO_JOBS))
-    found: list[Found] = list(zip(counts, map(delayed.__getitem__, queues), strict=True))
-    if any(row[2] > limit for row in delayed.values()):  # the rest of the current tick
-        sampled = SampledCounts(conn, ctx, mapping)
-        for i, (queue, later, now) in enumerate(map(delayed.__getitem__, queues)):
-            if now > limit:
-                kept_row = kept.rows.get(queue, _NO_JOBS)
-                found[i] = Counts((exact(kept_row[PENDING]),
-                                   sampled.bounded(queue, "delayed", later + now),
-                                   exact(kept_row[PROCESSING]), exact(kept_row[DONE]),
-                                   exact(kept_row[FAILED])))  # fmt: skip
+    # Each queue's kept row, looked up in C; then those of the few with delayed jobs.
+    found: list[Found] = list(map(kept.rows.get, queues, repeat(_NO_JOBS)))
+    delayed = fetch(conn, "delayed_by_tick", ctx, params, mapping)
+    if not delayed:
+        return found
+    place = dict(zip(queues, range(len(queues)), strict=True))
+    sampled = SampledCounts(conn, ctx, mapping)
+    for queue, later, now in delayed:
+        i, counts = place[queue], kept.rows.get(queue, _NO_JOBS)
+        if now <= limit:  # the rest of the current tick, counted whole
+            found[i] = WithDelayed(counts, later, now)
+        else:
+            found[i] = Counts((exact(counts[PENDING]),
+                               sampled.bounded(queue, "delayed", later + now),
+                               exact(counts[PROCESSING]), exact(counts[DONE]),
+                               exact(counts[FAILED])))  # fmt: skip
     return found
 
 
@@ -174,14 +188,15 @@ def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
 
 
 def _samples(queue: str, found: Found) -> list[AnySample]:
-    """A queue's rows of kept_by_queue and delayed_by_tick, whose counts are all exact,
-    or its counts."""
+    """A queue's kept counts, with its delayed jobs or none, all exact; or its counts."""
     if isinstance(found, Counts):
         pending, delayed, processing, done, failed = (c.value for c in found.counts)
+    elif isinstance(found, WithDelayed):
+        pending, processing, done, failed = found.counts[PENDING : FAILED + 1]
+        delayed = found.later + found.now
     else:
-        counts, (_, later, now) = found
-        pending, processing, done, failed = counts[PENDING : FAILED + 1]
-        delayed = later + now
+        pending, processing, done, failed = found[PENDING : FAILED + 1]
+        delayed = 0
     delayed = min(delayed, pending)
     (l_pending, l_processing, l_done, l_failed, l_queue) = _labels(queue)[:5]
     return [
