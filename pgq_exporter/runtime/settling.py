@@ -5,14 +5,21 @@ chunk the collector hands over again becomes what it became at the last run."""
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from operator import itemgetter
 
 from pgq_exporter.catalogue import BUILTIN_COLLECTORS, CATALOGUE, MetricType, metric_type
 from pgq_exporter.histograms import EMPTY_NATIVE
 from pgq_exporter.labels import NOTHING_CUT, bound_labels
-from pgq_exporter.samples import AnySample, Chunk, Chunks, HistogramSample, chunks_of, matched
+from pgq_exporter.samples import (
+    AnySample,
+    Chunk,
+    Chunks,
+    HistogramSample,
+    chunks_of,
+    matched,
+    same_objects,
+)
 
 
 class Settling:
@@ -56,13 +63,9 @@ def _settled(chunk: Chunk, served: Served | None, *, first: bool) -> _Made:
     it is not to be kept."""
     bounded, cut = bound_labels(chunk)
     out = zero_new_series(bounded, served, first=first) if served is not None else bounded
-    zeroed = served is not None and not _same(out, bounded)
-    settled = chunk if not zeroed and _same(bounded, chunk) else tuple(out)
+    zeroed = served is not None and not same_objects(bounded, out)
+    settled = chunk if not zeroed and same_objects(chunk, bounded) else tuple(out)
     return (None if zeroed else chunk), settled, cut
-
-
-def _same(a: Sequence[AnySample], b: Sequence[AnySample]) -> bool:
-    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 # Series remembered at most, per collector; past it, a new one is served as it is.
