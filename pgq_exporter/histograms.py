@@ -184,9 +184,10 @@ def _zero_pairs(bounds: tuple[float, ...]) -> tuple[tuple[str, float], ...]:
     return tuple((bound, zero) for bound in (*map(le_text, bounds), "+Inf"))
 
 
-@functools.lru_cache(maxsize=256)  # a few thresholds, a label each for every queue
-def threshold_text(seconds: float) -> str:
-    """A wait threshold as its label value: seconds, shortest form (30, 0.5, 300)."""
+@functools.lru_cache(maxsize=256)  # a few values, a label each for every queue
+def seconds_text(seconds: float) -> str:
+    """Seconds as a label value (a wait threshold, the trailing window), shortest form:
+    30, 0.5, 300."""
     return f"{seconds:g}"
 
 

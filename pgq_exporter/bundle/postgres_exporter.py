@@ -11,6 +11,7 @@ from pgq_exporter.collectors.library_queues import FINISHED_STATUSES
 from pgq_exporter.collectors.library_sql import render_block
 from pgq_exporter.collectors.rendering import mapping_parts, table_list
 from pgq_exporter.config import DEFAULT_WINDOW, SchemaMapping
+from pgq_exporter.histograms import seconds_text
 from pgq_exporter.presets.library import CAPPED, LibraryLayout, LibraryPreset
 from pgq_exporter.sql import named_queries
 
@@ -71,7 +72,7 @@ def _render(
     parts: dict[str, sql.Composable] = {
         **mapping_parts(mapping),
         "cap": sql.SQL(str(cap)),
-        "window_label": sql.SQL(f"{window:g}"),
+        "window_label": sql.SQL(seconds_text(window)),
     }
     if tables:
         parts["tables"] = table_list(tables)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram, threshold_text
+from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram, seconds_text
 from pgq_exporter.samples import AnySample, HistogramSample, Sample, queue_labels
 
 
@@ -89,7 +89,7 @@ def stats_samples(
     if outcomes.wait:
         samples.append(Sample("pgq_job_waits_total", labels, float(stats.waits)))
         samples += [
-            Sample("pgq_job_waits_within_total", (queue, threshold_text(t)), float(n))
+            Sample("pgq_job_waits_within_total", (queue, seconds_text(t)), float(n))
             for t, n in zip(stats.thresholds, stats.within, strict=True)
         ]
     completed, failed = totals or (stats.completed, stats.failed)

@@ -9,13 +9,12 @@ done jobs has no ratio, one that records no start no percentiles.
 
 from __future__ import annotations
 
-import functools
-
 from pgq_exporter.catalogue import QUEUE_WINDOW
 from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.finished import Outcomes, WindowFigures
 from pgq_exporter.config import SchemaMapping
+from pgq_exporter.histograms import seconds_text
 from pgq_exporter.samples import AnySample, Chunks, Sample
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
@@ -74,7 +73,7 @@ def window_samples(
     queue: str, window: float, figures: WindowFigures, outcomes: Outcomes
 ) -> list[AnySample]:
     """The window's figures of what the feed knows."""
-    label = _window_text(window)
+    label = seconds_text(window)
     finishes = outcomes.finishes
     samples: list[AnySample] = []
     if "done" in finishes:
@@ -91,8 +90,3 @@ def window_samples(
             for (name, _), value in zip(PERCENTILES, figures.percentiles, strict=True)
         ]
     return samples
-
-
-@functools.lru_cache(maxsize=16)
-def _window_text(window: float) -> str:
-    return f"{window:g}"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgq_exporter.config.checks import Checks, duration_text, parse_duration
-from pgq_exporter.histograms import threshold_text
+from pgq_exporter.histograms import seconds_text
 
 SLI_KINDS = ("wait", "success", "ready_age")
 DEFAULT_PERIOD = "30d"
@@ -80,7 +80,7 @@ class Objective:
     @property
     def threshold_matcher(self) -> str:
         """The matcher of the exporter's series at its threshold (a wait objective's)."""
-        return f'threshold="{threshold_text(self.threshold)}"'
+        return f'threshold="{seconds_text(self.threshold)}"'
 
     @property
     def queue_regex(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from pgq_exporter.bundle.promql import number, selector
 from pgq_exporter.bundle.settings import BundleConfig
 from pgq_exporter.bundle.slos.objectives import BURN_ALERTS, Objective
-from pgq_exporter.histograms import threshold_text
+from pgq_exporter.histograms import seconds_text
 
 ALERT = "PgqSLOErrorBudgetBurn"
 RECORDING_GROUP = "pgq-slo-recording"
@@ -134,10 +134,10 @@ def _pair(objective: Objective, long: str, short: str, rate: float) -> str:
 
 def _description(objective: Objective) -> str:
     what = {
-        "wait": f"jobs that start within {threshold_text(objective.threshold)}s of being ready",
+        "wait": f"jobs that start within {seconds_text(objective.threshold)}s of being ready",
         "success": "finished jobs that succeed",
         "ready_age": f"time the oldest ready job is younger than "
-        f"{threshold_text(objective.threshold)}s",
+        f"{seconds_text(objective.threshold)}s",
     }[objective.sli]
     return (f"Objective {objective.name}: {number(objective.target)}% of {what}, over "
             f"{objective.period}. Queue {{{{ $labels.queue }}}} of database "

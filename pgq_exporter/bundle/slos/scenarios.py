@@ -26,7 +26,7 @@ from typing import Any
 from pgq_exporter.bundle.slos.objectives import PERIOD_30D, Objective
 from pgq_exporter.bundle.slos.rules import ALERT
 from pgq_exporter.config.checks import duration_text
-from pgq_exporter.histograms import threshold_text
+from pgq_exporter.histograms import seconds_text
 
 DAY = 1440  # steps
 COARSE = 5  # steps between evaluations where a scenario checks that nothing fires
@@ -91,7 +91,7 @@ class _Scenario:
         if o.sli == "success":
             return [self.series("pgq_jobs_completed_total", good_total),
                     self.series("pgq_jobs_failed_total", bad_total)]  # fmt: skip
-        threshold = threshold_text(o.threshold)
+        threshold = seconds_text(o.threshold)
         waits = [g + b for g, b in zip(good_total, bad_total, strict=True)]
         return [
             self.series("pgq_job_waits_total", waits),
