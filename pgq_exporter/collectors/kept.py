@@ -9,9 +9,16 @@ the transaction of the first to ask, at most a run's length before the others'."
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
-from pgq_exporter.collectors.base import Conn, Context, Row, fetch, kept_in_run
+from pgq_exporter.collectors.base import (
+    Conn,
+    Context,
+    Row,
+    fetch,
+    kept_in_run,
+    unfinished_in_run,
+)
 from pgq_exporter.config import SchemaMapping
 
 # The columns of kept_by_queue's rows, and those the later versions add.
@@ -40,9 +47,34 @@ def kept_by_queue(conn: Conn, ctx: Context, mapping: SchemaMapping) -> KeptByQue
     return ctx.once("kept_by_queue", lambda: _read(conn, ctx, mapping))
 
 
+def has_column(conn: Conn, ctx: Context, mapping: SchemaMapping, column: str) -> bool:
+    """Whether the kept counts have ``column``: the schema's version adds it (see
+    has_counts_column)."""
+    return bool(fetch(conn, "has_counts_column", ctx, {"column": column}, mapping)[0][0])
+
+
+def few_a_queue(
+    conn: Conn,
+    ctx: Context,
+    mapping: SchemaMapping,
+    jobs: Literal["pending", "processing"],
+    *,
+    per_queue: int,
+    queues: int,
+) -> bool:
+    """Whether the kept counts hold at most ``per_queue`` ``jobs`` a queue on average
+    over ``queues`` queues, so that one pass of an index reads fewer entries than a
+    probe a queue costs (False where the schema keeps no counts)."""
+    if not kept_in_run(conn, ctx, mapping)[0]:
+        return False
+    unfinished = unfinished_in_run(conn, ctx, mapping)
+    held = unfinished.pending if jobs == "pending" else unfinished.processing
+    return held <= per_queue * queues
+
+
 def _read(conn: Conn, ctx: Context, mapping: SchemaMapping) -> KeptByQueue:
     def has(column: str) -> bool:
-        return bool(fetch(conn, "has_counts_column", ctx, {"column": column}, mapping)[0][0])
+        return has_column(conn, ctx, mapping, column)
 
     arrived = has("enqueued_total")
     totals = arrived or has("completed_total")

@@ -27,7 +27,6 @@ from pgq_exporter.collectors.base import (
     Row,
     fetch,
     kept_in_run,
-    unfinished_in_run,
 )
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import (
@@ -46,6 +45,7 @@ from pgq_exporter.collectors.kept import (
     PENDING,
     PROCESSING,
     KeptByQueue,
+    few_a_queue,
     kept_by_queue,
 )
 from pgq_exporter.config import SchemaMapping
@@ -150,7 +150,9 @@ def _by_tick(
     the rest of the current tick: each queue's rows as read, its counts all exact,
     unless that rest passes exact_count_limit."""
     limit = ctx.config.exact_count_limit
-    one_pass = unfinished_in_run(conn, ctx, mapping).pending <= READ_WHOLE_PER_QUEUE * len(queues)
+    one_pass = few_a_queue(
+        conn, ctx, mapping, "pending", per_queue=READ_WHOLE_PER_QUEUE, queues=len(queues)
+    )
     params = {"cap": limit + 1, "queues": queues, "one_pass": one_pass}
     # Each queue's kept row, looked up in C; then those of the few with delayed jobs.
     found: list[Found] = list(map(kept.rows.get, queues, repeat(_NO_JOBS)))

@@ -20,16 +20,10 @@ from functools import partial
 from itertools import repeat
 
 from pgq_exporter.catalogue import QUEUE_LATENCY
-from pgq_exporter.collectors.base import (
-    Collector,
-    Conn,
-    Context,
-    fetch,
-    kept_in_run,
-    unfinished_in_run,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch, kept_in_run
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
+from pgq_exporter.collectors.kept import few_a_queue
 from pgq_exporter.collectors.rendering import Row
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import seconds_text
@@ -65,7 +59,9 @@ class QueueLatency(Collector):
                   "first": min(thresholds, default=None)}  # fmt: skip
         ages: dict[str, float] = {}
         late: Late = {}
-        if counts and unfinished_in_run(conn, ctx, self.mapping).pending <= _whole(queues):
+        if few_a_queue(
+            conn, ctx, self.mapping, "pending", per_queue=READ_WHOLE_PER_QUEUE, queues=len(queues)
+        ):
             ages = dict.fromkeys(queues, 0.0)
             rows = fetch(conn, "ready_in_one_pass", ctx, params, self.mapping)
             _take(rows, ages, late, known_only=True)
@@ -103,11 +99,6 @@ class QueueLatency(Collector):
             conn, "not_late_kept", ctx, params, self.mapping
         ):
             late[queue][place[seconds]] = max(int(pending) - int(later) - int(recent), 0)
-
-
-def _whole(queues: list[str]) -> int:
-    """The pending jobs up to which the queues' ready jobs are read in one pass."""
-    return READ_WHOLE_PER_QUEUE * len(queues)
 
 
 def _take(rows: list[Row], ages: dict[str, float], late: Late, *, known_only: bool = False) -> None:

@@ -22,17 +22,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pgq_exporter.catalogue import QUEUE_LEASES
-from pgq_exporter.collectors.base import (
-    Collector,
-    Conn,
-    Context,
-    fetch,
-    kept_in_run,
-    unfinished_in_run,
-)
+from pgq_exporter.collectors.base import Collector, Conn, Context, fetch
 from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
+from pgq_exporter.collectors.kept import few_a_queue, has_column
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
 
@@ -68,7 +62,14 @@ class QueueLeases(Collector):
     def collect(self, conn: Conn, ctx: Context) -> Chunks:
         queues = ctx.known_queues(conn)
         limit = ctx.config.exact_count_limit
-        if self._few_processing(conn, ctx, len(queues)):
+        if few_a_queue(
+            conn,
+            ctx,
+            self.mapping,
+            "processing",
+            per_queue=READ_WHOLE_PER_QUEUE,
+            queues=len(queues),
+        ):
             counted = self._in_one_pass(conn, ctx, queues)
             self._past_look = {queue for queue in queues if counted[queue].total > LOOK}
         else:
@@ -81,13 +82,6 @@ class QueueLeases(Collector):
             if expired.total > limit:
                 found[i] = _estimated(expired, queue, sampled)
         return Chunks(self._chunks.of(queues, found, _queue_samples))
-
-    def _few_processing(self, conn: Conn, ctx: Context, queues: int) -> bool:
-        """Whether the kept counts hold few enough processing jobs for one pass."""
-        if not kept_in_run(conn, ctx, self.mapping)[0]:
-            return False
-        processing = unfinished_in_run(conn, ctx, self.mapping).processing
-        return processing <= READ_WHOLE_PER_QUEUE * queues
 
     def _in_one_pass(self, conn: Conn, ctx: Context, queues: list[str]) -> dict[str, Expired]:
         counted = dict.fromkeys(queues, Expired(0, 0))
@@ -131,8 +125,7 @@ class QueueLeases(Collector):
     def _keeps_last_attempts(self, conn: Conn, ctx: Context) -> bool:
         if not self.mapping.is_reference:
             return False
-        params = {"column": "processing_last"}
-        return bool(fetch(conn, "has_counts_column", ctx, params, self.mapping)[0][0])
+        return has_column(conn, ctx, self.mapping, "processing_last")
 
     def _from_live_side(
         self, conn: Conn, ctx: Context, queues: list[str], limit: int
