@@ -6,6 +6,7 @@ listens on a unix socket in its own temporary folder and is deleted on stop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psutil
 from psycopg import sql
 
 from pgq_exporter.errors import PgqError, first_line
@@ -86,6 +88,7 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         if self._server is not None:
             self._stop_any_postmaster()
+            self._wait_for_its_postmaster()
             self._server.cleanup()
             self._server = None
         if self._root is not None:
@@ -106,6 +109,19 @@ class EmbeddedPostgres:
              "stop"],
             capture_output=True, timeout=60, check=False, user=self.system_user,
         )  # fmt: skip
+
+    def _wait_for_its_postmaster(self) -> None:
+        """The postmaster the package started, once stopped, waited for until it is
+        gone: the package's cleanup asks whether it runs and then signals it, and a
+        postmaster seen still exiting was gone by the signal (psutil.NoSuchProcess, in
+        a test's teardown after an outage)."""
+        info = getattr(self._server, "_postmaster_info", None)
+        process = getattr(info, "process", None)
+        if process is None:
+            return
+        # Gone already, or still running after the wait: the package's cleanup stops it.
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            process.wait(timeout=10)
 
     def __enter__(self) -> EmbeddedPostgres:
         return self.start()
