@@ -9,6 +9,7 @@ import functools
 import itertools
 import math
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar, cast
 
@@ -109,37 +110,48 @@ def worst_error(bounds: tuple[float, ...]) -> float:
 @dataclass(slots=True)
 class Histogram:
     bounds: tuple[float, ...]
-    counts: list[int] = field(init=False)
+    # Each bucket's count and the native buckets' from the first observation on: most
+    # queues' histograms stay empty (15,000 of 18,700 at 10,000 queues), and their
+    # lists of zeros, empty dicts and buckets held 11 MB.
+    counts: Sequence[int] = field(default=(), init=False)
     total: float = 0.0
     zero_count: int = 0
-    native: dict[int, int] = field(default_factory=dict)
+    native: dict[int, int] | None = None
     # Both forms as last made, until the next observation: most queues' histograms
     # do not change between two runs, and making them is most of a run's work.
     _made: tuple[tuple[tuple[str, float], ...], NativeBuckets] | None = field(
         default=None, init=False, repr=False, compare=False
     )
 
-    def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.bounds) + 1)
-
     def forms(self) -> tuple[tuple[tuple[str, float], ...], NativeBuckets]:
         """The cumulative classic buckets and the native buckets."""
         if self._made is None:
-            self._made = (self.cumulative(), self.native_buckets())
+            if self.counts:
+                self._made = (self.cumulative(), self.native_buckets())
+            else:
+                self._made = _empty_forms(self.bounds)
         return self._made
 
     def observe(self, value: float) -> None:
         self._made = None
-        self.counts[bisect_left(self.bounds, value)] += 1
+        counts = self.counts
+        if not isinstance(counts, list):
+            counts = self.counts = [0] * (len(self.bounds) + 1)
+        counts[bisect_left(self.bounds, value)] += 1
         self.total += value
         if value <= NATIVE_ZERO_THRESHOLD:
             self.zero_count += 1
-        else:
-            index = native_index(value)
-            self.native[index] = self.native.get(index, 0) + 1
+            return
+        native = self.native
+        if native is None:
+            native = self.native = {}
+        index = native_index(value)
+        native[index] = native.get(index, 0) + 1
 
     def native_buckets(self) -> NativeBuckets:
-        pairs = tuple(map(_shared, sorted(self.native.items())))
+        if not self.counts:
+            return EMPTY_NATIVE
+        pairs = tuple(map(_shared, sorted((self.native or {}).items())))
         return NativeBuckets(NATIVE_SCHEMA, self.zero_count, pairs)
 
     def cumulative(self) -> tuple[tuple[str, float], ...]:
@@ -148,10 +160,13 @@ class Histogram:
         each repeated count and the pairs other histograms have too (see _shared) are
         shared objects, not copies."""
         zeros = _zero_pairs(self.bounds)
-        first = next(itertools.compress(itertools.count(), self.counts), len(self.counts))
+        counts = self.counts
+        first = next(itertools.compress(itertools.count(), counts), len(counts))
+        if first == len(counts):
+            return zeros
         result = list(zeros[:first])
         running, value = 0, 0.0
-        for (bound, _), count in zip(zeros[first:], self.counts[first:], strict=True):
+        for (bound, _), count in zip(zeros[first:], counts[first:], strict=True):
             if count:
                 running += count
                 value = float(running)
@@ -182,6 +197,14 @@ def _zero_pairs(bounds: tuple[float, ...]) -> tuple[tuple[str, float], ...]:
     """Each bucket's (le, 0.0): the pairs of empty buckets, shared by every histogram."""
     zero = 0.0
     return tuple((bound, zero) for bound in (*map(le_text, bounds), "+Inf"))
+
+
+@functools.cache
+def _empty_forms(
+    bounds: tuple[float, ...],
+) -> tuple[tuple[tuple[str, float], ...], NativeBuckets]:
+    """Both forms of an empty histogram, one object for each layout."""
+    return _zero_pairs(bounds), EMPTY_NATIVE
 
 
 @functools.lru_cache(maxsize=256)  # a few values, a label each for every queue

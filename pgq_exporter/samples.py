@@ -87,6 +87,16 @@ def queue_labels(queue: str) -> tuple[str]:
     return (queue,)
 
 
+# Most values are small counts, 0 above all (244,000 of 316,000 at 10,000 queues), and
+# float() makes an object for each: the counts below this are one object each.
+_SHARED_COUNTS = tuple(map(float, range(1024)))
+
+
+def count_value(n: int) -> float:
+    """A count (or a bool) as a sample's value."""
+    return _SHARED_COUNTS[n] if 0 <= n < len(_SHARED_COUNTS) else float(n)
+
+
 R = TypeVar("R")
 
 

@@ -21,6 +21,7 @@ import psycopg
 
 from pgq_exporter.collectors.base import Conn, Context, Row, fetch
 from pgq_exporter.config import SchemaMapping
+from pgq_exporter.samples import count_value
 from pgq_exporter.sql import query
 
 # Pages a sample reads from the queue's table or partition at most: half as many
@@ -36,7 +37,7 @@ class Count:
 
 
 def exact(n: int) -> Count:
-    return Count(float(n), False)
+    return Count(count_value(n), False)
 
 
 def estimated(counted: int, estimate: float) -> Count:

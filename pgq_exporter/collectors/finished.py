@@ -11,12 +11,12 @@ import heapq
 import itertools
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
 from pgq_exporter.histograms import DEFAULT_CLASSIC, ClassicLayout, Histogram, seconds_text
-from pgq_exporter.samples import AnySample, HistogramSample, Sample, queue_labels
+from pgq_exporter.samples import AnySample, HistogramSample, Sample, count_value, queue_labels
 
 
 # Slots: one a queue, with its two histograms and window; their dicts held 9 MB at
@@ -27,16 +27,17 @@ class QueueStats:
     wait: Histogram
     completed: int = 0
     failed: int = 0
-    # The waits observed, and of them those at or under each of the layout's thresholds.
+    # The waits observed, and of them those at or under each of the layout's thresholds
+    # (zeros shared by every queue until its first wait).
     thresholds: tuple[float, ...] = ()
     waits: int = 0
-    within: list[int] = field(default_factory=list)
+    within: Sequence[int] = ()
 
     @classmethod
     def empty(cls, layout: ClassicLayout) -> QueueStats:
         thresholds = layout.wait_thresholds
         return cls(Histogram(layout.processing), Histogram(layout.wait),
-                   thresholds=thresholds, within=[0] * len(thresholds))  # fmt: skip
+                   thresholds=thresholds, within=_zeros(len(thresholds)))  # fmt: skip
 
     def count(self, done: bool, processing: float | None, wait: float | None) -> None:
         if done:
@@ -48,9 +49,17 @@ class QueueStats:
         if wait is not None:
             self.wait.observe(max(wait, 0.0))
             self.waits += 1
+            within = self.within
+            if not isinstance(within, list):
+                within = self.within = list(within)
             for i, threshold in enumerate(self.thresholds):
                 if wait <= threshold:
-                    self.within[i] += 1
+                    within[i] += 1
+
+
+@functools.cache
+def _zeros(n: int) -> tuple[int, ...]:
+    return (0,) * n
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +96,16 @@ def stats_samples(
             buckets, native = histogram.forms()
             samples.append(HistogramSample(name, labels, buckets, histogram.total, native))
     if outcomes.wait:
-        samples.append(Sample("pgq_job_waits_total", labels, float(stats.waits)))
+        samples.append(Sample("pgq_job_waits_total", labels, count_value(stats.waits)))
         samples += [
-            Sample("pgq_job_waits_within_total", (queue, seconds_text(t)), float(n))
+            Sample("pgq_job_waits_within_total", (queue, seconds_text(t)), count_value(n))
             for t, n in zip(stats.thresholds, stats.within, strict=True)
         ]
     completed, failed = totals or (stats.completed, stats.failed)
     if "done" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_completed_total", labels, float(completed)))
+        samples.append(Sample("pgq_jobs_completed_total", labels, count_value(completed)))
     if "failed" in outcomes.finishes:
-        samples.append(Sample("pgq_jobs_failed_total", labels, float(failed)))
+        samples.append(Sample("pgq_jobs_failed_total", labels, count_value(failed)))
     return samples
 
 

@@ -27,7 +27,7 @@ from pgq_exporter.collectors.kept import few_a_queue
 from pgq_exporter.collectors.rendering import Row
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import seconds_text
-from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, queue_labels
+from pgq_exporter.samples import AnySample, Chunk, Chunks, Sample, count_value, queue_labels
 
 # Each queue's ready jobs past each wait threshold, in the thresholds' order.
 Late = dict[str, list[int]]
@@ -121,6 +121,6 @@ def _ages(_: str, ages: dict[str, float]) -> list[AnySample]:
 
 def _late_samples(thresholds: tuple[float, ...], queue: str, counts: list[int]) -> list[AnySample]:
     return [
-        Sample("pgq_queue_late_ready_jobs", (queue, seconds_text(t)), float(n))
+        Sample("pgq_queue_late_ready_jobs", (queue, seconds_text(t)), count_value(n))
         for t, n in zip(thresholds, counts, strict=True)
     ]

@@ -28,7 +28,7 @@ from pgq_exporter.collectors.counting import FIRST_LOOK as LOOK
 from pgq_exporter.collectors.counting import Count, SampledCounts, estimated, exact
 from pgq_exporter.collectors.kept import few_a_queue, has_column
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
+from pgq_exporter.samples import AnySample, Chunks, Sample, count_value, queue_labels
 
 # Processing jobs a queue, on average, up to which the processing index is read in
 # one pass rather than probed a queue at a time: a probe that finds nothing costs
@@ -173,7 +173,7 @@ def _samples(queue: str, counts: dict[str, Count]) -> list[AnySample]:
         Sample("pgq_queue_exhausted_jobs", labels, counts["exhausted"].value),
     ]
     samples += [
-        Sample("pgq_queue_lease_count_approximate", (queue, what), float(c.approximate))
+        Sample("pgq_queue_lease_count_approximate", (queue, what), count_value(c.approximate))
         for what, c in counts.items()
     ]
     return samples

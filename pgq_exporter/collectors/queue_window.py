@@ -15,7 +15,7 @@ from pgq_exporter.collectors.chunking import QueueChunks
 from pgq_exporter.collectors.finished import Outcomes, WindowFigures
 from pgq_exporter.config import SchemaMapping
 from pgq_exporter.histograms import seconds_text
-from pgq_exporter.samples import AnySample, Chunks, Sample
+from pgq_exporter.samples import AnySample, Chunks, Sample, count_value
 
 PERCENTILES = (("50", 0.5), ("95", 0.95), ("99", 0.99))
 QUANTILES = tuple(q for _, q in PERCENTILES)
@@ -77,9 +77,9 @@ def window_samples(
     finishes = outcomes.finishes
     samples: list[AnySample] = []
     if "done" in finishes:
-        samples.append(Sample(FINISHED, (queue, "done", label), float(figures.done)))
+        samples.append(Sample(FINISHED, (queue, "done", label), count_value(figures.done)))
     if "failed" in finishes:
-        samples.append(Sample(FINISHED, (queue, "failed", label), float(figures.failed)))
+        samples.append(Sample(FINISHED, (queue, "failed", label), count_value(figures.failed)))
     if "done" in finishes and "failed" in finishes:
         finished = figures.done + figures.failed
         ratio = figures.failed / finished if finished else 0.0

@@ -3,8 +3,10 @@ a queue's are made of is the same; made anew where it changed, or for a new queu
 
 from __future__ import annotations
 
+import math
+
 from pgq_exporter.collectors.chunking import Make, QueueChunks
-from pgq_exporter.samples import AnySample, Sample
+from pgq_exporter.samples import AnySample, Sample, count_value
 
 
 def _made(calls: list[str]) -> Make:
@@ -46,3 +48,12 @@ def test_a_list_of_queues_changed_in_place_is_not_taken_for_the_last() -> None:
     calls.clear()
     chunks.of(queues, [1.0, 1.0], _made(calls))
     assert calls == ["z"]
+
+
+def test_a_count_as_a_value_is_its_float_the_small_ones_one_object_each() -> None:
+    for n in (-1, 0, 1, 1023, 1024, 2**60, True, False):
+        value = count_value(n)
+        assert type(value) is float and value == float(n)
+        assert math.copysign(1.0, value) == math.copysign(1.0, float(n))
+    assert count_value(0) is count_value(False) is count_value(int("0"))
+    assert count_value(int("1000")) is count_value(1000)

@@ -67,3 +67,16 @@ def test_every_queues_window_loses_its_jobs_on_time_though_a_read_looks_at_few()
             found = (figures.done, figures.failed, figures.percentiles)
             assert found == _from_scratch(kept, now - 30.0), (queue, now)
         now += rng.uniform(0.5, 3) if rng.random() < 0.9 else 40.0  # some reads find all gone
+
+
+def test_a_wait_counted_into_one_queue_leaves_the_others_at_zero() -> None:
+    """Queues with no wait yet share their zeros; counting one gives it its own."""
+    jobs = FinishedJobs()
+    jobs.take("mail", True, (0.5, 10.0, 100.0), count=True)
+    jobs.take("reports", True, (None, None, None), count=True)
+    jobs.take("idle", True, (None, None, None), count=True)
+    assert jobs.stats["mail"].within == [1] * len(jobs.stats["mail"].thresholds)
+    assert list(jobs.stats["reports"].within) == [0] * len(jobs.stats["reports"].thresholds)
+    assert jobs.stats["mail"].processing.forms()[0][-1] == ("+Inf", 1.0)
+    assert jobs.stats["reports"].processing.forms()[0][-1] == ("+Inf", 0.0)
+    assert jobs.stats["reports"].within is jobs.stats["idle"].within

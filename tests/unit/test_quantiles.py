@@ -16,6 +16,7 @@ from pgq_exporter.histograms import (
     MAX_NATIVE_BUCKETS,
     NATIVE_SCHEMA,
     Histogram,
+    NativeBuckets,
     doubling_bounds,
     reduced,
 )
@@ -237,3 +238,17 @@ def test_a_histogram_of_too_many_buckets_is_served_at_a_lower_schema() -> None:
         assert count == sum(
             fine.get(i, 0) for i in range(index * step - step + 1, index * step + 1)
         )
+
+
+def test_empty_histograms_share_their_forms_until_their_first_observation() -> None:
+    """Most queues' histograms stay empty: every empty one of a layout serves the same
+    objects, and an observation gives one its own, leaving the others empty."""
+    first, second = Histogram(PROCESSING_BUCKETS), Histogram(PROCESSING_BUCKETS)
+    assert first.forms() is second.forms()
+    assert first.native_buckets() == NativeBuckets(NATIVE_SCHEMA, 0, ())
+    first.observe(0.5)
+    first.observe(0.0)
+    buckets, native = first.forms()
+    assert buckets[-1] == ("+Inf", 2.0) and native.zero_count == 1 and len(native.buckets) == 1
+    assert second.forms()[0][-1] == ("+Inf", 0.0) and second.forms()[1].zero_count == 0
+    assert second.cumulative() == Histogram(PROCESSING_BUCKETS).cumulative()
