@@ -49,7 +49,7 @@ from pgq_exporter.collectors.kept import (
     kept_by_queue,
 )
 from pgq_exporter.config import SchemaMapping
-from pgq_exporter.samples import AnySample, Chunks, Sample, queue_labels
+from pgq_exporter.samples import AnySample, Chunks, Sample, count_value, queue_labels
 
 # The columns of capped_counts, after the queue.
 COUNTED = ("pending", "delayed", "processing", "done", "failed")
@@ -181,11 +181,13 @@ APPROXIMATE = ("pending", "ready", "delayed", "processing", "done", "failed")
 # tracked) are kept for as long as they stay in the cache, 16 MB at most.
 @functools.lru_cache(maxsize=1 << 14)
 def _labels(queue: str) -> tuple[tuple[str, ...], ...]:
-    """A queue's label tuples, made once: 10,000 queues made 130,000 of them a cycle."""
+    """A queue's label tuples, made once: 10,000 queues made 130,000 of them a cycle. A
+    status's tuple is one object for the jobs and the mark."""
+    by_status = {status: (queue, status) for status in (*STATUSES, *APPROXIMATE)}
     return (
-        *((queue, s) for s in STATUSES),
+        *(by_status[s] for s in STATUSES),
         queue_labels(queue),
-        *((queue, s) for s in APPROXIMATE),
+        *(by_status[s] for s in APPROXIMATE),
     )
 
 
@@ -224,6 +226,6 @@ _EXACT = (False,) * len(APPROXIMATE)
 
 def _marks(queue: str, approximate: tuple[bool, ...]) -> list[AnySample]:
     return [
-        Sample("pgq_queue_count_approximate", labels, float(mark))
+        Sample("pgq_queue_count_approximate", labels, count_value(mark))
         for labels, mark in zip(_labels(queue)[5:], approximate, strict=True)
     ]
