@@ -7,7 +7,7 @@ import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple, TypeVar, overload
+from typing import NamedTuple, TypeVar, cast, overload
 
 from pgq_exporter.histograms import EMPTY_NATIVE, NativeBuckets
 
@@ -106,26 +106,35 @@ def same_objects(before: Sequence[object], now: Sequence[object]) -> bool:
 
 
 def matched(
-    chunks: list[Chunk], last: list[R], chunk_of: Callable[[R], Chunk | None], nothing: R
+    chunks: list[Chunk],
+    last: list[R],
+    chunk_of: Callable[[R], Chunk | None] | None,
+    nothing: R,
 ) -> tuple[list[R], list[int]]:
     """What a stage made of each chunk at the last run (``last``, each made of the chunk
-    ``chunk_of`` gives, or of none), for the chunks handed over again; ``nothing`` for
-    the others. Where the chunks are as many as the last run's (most runs), each is
-    compared with the one in its place, by identity: 70,000 in a pass of a list
-    comprehension. Those not in their place are looked up by identity (the last run's
-    chunks are alive: ``last`` holds them): among those of the changed places where the
-    chunks are as many (a chunk that moved left one of them), else among all. Also the
-    places whose record is not the one ``last`` had there."""
+    ``chunk_of`` gives, or of none; None: each is that chunk), for the chunks handed
+    over again; ``nothing`` for the others. Where the chunks are as many as the last
+    run's (most runs), each is compared with the one in its place, by identity: 70,000
+    in a pass of a list comprehension. Those not in their place are looked up by
+    identity (the last run's chunks are alive: ``last`` holds them): among those of
+    the changed places where the chunks are as many (a chunk that moved left one of
+    them), else among all. Also the places whose record is not the one ``last`` had
+    there."""
+    of = cast("Callable[[R], Chunk | None]", chunk_of or _itself)
     same_length = len(chunks) == len(last)
     made = last.copy() if same_length else [nothing] * len(chunks)
     # Compared in C, a place at a time (map, compress): a comprehension's bytecode for
     # each place took 1.6 times as long.
-    flags = map(operator.is_not, map(chunk_of, made), chunks)
+    flags = map(operator.is_not, made if chunk_of is None else map(chunk_of, made), chunks)
     changed = list(itertools.compress(itertools.count(), flags))
     if changed:
         moved = [last[i] for i in changed] if same_length else last
-        by_identity = {id(chunk_of(found)): found for found in moved}
+        by_identity = {id(of(found)): found for found in moved}
         for i in changed:
             found = by_identity.get(id(chunks[i]), nothing)
-            made[i] = found if chunk_of(found) is chunks[i] else nothing
+            made[i] = found if of(found) is chunks[i] else nothing
     return made, changed
+
+
+def _itself(found: object) -> object:
+    return found
