@@ -21,7 +21,7 @@ from pgq_exporter.runtime.exporter import Exporter
 from pgq_exporter.runtime.memory import (
     collect_less_often,
     freeze_after_jobs,
-    give_back_large_buffers,
+    give_back_freed_memory,
 )
 from pgq_exporter.runtime.preflight import check_custom_sql
 from pgq_exporter.runtime.threads import take_turns_often
@@ -95,7 +95,7 @@ def serve(args: argparse.Namespace, default_dsn: str) -> int:
     """Collect and serve HTTP in this process until SIGTERM or SIGINT; reload on SIGHUP."""
     # Before any config is read: libpq's variables reach the listed databases only.
     take_libpq_environment()
-    give_back_large_buffers()
+    give_back_freed_memory()
     collect_less_often()
     freeze_after_jobs()
     take_turns_often()
