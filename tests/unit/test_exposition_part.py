@@ -208,3 +208,17 @@ def test_a_part_grown_past_few_chunks_serializes_the_chunks_it_had() -> None:
     part = sample_part(SPECS, "main", Chunks(chunks), memo)
     fresh = sample_part(SPECS, "main", [s for chunk in chunks for s in chunk])
     assert _bodies(part, classic=False) == _bodies(fresh, classic=False)
+
+
+def test_a_chunks_series_are_counted_for_each_counting_asked_for() -> None:
+    """A chunk with a histogram keeps its series of the counting asked for, and of each
+    asked for after it."""
+    native, both = Counting(classic=False, native=True), Counting(classic=True, native=True)
+    chunk = _chunk("q", [0.05, 0.5, 7.0])
+    classic = 2 + len(chunk[0].buckets) + 1  # each bound with +Inf, _sum, _count; a counter
+    made = made_of_chunks.ChunkMade(chunk)
+    for _ in range(2):
+        assert made.count(SPECS, TEXT_COUNTING) == classic
+        assert made.count(SPECS, native) == 2
+        assert made.count(SPECS, both) == classic + 1
+    assert made_of_chunks.ChunkMade(chunk).count(SPECS, native) == 2
