@@ -215,6 +215,7 @@ def test_a_chunks_series_are_counted_for_each_counting_asked_for() -> None:
     asked for after it."""
     native, both = Counting(classic=False, native=True), Counting(classic=True, native=True)
     chunk = _chunk("q", [0.05, 0.5, 7.0])
+    assert isinstance(chunk[0], HistogramSample)
     classic = 2 + len(chunk[0].buckets) + 1  # each bound with +Inf, _sum, _count; a counter
     made = made_of_chunks.ChunkMade(chunk)
     for _ in range(2):
