@@ -29,10 +29,10 @@ from pgq_exporter.config.addresses import TargetSyntaxError
 from pgq_exporter.errors import PgqError
 from pgq_exporter.exposition import Form, GzipMembers, Parts, Snapshot, sample_part
 from pgq_exporter.exposition.fitting import TEXT_COUNTING
+from pgq_exporter.runtime import memory
 from pgq_exporter.runtime.budgets import PROBES, budget_caps
 from pgq_exporter.runtime.connections import Connections
 from pgq_exporter.runtime.discovery import Discovery, DiscoveryJob
-from pgq_exporter.runtime.memory import FREEZER
 from pgq_exporter.runtime.preflight import check_custom_sql
 from pgq_exporter.runtime.probe_targets import module_target
 from pgq_exporter.runtime.process import process_samples
@@ -74,7 +74,7 @@ class Exporter:
         self.reload_time = time.time()
         self._specs = metric_specs(config)
         self.connections = Connections(config.limits.server_connections)
-        self.scheduler = Scheduler(config.limits.collections, FREEZER.after_job)
+        self.scheduler = Scheduler(config.limits.collections, memory.after_job)
         self._size_scheduler(config)
         self._renderer = _Renderer(self)
         self.targets = Targets(config, self.scheduler, self.connections, self.specs,

@@ -1,6 +1,6 @@
 """`serve`'s malloc settings: glibc gives each thread that allocates an arena of its own
 (up to eight a core), each keeping what was freed in it; serve keeps two, unless
-MALLOC_ARENA_MAX says otherwise. Counted by glibc itself (malloc_info), in a process of
+MALLOC_ARENA_MAX says otherwise, and has glibc's malloc_trim to call after its jobs. Counted by glibc itself (malloc_info), in a process of
 its own with eight threads allocating at once."""
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from pathlib import Path
 
 PROBE = """
 import ctypes, ctypes.util, sys, threading
-from pgq_exporter.runtime.memory import give_back_freed_memory
-if sys.argv[1] == "set" and not give_back_freed_memory():
-    sys.exit("not glibc")
+from pgq_exporter.runtime.memory import TRIMMER, give_back_freed_memory
+if sys.argv[1] == "set":
+    if not give_back_freed_memory():
+        sys.exit("not glibc")
+    assert TRIMMER.trim is not None and TRIMMER.trim(0) in (0, 1)  # glibc's malloc_trim
 together = threading.Barrier(8)
 def allocate():
     together.wait()

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pgq_exporter.runtime.memory import FREEZER, HeapFreezer
+from pgq_exporter.runtime.memory import FREEZER, HeapFreezer, Trimmer
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +46,16 @@ def test_a_cycle_that_dies_frozen_is_freed_at_the_next_thaw() -> None:
     freezer.after_job()
     assert alive_then() is None
     assert gc.get_freeze_count() == 0
+
+
+def test_the_trimmer_trims_after_a_job_at_most_once_every_period() -> None:
+    calls: list[int] = []
+    rarely, always = Trimmer(every=3600), Trimmer(every=0)
+    rarely.after_job()  # none to call yet: nothing happens
+    rarely.trim = always.trim = calls.append
+    for _ in range(3):
+        rarely.after_job()
+    assert calls == [0]
+    for _ in range(3):
+        always.after_job()
+    assert calls == [0] * 4
