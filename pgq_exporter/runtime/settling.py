@@ -46,15 +46,16 @@ class Settling:
         collector that serves none."""
         chunks = chunks_of(samples)
         kept, changed = matched(chunks, self._kept, None, None)
-        other = self._other
-        now: dict[int, _Made] = {}  # the chunks settled now that are not themselves
+        # By the chunk's id: those settled now that are not served as they came.
+        now: dict[int, _Made] = {}
         for i in changed:
             if kept[i] is None:
                 made = _settled(chunks[i], served, first=first)
                 kept[i] = made[0]
                 if made[1] is not chunks[i] or made[2]:
-                    now[i] = made
+                    now[id(chunks[i])] = made
         self._kept = kept
+        other = self._other
         if not other and not now:  # nearly always: every chunk is served as it came
             self._cut = NOTHING_CUT
             return Chunks(chunks.copy()), NOTHING_CUT
@@ -63,13 +64,10 @@ class Settling:
             for chunk in kept
             if chunk is not None and (found := other.get(id(chunk))) is not None
         }
-        self._other.update({id(made[0]): made for made in now.values() if made[0] is not None})
-        settled = [
-            now[i][1] if i in now else self._other[id(chunk)][1] if id(chunk) in self._other
-            else chunk
-            for i, chunk in enumerate(chunks)
-        ]  # fmt: skip
-        cuts = [made[2] for made in (*self._other.values(), *now.values()) if made[2]]
+        self._other.update({key: made for key, made in now.items() if made[0] is not None})
+        apart = self._other | now
+        settled = [apart[id(chunk)][1] if id(chunk) in apart else chunk for chunk in chunks]
+        cuts = [made[2] for made in apart.values() if made[2]]
         self._cut = frozenset().union(*cuts) if cuts else NOTHING_CUT
         return Chunks(settled), self._cut
 
