@@ -149,8 +149,6 @@ class Histogram:
         native[index] = native.get(index, 0) + 1
 
     def native_buckets(self) -> NativeBuckets:
-        if not self.counts:
-            return EMPTY_NATIVE
         pairs = tuple(map(_shared, sorted((self.native or {}).items())))
         return NativeBuckets(NATIVE_SCHEMA, self.zero_count, pairs)
 
